@@ -1,0 +1,12 @@
+import { defineConfig } from "vitest/config"
+
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts"],
+    globalSetup: ["test/support/globalSetup.ts"],
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
+    // Migrator.fromFileSystem import()s the .ts migrations; vitest must transform them.
+    server: { deps: { inline: ["@effect/sql"] } }
+  }
+})
