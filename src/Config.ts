@@ -1,0 +1,98 @@
+/**
+ * Service-wide configuration, read once from the environment with effect `Config`.
+ * A bad value fails start-up with a ConfigError that names the variable and the expected form.
+ * Domain-specific settings (chain, identity provider, ...) live beside their domain.
+ */
+import { Config, ConfigError, Context, Either, Layer, LogLevel, type Option, type Redacted } from "effect"
+import { getAddress, isAddress } from "viem"
+
+/** An origin is `scheme://host[:port]` with nothing after it. */
+export const parseOrigin = (text: string): string | undefined => {
+  try {
+    const url = new URL(text)
+    if (url.protocol !== "http:" && url.protocol !== "https:") return undefined
+    if (url.origin !== text.replace(/\/$/, "")) return undefined
+    return url.origin
+  } catch {
+    return undefined
+  }
+}
+
+const httpUrl = (name: string) =>
+  Config.string(name).pipe(
+    Config.mapOrFail((text) => {
+      try {
+        const url = new URL(text)
+        if (url.protocol === "http:" || url.protocol === "https:")
+          return Either.right(url.toString().replace(/\/$/, ""))
+      } catch {}
+      return Either.left(ConfigError.InvalidData([name], `Expected ${name} to be an http(s) URL, got "${text}"`))
+    })
+  )
+
+const origins = (name: string) =>
+  Config.string(name).pipe(
+    Config.mapOrFail((text) => {
+      const parts = text
+        .split(",")
+        .map((part) => part.trim())
+        .filter((part) => part.length > 0)
+      const parsed = parts.map(parseOrigin)
+      const bad = parts.filter((_, i) => parsed[i] === undefined)
+      return bad.length > 0 || parts.length === 0
+        ? Either.left(
+            ConfigError.InvalidData(
+              [name],
+              `Expected ${name} to be comma-separated origins like https://app.example.com, got "${text}"`
+            )
+          )
+        : Either.right(parsed as ReadonlyArray<string>)
+    })
+  )
+
+/** An EVM address in any case, normalised to its EIP-55 checksum form. */
+export const addressConfig = (name: string) =>
+  Config.string(name).pipe(
+    Config.mapOrFail((text) =>
+      isAddress(text, { strict: false })
+        ? Either.right(getAddress(text))
+        : Either.left(ConfigError.InvalidData([name], `Expected ${name} to be a 0x-prefixed 20-byte hex address`))
+    )
+  )
+
+export type AgentMode = "off" | "dry" | "live"
+
+export interface AppSettings {
+  readonly port: number
+  readonly appUrl: string
+  readonly webOrigins: ReadonlyArray<string>
+  readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
+  readonly dataDir: string
+  readonly agentMode: AgentMode
+  readonly merchantPayTo: Option.Option<`0x${string}`>
+  readonly logFormat: "json" | "pretty"
+  readonly logLevel: LogLevel.LogLevel
+  readonly otlpEndpoint: Option.Option<string>
+}
+
+export const appSettings: Config.Config<AppSettings> = Config.all({
+  port: Config.port("PORT").pipe(Config.withDefault(3000)),
+  appUrl: httpUrl("APP_URL").pipe(Config.withDefault("http://localhost:3000")),
+  webOrigins: origins("WEB_ORIGIN").pipe(Config.withDefault([] as ReadonlyArray<string>)),
+  databaseUrl: Config.option(Config.redacted("DATABASE_URL")),
+  dataDir: Config.string("DATA_DIR").pipe(Config.withDefault(".data")),
+  agentMode: Config.literal("off", "dry", "live")("AGENT_MODE").pipe(Config.withDefault("off" as const)),
+  merchantPayTo: Config.option(addressConfig("MERCHANT_PAY_TO")),
+  logFormat: Config.literal("json", "pretty")("LOG_FORMAT").pipe(Config.withDefault("json" as const)),
+  logLevel: Config.logLevel("LOG_LEVEL").pipe(Config.withDefault(LogLevel.Info)),
+  otlpEndpoint: Config.option(httpUrl("OTEL_EXPORTER_OTLP_ENDPOINT"))
+}).pipe(
+  // Without WEB_ORIGIN the app's own origin is the only trusted one.
+  Config.map((settings) =>
+    settings.webOrigins.length > 0 ? settings : { ...settings, webOrigins: [new URL(settings.appUrl).origin] }
+  )
+)
+
+export class AppConfig extends Context.Tag("app/AppConfig")<AppConfig, AppSettings>() {
+  static readonly layer = Layer.effect(AppConfig, appSettings)
+}

@@ -1,0 +1,42 @@
+/**
+ * The PostgreSQL client (`@effect/sql-pg`) and the migrator.
+ * `DATABASE_URL` selects a server; without it an embedded PostgreSQL runs under `<DATA_DIR>/pg`.
+ * Migrations in the top-level `migrations/` folder run before the client is handed out.
+ */
+import path from "node:path"
+import { fileURLToPath } from "node:url"
+import { NodeContext } from "@effect/platform-node"
+import { PgClient, PgMigrator } from "@effect/sql-pg"
+import { Effect, Layer, Option, type Redacted, String as Str } from "effect"
+import { AppConfig } from "./Config.js"
+import { startEmbeddedPostgres } from "./EmbeddedPostgres.js"
+
+const migrationsDir = fileURLToPath(new URL("../migrations", import.meta.url))
+
+export const MigratorLive = PgMigrator.layer({ loader: PgMigrator.fromFileSystem(migrationsDir) }).pipe(
+  Layer.provide(NodeContext.layer)
+)
+
+/** Client + migrations for a known URL (tests build one per throwaway database). */
+export const sqlLayer = (url: Redacted.Redacted<string>) =>
+  MigratorLive.pipe(
+    Layer.provideMerge(
+      PgClient.layer({
+        url,
+        maxConnections: 10,
+        applicationName: "card-service",
+        transformResultNames: Str.snakeToCamel,
+        transformQueryNames: Str.camelToSnake
+      })
+    )
+  )
+
+export const SqlLive = Layer.unwrapScoped(
+  Effect.gen(function* () {
+    const config = yield* AppConfig
+    const url = Option.isSome(config.databaseUrl)
+      ? config.databaseUrl.value
+      : yield* startEmbeddedPostgres({ dir: path.join(config.dataDir, "pg"), database: "app" })
+    return sqlLayer(url)
+  })
+)

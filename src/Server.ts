@@ -1,0 +1,138 @@
+/**
+ * The HTTP application: the API with every handler, the error normaliser, CORS, OpenAPI,
+ * the docs page, request ids and access logs. `HttpLive` needs an `HttpServer`; main.ts gives
+ * it a Node server on PORT, tests one on a free port.
+ */
+import { createServer } from "node:http"
+import {
+  FileSystem,
+  HttpApiBuilder,
+  HttpApiScalar,
+  HttpApp,
+  HttpIncomingMessage,
+  HttpMiddleware,
+  HttpServer,
+  HttpServerRequest,
+  HttpServerResponse
+} from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { Cause, Effect, Layer, Option } from "effect"
+import { Api } from "./Api.js"
+import { BadRequest, InternalError, NotFound, PayloadTooLarge } from "./ApiError.js"
+import { Auth } from "./auth/Auth.js"
+import { AccountHttpLive, AuthHttpLive } from "./auth/Http.js"
+import { AppConfig } from "./Config.js"
+import { HealthHttpLive } from "./health/Http.js"
+
+const MAX_BODY_BYTES = 64 * 1024
+
+const tagOf = (u: unknown): string | undefined =>
+  typeof u === "object" && u !== null && "_tag" in u && typeof u._tag === "string" ? u._tag : undefined
+
+interface DecodeIssue {
+  readonly path: ReadonlyArray<PropertyKey>
+  readonly message: string
+}
+
+/** "address: must be a 0x-prefixed 20-byte hex address; signature: is missing" */
+const describeIssues = (issues: ReadonlyArray<DecodeIssue>, fallback: string) =>
+  issues.length === 0
+    ? fallback
+    : issues
+        .slice(0, 5)
+        .map((issue) => `${issue.path.length > 0 ? issue.path.map(String).join(".") : "body"}: ${issue.message}`)
+        .join("; ")
+
+/**
+ * HttpApi answers routing misses, malformed JSON, schema mismatches and defects with empty or
+ * framework-shaped bodies; this turns each into the service's `{error, code}` errors.
+ */
+export const ErrorNormalizerLive = HttpApiBuilder.middleware(Api, (app) =>
+  Effect.catchAllCause(app, (cause): Effect.Effect<never, BadRequest | NotFound | PayloadTooLarge | InternalError> => {
+    if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
+    const failure = Cause.failureOption(cause)
+    if (Option.isSome(failure)) {
+      const error: unknown = failure.value
+      switch (tagOf(error)) {
+        case "RouteNotFound": {
+          const request = (error as { request: HttpServerRequest.HttpServerRequest }).request
+          return Effect.fail(new NotFound({ error: `no route for ${request.method} ${request.url.split("?")[0]}` }))
+        }
+        case "HttpApiDecodeError": {
+          const decode = error as { message: string; issues: ReadonlyArray<DecodeIssue> }
+          return Effect.fail(new BadRequest({ error: describeIssues(decode.issues, decode.message) }))
+        }
+        default:
+          return Effect.failCause(cause)
+      }
+    }
+    const defect = Cause.dieOption(cause)
+    if (Option.isSome(defect) && tagOf(defect.value) === "RequestError") {
+      const reason = String((defect.value as { cause?: unknown }).cause)
+      return reason.includes("maxBytes exceeded")
+        ? Effect.fail(new PayloadTooLarge({ error: `the request body exceeds ${MAX_BODY_BYTES} bytes` }))
+        : Effect.fail(new BadRequest({ error: "the request body is not valid JSON" }))
+    }
+    return Effect.logError("unhandled defect", cause).pipe(
+      Effect.zipRight(Effect.fail(new InternalError({ error: "internal server error" })))
+    )
+  })
+)
+
+const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/
+
+/**
+ * Echoes a caller's `x-request-id` (or a fresh one) and tags the request's logs and span with it.
+ * The response is written before a serve middleware returns, so the header goes on through a
+ * pre-response handler.
+ */
+const withRequestId = HttpMiddleware.make((app) =>
+  Effect.gen(function* () {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const given = request.headers["x-request-id"]
+    const id = given !== undefined && REQUEST_ID.test(given) ? given : crypto.randomUUID()
+    yield* Effect.annotateCurrentSpan("http.request.id", id)
+    yield* HttpApp.appendPreResponseHandler((_request, response) =>
+      Effect.succeed(HttpServerResponse.setHeader(response, "x-request-id", id))
+    )
+    // Refuse a declared oversize body before reading it; a chunked one is cut off while read.
+    if (Number(request.headers["content-length"] ?? 0) > MAX_BODY_BYTES) {
+      return HttpServerResponse.unsafeJson(
+        { error: `the request body exceeds ${MAX_BODY_BYTES} bytes`, code: "PAYLOAD_TOO_LARGE" },
+        { status: 413 }
+      )
+    }
+    return yield* app.pipe(
+      Effect.annotateLogs("requestId", id),
+      HttpIncomingMessage.withMaxBodySize(Option.some(FileSystem.Size(MAX_BODY_BYTES)))
+    )
+  })
+)
+
+export const ApiLive = HttpApiBuilder.api(Api).pipe(
+  Layer.provide([HealthHttpLive, AuthHttpLive, AccountHttpLive, ErrorNormalizerLive]),
+  Layer.provide(Auth.Default)
+)
+
+const CorsLive = Layer.unwrapEffect(
+  Effect.map(AppConfig, (config) =>
+    HttpApiBuilder.middlewareCors({
+      allowedOrigins: config.webOrigins,
+      allowedHeaders: ["authorization", "content-type", "payment-signature", "x-request-id"],
+      exposedHeaders: ["payment-required", "payment-response", "x-request-id", "www-authenticate"],
+      maxAge: 600
+    })
+  )
+)
+
+export const HttpLive = HttpApiBuilder.serve((app) => withRequestId(HttpMiddleware.logger(app))).pipe(
+  Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
+  Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
+  Layer.provide(CorsLive),
+  Layer.provide(ApiLive),
+  HttpServer.withLogAddress
+)
+
+export const NodeServerLive = Layer.unwrapEffect(
+  Effect.map(AppConfig, (config) => NodeHttpServer.layer(createServer, { port: config.port, host: "0.0.0.0" }))
+)

@@ -1,0 +1,108 @@
+import {
+  HttpApiEndpoint,
+  HttpApiGroup,
+  HttpApiMiddleware,
+  HttpApiSchema,
+  HttpApiSecurity,
+  OpenApi
+} from "@effect/platform"
+import { Context, Schema } from "effect"
+import { UnauthorizedError, wireError } from "../ApiError.js"
+import { Card } from "../cards/Card.js"
+import { Address } from "../chain/Address.js"
+import { KycState } from "../kyc/KycState.js"
+
+export class InvalidSignature extends Schema.TaggedError<InvalidSignature>()("InvalidSignature", {
+  error: Schema.String
+}) {}
+export const InvalidSignatureError = wireError(
+  InvalidSignature,
+  "INVALID_SIGNATURE",
+  401,
+  "The signature does not recover the challenge's address."
+)
+
+export class ChallengeExpired extends Schema.TaggedError<ChallengeExpired>()("ChallengeExpired", {
+  error: Schema.String
+}) {}
+export const ChallengeExpiredError = wireError(
+  ChallengeExpired,
+  "CHALLENGE_EXPIRED",
+  401,
+  "The challenge is older than its 10-minute lifetime; ask for a new one."
+)
+
+export class ChallengeUnknown extends Schema.TaggedError<ChallengeUnknown>()("ChallengeUnknown", {
+  error: Schema.String
+}) {}
+export const ChallengeUnknownError = wireError(
+  ChallengeUnknown,
+  "CHALLENGE_UNKNOWN",
+  401,
+  "The message is not a challenge this server issued, or it was already used."
+)
+
+/** The signed-in user, provided to bearer endpoints by the `Authentication` middleware. */
+export class CurrentUser extends Context.Tag("app/CurrentUser")<
+  CurrentUser,
+  { readonly address: Address; readonly sessionId: string }
+>() {}
+
+export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("app/Authentication", {
+  failure: UnauthorizedError,
+  provides: CurrentUser,
+  security: { bearer: HttpApiSecurity.bearer }
+}) {}
+
+export const Hex = Schema.String.pipe(
+  Schema.pattern(/^0x[0-9a-fA-F]*$/, { message: () => "must be a 0x-prefixed hex string" }),
+  Schema.maxLength(100_000)
+)
+
+export class Me extends Schema.Class<Me>("Me")({
+  address: Address,
+  kyc: KycState,
+  card: Schema.NullOr(Card),
+  createdAt: Schema.Number.annotations({ description: "ms since epoch" })
+}) {}
+
+export class SignInResult extends Schema.Class<SignInResult>("SignInResult")({
+  token: Schema.String.annotations({ description: "Bearer token, valid 30 days" }),
+  address: Address,
+  kyc: KycState,
+  card: Schema.NullOr(Card)
+}) {}
+
+export class AuthApi extends HttpApiGroup.make("auth")
+  .add(
+    HttpApiEndpoint.post("challenge", "/auth/challenge")
+      .setPayload(Schema.Struct({ address: Address }))
+      .addSuccess(Schema.Struct({ message: Schema.String }))
+      .annotate(OpenApi.Description, "An EIP-4361 message for the address to sign; single use, valid 10 minutes.")
+  )
+  .add(
+    HttpApiEndpoint.post("verify", "/auth/verify")
+      .setPayload(
+        Schema.Struct({ message: Schema.String.pipe(Schema.maxLength(4096)), signature: Hex.pipe(Schema.minLength(4)) })
+      )
+      .addSuccess(SignInResult)
+      .addError(InvalidSignatureError)
+      .addError(ChallengeExpiredError)
+      .addError(ChallengeUnknownError)
+      .annotate(OpenApi.Description, "Exchanges a signed challenge for a 30-day bearer token.")
+  )
+  .annotate(OpenApi.Title, "Sign-in") {}
+
+export class AccountApi extends HttpApiGroup.make("account")
+  .add(
+    HttpApiEndpoint.post("signout", "/auth/signout")
+      .addSuccess(HttpApiSchema.NoContent)
+      .annotate(OpenApi.Description, "Revokes the bearer token.")
+  )
+  .add(
+    HttpApiEndpoint.get("me", "/me")
+      .addSuccess(Me)
+      .annotate(OpenApi.Description, "The signed-in user; poll while kyc is pending.")
+  )
+  .middleware(Authentication)
+  .annotate(OpenApi.Title, "Account") {}

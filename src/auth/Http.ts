@@ -1,0 +1,42 @@
+import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
+import { Effect, Layer, Redacted } from "effect"
+import { Api } from "../Api.js"
+import { Authentication, CurrentUser } from "./Api.js"
+import { Auth } from "./Auth.js"
+
+export const AuthenticationLive = Layer.effect(
+  Authentication,
+  Effect.gen(function* () {
+    const auth = yield* Auth
+    return Authentication.of({
+      bearer: (token) =>
+        auth
+          .authenticate(Redacted.value(token))
+          .pipe(
+            Effect.tapError(() =>
+              HttpApp.appendPreResponseHandler((_request, response) =>
+                Effect.succeed(HttpServerResponse.setHeader(response, "www-authenticate", 'Bearer realm="api"'))
+              )
+            )
+          )
+    })
+  })
+)
+
+export const AuthHttpLive = HttpApiBuilder.group(Api, "auth", (handlers) =>
+  Effect.gen(function* () {
+    const auth = yield* Auth
+    return handlers
+      .handle("challenge", ({ payload }) => auth.challenge(payload.address))
+      .handle("verify", ({ payload }) => auth.verify(payload.message, payload.signature as `0x${string}`))
+  })
+)
+
+export const AccountHttpLive = HttpApiBuilder.group(Api, "account", (handlers) =>
+  Effect.gen(function* () {
+    const auth = yield* Auth
+    return handlers
+      .handle("signout", () => Effect.flatMap(CurrentUser, (user) => auth.signout(user.sessionId)))
+      .handle("me", () => Effect.flatMap(CurrentUser, (user) => auth.profile(user.address)))
+  })
+).pipe(Layer.provide(AuthenticationLive))

@@ -1,0 +1,49 @@
+/**
+ * EIP-4361 (Sign-In with Ethereum) challenge text: pure, no I/O.
+ * The server stores every message it issues and later accepts only that exact text back,
+ * so parsing here is only used to find the nonce of a message a client returns.
+ */
+import { createSiweMessage, parseSiweMessage } from "viem/siwe"
+import type { Address } from "../chain/Address.js"
+
+export const CHALLENGE_TTL_MS = 10 * 60 * 1000
+export const STATEMENT = "Sign in to the card app."
+
+export interface SiweSite {
+  /** The app's public URL (`APP_URL`): its host is the SIWE domain, the URL itself the URI. */
+  readonly appUrl: string
+  readonly chainId: number
+}
+
+export interface Challenge {
+  readonly address: Address
+  readonly nonce: string
+  readonly issuedAt: number
+  readonly expiresAt: number
+  readonly message: string
+}
+
+export const buildChallenge = (site: SiweSite, address: Address, nonce: string, now: number): Challenge => {
+  const url = new URL(site.appUrl)
+  const expiresAt = now + CHALLENGE_TTL_MS
+  const message = createSiweMessage({
+    // https is the default scheme of a SIWE domain; say so explicitly only when it differs.
+    ...(url.protocol === "https:" ? {} : { scheme: url.protocol.slice(0, -1) }),
+    domain: url.host,
+    address,
+    statement: STATEMENT,
+    uri: site.appUrl,
+    version: "1",
+    chainId: site.chainId,
+    nonce,
+    issuedAt: new Date(now),
+    expirationTime: new Date(expiresAt)
+  })
+  return { address, nonce, issuedAt: now, expiresAt, message }
+}
+
+/** The nonce of a SIWE message, or undefined when the text is not one. */
+export const nonceOf = (message: string): string | undefined => {
+  const nonce = parseSiweMessage(message).nonce
+  return nonce !== undefined && /^[A-Za-z0-9]{16,}$/.test(nonce) ? nonce : undefined
+}

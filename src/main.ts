@@ -1,0 +1,20 @@
+/**
+ * Entry point: `npm start`. Serves the whole API on embedded defaults when nothing is configured.
+ * SIGTERM/SIGINT interrupt the main fiber: the server stops accepting, in-flight requests finish,
+ * then the database pool and any embedded servers are released in reverse order.
+ */
+import { NodeRuntime } from "@effect/platform-node"
+import { Layer } from "effect"
+import { AppConfig } from "./Config.js"
+import { SqlLive } from "./Database.js"
+import { ObservabilityLive } from "./Observability.js"
+import { HttpLive, NodeServerLive } from "./Server.js"
+
+const MainLive = HttpLive.pipe(
+  Layer.provide(NodeServerLive),
+  Layer.provide(SqlLive),
+  Layer.provide(ObservabilityLive),
+  Layer.provide(AppConfig.layer)
+)
+
+Layer.launch(MainLive).pipe(NodeRuntime.runMain({ disablePrettyLogger: true }))

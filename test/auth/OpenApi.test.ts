@@ -1,0 +1,38 @@
+import { expect, layer } from "@effect/vitest"
+import { Validator } from "@seriousme/openapi-schema-validator"
+import { Effect } from "effect"
+import { send } from "../support/http.js"
+import { testServer } from "../support/TestServer.js"
+
+layer(testServer(), { excludeTestServices: true })("OpenAPI and docs", (it) => {
+  it.effect("/openapi.json is valid OpenAPI 3.1.0 and lists every implemented path", () =>
+    Effect.gen(function* () {
+      const { status, body: spec } = yield* send("GET", "/openapi.json")
+      expect(status).toBe(200)
+      expect(spec.openapi).toBe("3.1.0")
+      expect(spec.info.version).toBe("1.0.0")
+      const result = yield* Effect.promise(() => new Validator().validate(spec))
+      expect(result.errors).toBeUndefined()
+      expect(result.valid).toBe(true)
+      expect(Object.keys(spec.paths).sort()).toEqual(
+        ["/auth/challenge", "/auth/signout", "/auth/verify", "/health", "/me", "/ready"].sort()
+      )
+      const text = JSON.stringify(spec)
+      expect(text).not.toContain("HttpApiDecodeError")
+      expect(text).not.toContain("_tag")
+      // Errors are documented with their codes.
+      expect(spec.paths["/auth/verify"].post.responses["401"]).toBeDefined()
+      expect(spec.components.schemas.BadRequest.properties.code.enum).toEqual(["BAD_REQUEST"])
+      expect(spec.paths["/me"].get.security).toEqual([{ bearer: [] }])
+    })
+  )
+
+  it.effect("/docs serves a browsable reference", () =>
+    Effect.gen(function* () {
+      const response = yield* send("GET", "/docs")
+      expect(response.status).toBe(200)
+      expect(response.headers["content-type"]).toContain("text/html")
+      expect(String(response.body)).toContain("openapi")
+    })
+  )
+})
