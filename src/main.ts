@@ -6,6 +6,7 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Layer } from "effect"
 import { AppConfig } from "./Config.js"
+import { ChainDeployment } from "./chain/Chain.js"
 import { SqlLive } from "./Database.js"
 import { ObservabilityLive } from "./Observability.js"
 import { HttpLive, NodeServerLive } from "./Server.js"
@@ -13,6 +14,7 @@ import { HttpLive, NodeServerLive } from "./Server.js"
 const MainLive = HttpLive.pipe(
   Layer.provide(NodeServerLive),
   Layer.provide(SqlLive),
+  Layer.provide(ChainDeployment.layer),
   Layer.provide(ObservabilityLive),
   Layer.provide(AppConfig.layer)
 )

@@ -8,6 +8,7 @@ import { verifyMessage } from "viem"
 import { Unauthorized } from "../ApiError.js"
 import { AppConfig } from "../Config.js"
 import type { Address } from "../chain/Address.js"
+import { Kyc } from "../kyc/Kyc.js"
 import { ChallengeExpired, ChallengeUnknown, InvalidSignature, Me, SignInResult } from "./Api.js"
 import { AuthRepo } from "./AuthRepo.js"
 import { buildChallenge, nonceOf } from "./Siwe.js"
@@ -24,6 +25,7 @@ const isSignedBy = (address: Address, message: string, signature: `0x${string}`)
 export class Auth extends Effect.Service<Auth>()("app/Auth", {
   effect: Effect.gen(function* () {
     const repo = yield* AuthRepo
+    const kyc = yield* Kyc
     const { appUrl } = yield* AppConfig
     const chainId = yield* Config.integer("CHAIN_ID").pipe(Config.withDefault(31337))
 
@@ -43,7 +45,9 @@ export class Auth extends Effect.Service<Auth>()("app/Auth", {
 
     const profile = Effect.fn("Auth.profile")(function* (address: Address) {
       const user = yield* repo.findUser(address).pipe(Effect.flatMap(Effect.orDieWith(() => "user row missing")))
-      return new Me({ address: user.address, kyc: "none", card: null, createdAt: user.createdAt.getTime() })
+      // The identity-check state and card, reconciled with the provider when a check is pending.
+      const { kyc: state, card } = yield* kyc.standing(address)
+      return new Me({ address: user.address, kyc: state, card, createdAt: user.createdAt.getTime() })
     })
 
     const verify = Effect.fn("Auth.verify")(function* (message: string, signature: `0x${string}`) {
@@ -97,5 +101,5 @@ export class Auth extends Effect.Service<Auth>()("app/Auth", {
 
     return { challenge, verify, authenticate, signout, profile }
   }),
-  dependencies: [AuthRepo.Default]
+  dependencies: [AuthRepo.Default, Kyc.Default]
 }) {}

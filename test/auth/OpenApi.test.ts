@@ -15,7 +15,21 @@ layer(testServer(), { excludeTestServices: true })("OpenAPI and docs", (it) => {
       expect(result.errors).toBeUndefined()
       expect(result.valid).toBe(true)
       expect(Object.keys(spec.paths).sort()).toEqual(
-        ["/auth/challenge", "/auth/signout", "/auth/verify", "/health", "/me", "/ready"].sort()
+        [
+          "/auth/challenge",
+          "/auth/signout",
+          "/auth/verify",
+          "/health",
+          "/kyc/sandbox/{sessionId}",
+          "/kyc/session",
+          "/kyc/webhook/{provider}",
+          "/market/status",
+          "/market/tokens",
+          "/market/tokens/{token}",
+          "/me",
+          "/me/activity",
+          "/ready"
+        ].sort()
       )
       const text = JSON.stringify(spec)
       expect(text).not.toContain("HttpApiDecodeError")
@@ -36,3 +50,23 @@ layer(testServer(), { excludeTestServices: true })("OpenAPI and docs", (it) => {
     })
   )
 })
+
+layer(testServer({ MERCHANT_PAY_TO: "0x000000000000000000000000000000000000dEaD" }), { excludeTestServices: true })(
+  "OpenAPI with the merchant",
+  (it) => {
+    it.effect("lists the merchant paths, still valid OpenAPI 3.1", () =>
+      Effect.gen(function* () {
+        const { body: spec } = yield* send("GET", "/openapi.json")
+        const result = yield* Effect.promise(() => new Validator().validate(spec))
+        expect(result.errors).toBeUndefined()
+        expect(Object.keys(spec.paths)).toEqual(
+          expect.arrayContaining(["/merchant/orders", "/merchant/orders/{id}", "/merchant/orders/{id}/pay"])
+        )
+        const pay = spec.paths["/merchant/orders/{id}/pay"]
+        expect(Object.keys(pay).sort()).toEqual(["get", "post"])
+        expect(pay.post.responses["402"]).toBeDefined()
+        expect(pay.post.responses["409"]).toBeDefined()
+      })
+    )
+  }
+)

@@ -1,24 +1,35 @@
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import path from "node:path"
 import { NodeHttpServer } from "@effect/platform-node"
-import { ConfigProvider, Layer, Logger, LogLevel } from "effect"
+import { ConfigProvider, Effect, Layer, Logger, LogLevel } from "effect"
 import { AppConfig } from "../../src/Config.js"
 import { HttpLive } from "../../src/Server.js"
+import { TestChain } from "./TestChain.js"
 import { TestDatabase } from "./TestDatabase.js"
 
 export const TEST_APP_URL = "https://app.example.com"
 
 /**
- * The real HTTP application on a free port over a throwaway database, with the environment
- * given as a map. Provides the `HttpClient` pointed at the server and the `SqlClient`.
+ * The real HTTP application on a free port over a throwaway database and devnet, with the
+ * environment given as a map and its own temporary DATA_DIR. Provides the `HttpClient` pointed
+ * at the server, the `SqlClient` and the `TestDevnet`.
  */
 export const testServer = (env: Record<string, string> = {}) =>
-  HttpLive.pipe(
-    Layer.provideMerge(NodeHttpServer.layerTest),
-    Layer.provideMerge(TestDatabase),
-    Layer.provideMerge(AppConfig.layer),
-    Layer.provide(Logger.minimumLogLevel(LogLevel.Warning)),
-    Layer.provide(
-      Layer.setConfigProvider(
-        ConfigProvider.fromMap(new Map(Object.entries({ APP_URL: TEST_APP_URL, LOG_LEVEL: "Warn", ...env })))
+  Layer.unwrapScoped(
+    Effect.gen(function* () {
+      const dataDir = yield* Effect.acquireRelease(
+        Effect.sync(() => mkdtempSync(path.join(tmpdir(), "card-service-test-data-"))),
+        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
       )
-    )
+      const settings = { APP_URL: TEST_APP_URL, LOG_LEVEL: "Warn", DATA_DIR: dataDir, ...env }
+      return HttpLive.pipe(
+        Layer.provideMerge(NodeHttpServer.layerTest),
+        Layer.provideMerge(TestDatabase),
+        Layer.provideMerge(TestChain),
+        Layer.provideMerge(AppConfig.layer),
+        Layer.provide(Logger.minimumLogLevel(LogLevel.Warning)),
+        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(settings)))))
+      )
+    })
   )

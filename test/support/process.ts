@@ -23,8 +23,15 @@ export const startService = (env: Record<string, string>) =>
       output += chunk.toString()
     })
     const baseUrl = `http://127.0.0.1:${env.PORT ?? "3000"}`
-    yield* Effect.tryPromise(() => fetch(`${baseUrl}/health`).then((r) => (r.ok ? r : Promise.reject(r.status)))).pipe(
-      Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.upTo("60 seconds"))),
+    const exited = Effect.async<void>((resume) => {
+      child.once("exit", () => resume(Effect.void))
+    })
+    const healthy = Effect.tryPromise(() =>
+      fetch(`${baseUrl}/health`, { signal: AbortSignal.timeout(2_000) }).then((r) =>
+        r.ok ? r : Promise.reject(r.status)
+      )
+    ).pipe(Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.upTo("60 seconds"))))
+    yield* Effect.raceFirst(healthy, Effect.zipRight(exited, Effect.fail("exited"))).pipe(
       Effect.orDieWith(() => new Error(`service did not become healthy:\n${output}`))
     )
     return { child, baseUrl, output: () => output } satisfies ServiceProcess

@@ -1,0 +1,35 @@
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { Authentication } from "../auth/Api.js"
+
+export class ActivityItem extends Schema.Class<ActivityItem>("ActivityItem")({
+  id: Schema.String.annotations({ description: "cursor for `before`" }),
+  type: Schema.Literal("payment", "refill").annotations({
+    description: "payment: the card paid a merchant; refill: the agent topped the card up"
+  }),
+  at: Schema.Number.annotations({ description: "ms since epoch" }),
+  usd: Schema.Number.annotations({ description: "positive; `type` says the direction" }),
+  description: Schema.String,
+  tx: Schema.String
+}) {}
+
+export const ActivityQuery = Schema.Struct({
+  limit: Schema.optionalWith(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 200)), {
+    default: () => 50
+  }),
+  before: Schema.optional(Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9_:-]{1,80}$/)))
+})
+
+export class StatementApi extends HttpApiGroup.make("statement")
+  .add(
+    HttpApiEndpoint.get("activity", "/me/activity")
+      .setUrlParams(ActivityQuery)
+      .addSuccess(Schema.Array(ActivityItem))
+      .annotate(
+        OpenApi.Description,
+        "The card statement, newest first: payments and agent refills. `?limit=` (1-200, default 50), " +
+          "`?before=<id>` for the page after the item with that id."
+      )
+  )
+  .middleware(Authentication)
+  .annotate(OpenApi.Title, "Card statement") {}

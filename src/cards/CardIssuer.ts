@@ -1,0 +1,66 @@
+/**
+ * The card-issuer port and the local issuer used by default.
+ *
+ * The local issuer makes an app-internal card face, not a payment-network card: a 16-digit,
+ * Luhn-valid number in the non-network range 9406 (ISO/IEC 7812 major industry identifier 9),
+ * an expiry three years ahead (`MM/YY`, UTC) and a 3-digit CVV, all from a CSPRNG. A production
+ * issuer is another Layer for `CardIssuer`; a failure there is a defect (the identity-provider
+ * webhook then answers 500 and is retried).
+ */
+import { randomBytes, randomInt } from "node:crypto"
+import { Context, Effect, Layer, Redacted } from "effect"
+import type { Address } from "../chain/Address.js"
+import { withCheckDigit } from "./Luhn.js"
+
+export interface IssuedCard {
+  readonly number: Redacted.Redacted<string>
+  readonly cvv: Redacted.Redacted<string>
+  /** `MM/YY` */
+  readonly expiry: string
+  /** The issuer's own id for the card. */
+  readonly issuerRef: string
+}
+
+export interface CardIssuerShape {
+  readonly name: string
+  readonly issue: (request: {
+    readonly address: Address
+    readonly holder: string
+    readonly now: number
+  }) => Effect.Effect<IssuedCard>
+}
+
+export class CardIssuer extends Context.Tag("app/CardIssuer")<CardIssuer, CardIssuerShape>() {}
+
+/** Non-network prefix of the local issuer's numbers. */
+export const LOCAL_PREFIX = "9406"
+export const LOCAL_NUMBER_LENGTH = 16
+export const CARD_VALIDITY_YEARS = 3
+
+const randomDigits = (count: number): string => Array.from({ length: count }, () => String(randomInt(10))).join("")
+
+/** A fresh Luhn-valid number: prefix, random body, check digit. */
+export const localCardNumber = (prefix = LOCAL_PREFIX, length = LOCAL_NUMBER_LENGTH): string =>
+  withCheckDigit(`${prefix}${randomDigits(length - prefix.length - 1)}`)
+
+/** `MM/YY` of the month `years` after `now` (UTC). */
+export const expiryAfter = (now: number, years = CARD_VALIDITY_YEARS): string => {
+  const date = new Date(now)
+  const month = String(date.getUTCMonth() + 1).padStart(2, "0")
+  const year = String((date.getUTCFullYear() + years) % 100).padStart(2, "0")
+  return `${month}/${year}`
+}
+
+export const LocalCardIssuer = Layer.succeed(
+  CardIssuer,
+  CardIssuer.of({
+    name: "local",
+    issue: ({ now }) =>
+      Effect.sync(() => ({
+        number: Redacted.make(localCardNumber()),
+        cvv: Redacted.make(randomDigits(3)),
+        expiry: expiryAfter(now),
+        issuerRef: `local_${randomBytes(12).toString("hex")}`
+      }))
+  })
+)

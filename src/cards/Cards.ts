@@ -1,0 +1,101 @@
+/**
+ * Cards: issuance on identity approval (exactly one per user and per identity document) and the
+ * card face its owner reads over `GET /me`. Number and CVV are sealed with AES-256-GCM before
+ * they reach the database and opened only to answer their owner; neither is ever logged.
+ */
+import { randomBytes } from "node:crypto"
+import { Clock, Effect, Option, Redacted } from "effect"
+import type { Address } from "../chain/Address.js"
+import { Card } from "./Card.js"
+import { CardDataKey, decrypt, documentHash, encrypt } from "./CardCrypto.js"
+import { CardIssuer, LocalCardIssuer } from "./CardIssuer.js"
+import { CardRepo, type CardRow } from "./CardRepo.js"
+
+/** What an approval did: a new card, the user's existing card, or none because the document holds one. */
+export type IssueOutcome = "issued" | "already-issued" | "duplicate"
+
+/** Additional authenticated data: binds a sealed value to its card and field. */
+export const cardAad = (cardId: string, field: "number" | "cvv") => `card:${cardId}:${field}`
+
+/** The holder name as printed: trimmed, inner whitespace collapsed. */
+export const holderName = (fullName: string) => fullName.trim().replace(/\s+/g, " ")
+
+export class Cards extends Effect.Service<Cards>()("app/Cards", {
+  effect: Effect.gen(function* () {
+    const repo = yield* CardRepo
+    const keys = yield* CardDataKey
+    const issuer = yield* CardIssuer
+
+    const open = (row: CardRow): Card => {
+      const reveal = (sealed: Uint8Array, field: "number" | "cvv") =>
+        Option.getOrThrowWith(
+          decrypt(keys.encryption, sealed, cardAad(row.id, field)),
+          () =>
+            new Error(`card ${row.id}: the ${field} does not decrypt (is CARD_DATA_KEY the key it was sealed with?)`)
+        )
+      return new Card({
+        address: row.address,
+        holder: row.holder,
+        number: reveal(row.numberSealed, "number"),
+        expiry: row.expiry,
+        cvv: reveal(row.cvvSealed, "cvv"),
+        createdAt: row.createdAt.getTime()
+      })
+    }
+
+    /** The user's card, opened for its owner; none before approval. */
+    const forOwner = Effect.fn("Cards.forOwner")(function* (address: Address) {
+      const row = yield* repo.findByAddress(address)
+      if (Option.isNone(row)) return Option.none<Card>()
+      yield* Effect.annotateCurrentSpan("card.id", row.value.id)
+      return Option.some(yield* Effect.try(() => open(row.value)).pipe(Effect.orDie))
+    })
+
+    /**
+     * Issues the user's card for an approved identity document. Run it inside the caller's
+     * transaction, holding the lock on the user's identity-check row; the unique constraints on
+     * user and document hash are the last word under any concurrency.
+     */
+    const issueOnApproval = Effect.fn("Cards.issueOnApproval")(function* (request: {
+      readonly address: Address
+      readonly fullName: string
+      readonly documentNumber: Redacted.Redacted<string>
+    }) {
+      yield* Effect.annotateCurrentSpan("user.address", request.address)
+      const hash = documentHash(keys.documentHash, Redacted.value(request.documentNumber))
+      const owner = yield* repo.holderOfDocument(hash)
+      if (owner !== undefined) return owner === request.address ? "already-issued" : ("duplicate" as IssueOutcome)
+      if (yield* repo.hasCard(request.address)) return "already-issued" as IssueOutcome
+      const now = yield* Clock.currentTimeMillis
+      const holder = holderName(request.fullName)
+      const issued = yield* issuer.issue({ address: request.address, holder, now })
+      const id = randomBytes(16).toString("hex")
+      const number = Redacted.value(issued.number)
+      const inserted = yield* repo.insertIfAbsent({
+        id,
+        address: request.address,
+        issuer: issuer.name,
+        issuerRef: issued.issuerRef,
+        holder,
+        numberSealed: encrypt(keys.encryption, number, cardAad(id, "number")),
+        cvvSealed: encrypt(keys.encryption, Redacted.value(issued.cvv), cardAad(id, "cvv")),
+        last4: number.slice(-4),
+        expiry: issued.expiry,
+        documentHash: hash,
+        createdAt: new Date(now)
+      })
+      if (inserted) {
+        yield* Effect.annotateCurrentSpan("card.id", id)
+        yield* Effect.logInfo("card issued").pipe(
+          Effect.annotateLogs({ "user.address": request.address, "card.id": id })
+        )
+        return "issued" as IssueOutcome
+      }
+      // Another transaction inserted first: either this user's card or this document's.
+      return (yield* repo.hasCard(request.address)) ? "already-issued" : ("duplicate" as IssueOutcome)
+    })
+
+    return { forOwner, issueOnApproval }
+  }),
+  dependencies: [CardRepo.Default, CardDataKey.layer, LocalCardIssuer]
+}) {}

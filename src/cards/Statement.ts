@@ -1,0 +1,59 @@
+/**
+ * The card statement: settled merchant orders the card paid (and, once the agent runs, its
+ * refills), newest first, with a cursor. Read-only over the tables that own those facts.
+ */
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Effect, Schema } from "effect"
+import type { Address } from "../chain/Address.js"
+import { ActivityItem } from "./Api.js"
+
+const ItemRow = Schema.Struct({
+  id: Schema.String,
+  type: Schema.Literal("payment", "refill"),
+  at: Schema.DateFromSelf,
+  amountMicros: Schema.BigInt,
+  description: Schema.String,
+  tx: Schema.String
+})
+
+export class Statement extends Effect.Service<Statement>()("app/Statement", {
+  effect: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+
+    const page = SqlSchema.findAll({
+      Request: Schema.Struct({ address: Schema.String, limit: Schema.Number, before: Schema.NullOr(Schema.String) }),
+      Result: ItemRow,
+      // A cursor that is not one of the caller's items yields an empty page, never another's data.
+      execute: ({ address, limit, before }) => sql`
+        WITH items AS (
+          SELECT id, 'payment' AS type, paid_at AS at, amount_micros, description, tx
+          FROM orders WHERE payer = ${address} AND status = 'paid'
+        ),
+        cursor AS (SELECT at, id FROM items WHERE id = ${before})
+        SELECT items.* FROM items
+        WHERE ${before}::text IS NULL OR (items.at, items.id) < (SELECT at, id FROM cursor)
+        ORDER BY items.at DESC, items.id DESC
+        LIMIT ${limit}`
+    })
+
+    const activity = Effect.fn("Statement.activity")(function* (
+      address: Address,
+      query: { readonly limit: number; readonly before?: string | undefined }
+    ) {
+      const rows = yield* page({ address, limit: query.limit, before: query.before ?? null }).pipe(Effect.orDie)
+      return rows.map(
+        (row) =>
+          new ActivityItem({
+            id: row.id,
+            type: row.type,
+            at: row.at.getTime(),
+            usd: Number(row.amountMicros) / 1_000_000,
+            description: row.description,
+            tx: row.tx
+          })
+      )
+    })
+
+    return { activity }
+  })
+}) {}

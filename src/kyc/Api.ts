@@ -1,0 +1,157 @@
+/**
+ * Identity check over HTTP: starting a provider session (bearer), the providers' signed webhooks,
+ * and the built-in sandbox provider's hosted page.
+ */
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { wireError } from "../ApiError.js"
+import { Authentication } from "../auth/Api.js"
+
+export class KycAlreadyApproved extends Schema.TaggedError<KycAlreadyApproved>()("KycAlreadyApproved", {
+  error: Schema.String
+}) {}
+export const KycAlreadyApprovedError = wireError(
+  KycAlreadyApproved,
+  "KYC_ALREADY_APPROVED",
+  409,
+  "The identity check is already approved; the card is issued."
+)
+
+export class KycDuplicate extends Schema.TaggedError<KycDuplicate>()("KycDuplicate", { error: Schema.String }) {}
+export const KycDuplicateError = wireError(
+  KycDuplicate,
+  "KYC_DUPLICATE",
+  409,
+  "The identity document already holds another card; no new check can be started."
+)
+
+export class KycProviderFailed extends Schema.TaggedError<KycProviderFailed>()("KycProviderFailed", {
+  error: Schema.String
+}) {}
+export const KycProviderFailedError = wireError(
+  KycProviderFailed,
+  "KYC_PROVIDER_ERROR",
+  502,
+  "The identity provider failed or did not answer in time; nothing changed, try again."
+)
+
+export class WebhookSignatureInvalid extends Schema.TaggedError<WebhookSignatureInvalid>()("WebhookSignatureInvalid", {
+  error: Schema.String
+}) {}
+export const WebhookSignatureInvalidError = wireError(
+  WebhookSignatureInvalid,
+  "WEBHOOK_SIGNATURE_INVALID",
+  401,
+  "The webhook's signature headers are missing or do not match its raw body; nothing changed."
+)
+
+export class WebhookTimestampStale extends Schema.TaggedError<WebhookTimestampStale>()("WebhookTimestampStale", {
+  error: Schema.String
+}) {}
+export const WebhookTimestampStaleError = wireError(
+  WebhookTimestampStale,
+  "WEBHOOK_TIMESTAMP_STALE",
+  401,
+  "The webhook is signed but its timestamp is more than 5 minutes from now; nothing changed."
+)
+
+export const KycSessionRequest = Schema.NullOr(
+  Schema.Struct({
+    returnUrl: Schema.optional(
+      Schema.String.annotations({
+        description: "Where the provider sends the person back; kept only on an exact WEB_ORIGIN origin"
+      })
+    )
+  })
+).annotations({ identifier: "KycSessionRequest" })
+
+export const KycSessionResponse = Schema.Struct({
+  url: Schema.String.annotations({ description: "The identity provider's page to open" })
+}).annotations({ identifier: "KycSession" })
+
+export class KycApi extends HttpApiGroup.make("kyc")
+  .add(
+    HttpApiEndpoint.post("startSession", "/kyc/session")
+      .setPayload(KycSessionRequest)
+      .addSuccess(KycSessionResponse)
+      .addError(KycAlreadyApprovedError)
+      .addError(KycDuplicateError)
+      .addError(KycProviderFailedError)
+      .annotate(
+        OpenApi.Description,
+        "Starts the identity check (none or declined -> pending) and answers the provider URL; while pending " +
+          "it answers the same session's URL. The body may be empty. Poll GET /me for the result."
+      )
+  )
+  .middleware(Authentication)
+  .annotate(OpenApi.Title, "Identity check") {}
+
+export const WebhookAck = Schema.Struct({
+  received: Schema.Literal(true),
+  outcome: Schema.Literal("applied", "unchanged", "duplicate", "ignored").annotations({
+    description:
+      "applied: the session moved; unchanged: nothing to move (e.g. a late event); duplicate: this " +
+      "delivery was processed before; ignored: not an event about a session of ours"
+  })
+}).annotations({ identifier: "WebhookAck" })
+
+export class KycWebhookApi extends HttpApiGroup.make("kycWebhook")
+  .add(
+    HttpApiEndpoint.post("webhook", "/kyc/webhook/:provider")
+      .setPath(Schema.Struct({ provider: Schema.String }))
+      .setPayload(
+        // Documentation only (the body is read raw); a plain JSON Schema keeps the document free of
+        // the shared "/schemas/unknown" id other groups' schemas may also produce.
+        Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
+          identifier: "KycWebhookEvent",
+          jsonSchema: {
+            type: "object",
+            description: "The provider's JSON event, verified over its raw bytes (see docs/kyc.md)"
+          }
+        })
+      )
+      .addSuccess(WebhookAck)
+      .addError(WebhookSignatureInvalidError)
+      .addError(WebhookTimestampStaleError)
+      .addError(KycProviderFailedError)
+      .annotate(
+        OpenApi.Description,
+        "Signed result deliveries from the active identity provider (`sandbox` or `didit`). The HMAC is " +
+          "checked over the raw body, the timestamp within 5 minutes; each delivery is processed once."
+      )
+  )
+  .annotate(OpenApi.Title, "Identity provider webhooks") {}
+
+export const SandboxSessionId = Schema.String.pipe(
+  Schema.pattern(/^[A-Za-z0-9_-]{22}$/, { message: () => "must be a sandbox session id" })
+)
+
+export const SandboxOutcome = Schema.Literal("approve", "decline", "duplicate", "abandon")
+export type SandboxOutcome = typeof SandboxOutcome.Type
+
+export const SandboxForm = Schema.Struct({
+  fullName: Schema.optional(Schema.String.pipe(Schema.maxLength(100))),
+  documentNumber: Schema.optional(Schema.String.pipe(Schema.maxLength(32))),
+  outcome: SandboxOutcome
+}).pipe(HttpApiSchema.withEncoding({ kind: "UrlParams" }))
+export type SandboxForm = typeof SandboxForm.Type
+
+export class KycSandboxApi extends HttpApiGroup.make("kycSandbox")
+  .add(
+    HttpApiEndpoint.get("page", "/kyc/sandbox/:sessionId")
+      .setPath(Schema.Struct({ sessionId: SandboxSessionId }))
+      .addSuccess(HttpApiSchema.Text({ contentType: "text/html" }))
+      .annotate(OpenApi.Description, "The sandbox provider's hosted page (HTML). Exists when KYC_PROVIDER=sandbox.")
+  )
+  .add(
+    HttpApiEndpoint.post("submit", "/kyc/sandbox/:sessionId")
+      .setPath(Schema.Struct({ sessionId: SandboxSessionId }))
+      .setPayload(SandboxForm)
+      .addSuccess(HttpApiSchema.Empty(303))
+      .annotate(
+        OpenApi.Description,
+        "The sandbox page's form: records the chosen result, delivers the signed webhook to this service " +
+          "over HTTP, then redirects (303) to the return URL."
+      )
+  )
+  .annotate(OpenApi.Title, "Sandbox identity provider") {}

@@ -1,0 +1,56 @@
+import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { Effect, Layer } from "effect"
+import { Api } from "../Api.js"
+import { CurrentUser } from "../auth/Api.js"
+import { AuthenticationLive } from "../auth/Http.js"
+import { Kyc } from "./Kyc.js"
+import { SandboxDesk } from "./SandboxProvider.js"
+
+export const KycHttpLive = HttpApiBuilder.group(Api, "kyc", (handlers) =>
+  Effect.gen(function* () {
+    const kyc = yield* Kyc
+    return handlers.handle("startSession", ({ payload }) =>
+      Effect.flatMap(CurrentUser, (user) => kyc.startSession(user.address, payload?.returnUrl))
+    )
+  })
+).pipe(Layer.provide(AuthenticationLive))
+
+/**
+ * Webhooks are verified over the exact bytes received, so the body is read raw (`handleRaw`
+ * skips HttpApi's JSON decoding); the 64 KiB body limit still applies while reading.
+ */
+export const KycWebhookHttpLive = HttpApiBuilder.group(Api, "kycWebhook", (handlers) =>
+  Effect.gen(function* () {
+    const kyc = yield* Kyc
+    return handlers.handleRaw("webhook", ({ path, request }) =>
+      Effect.flatMap(Effect.orDie(request.arrayBuffer), (body) =>
+        kyc.receiveWebhook(path.provider, new Uint8Array(body), request.headers)
+      )
+    )
+  })
+)
+
+/** The sandbox page is HTML for a person: no caching, no framing, nothing loaded from elsewhere. */
+const pageHeaders = {
+  "cache-control": "no-store",
+  "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'",
+  "referrer-policy": "no-referrer",
+  "x-frame-options": "DENY"
+}
+
+export const KycSandboxHttpLive = HttpApiBuilder.group(Api, "kycSandbox", (handlers) =>
+  Effect.gen(function* () {
+    const desk = yield* SandboxDesk
+    return handlers
+      .handle("page", ({ path }) =>
+        Effect.map(desk.page(path.sessionId), ({ html }) =>
+          HttpServerResponse.text(html, { contentType: "text/html; charset=utf-8", headers: pageHeaders })
+        )
+      )
+      .handle("submit", ({ path, payload }) =>
+        Effect.map(desk.submit(path.sessionId, payload), ({ redirectTo }) =>
+          HttpServerResponse.redirect(redirectTo, { status: 303, headers: { "cache-control": "no-store" } })
+        )
+      )
+  })
+)

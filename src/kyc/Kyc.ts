@@ -1,0 +1,266 @@
+/**
+ * The identity check: the per-user state machine, provider sessions, signed webhooks and
+ * reconciliation while the app polls.
+ *
+ * User state (`kyc_accounts.status`), moved only while holding that row's lock:
+ *
+ * | state             | event                                            | next      | also                  |
+ * |-------------------|--------------------------------------------------|-----------|-----------------------|
+ * | none, declined    | POST /kyc/session                                | pending   | new provider session  |
+ * | pending           | POST /kyc/session                                | pending   | same session's URL    |
+ * | approved          | POST /kyc/session                                | approved  | 409 KYC_ALREADY_APPROVED |
+ * | duplicate         | POST /kyc/session                                | duplicate | 409 KYC_DUPLICATE     |
+ * | pending           | session approved, document new                   | approved  | card issued           |
+ * | pending           | session approved, document already on a card     | duplicate | no card               |
+ * | pending           | session declined / duplicate                     | declined / duplicate |            |
+ * | pending           | session expired or abandoned                     | none      |                       |
+ *
+ * Within a session only forward moves happen (pending -> one terminal result, see KycState): a
+ * late, repeated or out-of-order event never overwrites a terminal result. Events about a session
+ * that is no longer the user's current one update that session only.
+ */
+import { Clock, type Duration, Effect, Layer, Option } from "effect"
+import { NotFound } from "../ApiError.js"
+import { AppConfig } from "../Config.js"
+import { CardDataKey } from "../cards/CardCrypto.js"
+import { Cards } from "../cards/Cards.js"
+import type { Address } from "../chain/Address.js"
+import { KycAlreadyApproved, KycDuplicate, KycProviderFailed } from "./Api.js"
+import { DiditProviderLive } from "./DiditProvider.js"
+import { KycConfig } from "./KycConfig.js"
+import { KycProvider, type SessionUpdate } from "./KycProvider.js"
+import { KycRepo } from "./KycRepo.js"
+import { accountStateOf, advances, type KycState } from "./KycState.js"
+import { resolveReturnUrl } from "./ReturnUrl.js"
+import { SandboxProviderLive } from "./SandboxProvider.js"
+import type { HeaderBag } from "./Webhook.js"
+
+/** At most one provider call per user per this window, whatever the number of polls and replicas. */
+export const RECONCILE_INTERVAL_MS = 5_000
+/** Creating a session or fetching a decision for a webhook: the caller waits for it. */
+const PROVIDER_TIMEOUT = "10 seconds"
+/** Reconciliation runs inside GET /me and sign-in, which must stay quick. */
+const RECONCILE_TIMEOUT = "3 seconds"
+
+export type WebhookOutcome = "applied" | "unchanged" | "duplicate" | "ignored"
+
+/** The provider chosen by `KYC_PROVIDER`. */
+export const KycProviderLive = Layer.unwrapEffect(
+  Effect.map(KycConfig, (config) => (config.provider === "didit" ? DiditProviderLive : SandboxProviderLive))
+).pipe(Layer.provide(KycConfig.layer), Layer.provide(CardDataKey.layer))
+
+export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
+  effect: Effect.gen(function* () {
+    const repo = yield* KycRepo
+    const cards = yield* Cards
+    const provider = yield* KycProvider
+    const { webOrigins, appUrl } = yield* AppConfig
+
+    const timed = <A>(
+      effect: Effect.Effect<A, KycProviderFailed>,
+      duration: Duration.DurationInput = PROVIDER_TIMEOUT
+    ) =>
+      effect.pipe(
+        Effect.timeoutFail({
+          duration,
+          onTimeout: () => new KycProviderFailed({ error: "the identity provider did not answer in time" })
+        })
+      )
+
+    /** An approval needs the verified document; fetch it from the provider when the event lacks it. */
+    const withDocument = (update: SessionUpdate) =>
+      Effect.gen(function* () {
+        if (update.status !== "approved" || Option.isSome(update.document)) return update
+        const session = yield* repo.findSession({ provider: provider.name, sessionId: update.sessionId })
+        if (Option.isNone(session) || session.value.status !== "pending") return update
+        const report = yield* timed(provider.getSession(update.sessionId))
+        if (Option.isNone(report.document)) {
+          yield* Effect.logWarning("identity provider approved a session without a verified document").pipe(
+            Effect.annotateLogs("kyc.session_id", update.sessionId)
+          )
+          return yield* new KycProviderFailed({ error: "the identity provider reported no verified document" })
+        }
+        return { ...update, document: report.document }
+      })
+
+    /** Applies one update under the user's row lock; with a delivery id, at most once per id. */
+    const apply = (update: SessionUpdate, deliveryId: Option.Option<string>) =>
+      Effect.gen(function* () {
+        const now = new Date(yield* Clock.currentTimeMillis)
+        const key = { provider: provider.name, sessionId: update.sessionId }
+        if (Option.isSome(deliveryId)) {
+          const first = yield* repo.insertDelivery({
+            provider: provider.name,
+            deliveryId: deliveryId.value,
+            sessionId: update.sessionId,
+            receivedAt: now
+          })
+          if (!first) return "duplicate" as WebhookOutcome
+        }
+        const found = yield* repo.findSession(key)
+        if (Option.isNone(found)) return "ignored" as WebhookOutcome
+        const address = found.value.address
+        const account = yield* repo.lockAccount(address)
+        const session = yield* repo.lockSession(key).pipe(Effect.map(Option.getOrThrow))
+        if (!advances(session.status, update.status)) return "unchanged" as WebhookOutcome
+        const current =
+          Option.isSome(account) &&
+          account.value.status === "pending" &&
+          account.value.provider === provider.name &&
+          account.value.sessionId === update.sessionId
+        let status = update.status
+        if (status === "approved" && current) {
+          if (Option.isNone(update.document)) {
+            return yield* new KycProviderFailed({ error: "the identity provider reported no verified document" })
+          }
+          const document = update.document.value
+          const issued = yield* cards.issueOnApproval({
+            address,
+            fullName: document.fullName,
+            documentNumber: document.documentNumber
+          })
+          if (issued === "duplicate") status = "duplicate"
+        }
+        // The provider's event time is kept for the record; a nonsensical one is replaced by ours.
+        const eventAt =
+          Number.isFinite(update.occurredAt) && Math.abs(update.occurredAt) < 8.64e15
+            ? update.occurredAt
+            : now.getTime()
+        yield* repo.updateSession({ ...key, status, eventAt: new Date(eventAt), updatedAt: now })
+        if (current) {
+          const next = accountStateOf(status)
+          yield* repo.setAccountStatus(address, next, now)
+          yield* Effect.logInfo(`identity check: pending -> ${next}`).pipe(
+            Effect.annotateLogs({
+              "user.address": address,
+              "kyc.provider": provider.name,
+              "kyc.session_id": update.sessionId
+            })
+          )
+        }
+        return "applied" as WebhookOutcome
+      }).pipe(
+        repo.withTransaction,
+        Effect.withSpan("Kyc.apply", {
+          attributes: { "kyc.provider": provider.name, "kyc.session_id": update.sessionId, "kyc.status": update.status }
+        })
+      )
+
+    /**
+     * Asks the provider about the user's pending session, at most once per RECONCILE_INTERVAL_MS
+     * (claimed with a timestamp in the user's row, so it holds across replicas). Failures are logged.
+     */
+    const reconcile = (address: Address) =>
+      Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        const sessionId = yield* repo.claimCheck(
+          address,
+          provider.name,
+          new Date(now),
+          new Date(now - RECONCILE_INTERVAL_MS)
+        )
+        if (sessionId === undefined) return
+        yield* Effect.annotateCurrentSpan("kyc.session_id", sessionId)
+        // getSession answers the verified document with an approval; apply refuses one without.
+        const report = yield* timed(provider.getSession(sessionId), RECONCILE_TIMEOUT)
+        yield* apply({ sessionId, occurredAt: now, ...report }, Option.none())
+      }).pipe(
+        Effect.catchTag("KycProviderFailed", (error) =>
+          Effect.logWarning(`identity check reconciliation skipped: ${error.error}`).pipe(
+            Effect.annotateLogs("user.address", address)
+          )
+        ),
+        Effect.withSpan("Kyc.reconcile", { attributes: { "user.address": address, "kyc.provider": provider.name } })
+      )
+
+    const startSession = Effect.fn("Kyc.startSession")(function* (address: Address, returnUrl: string | undefined) {
+      yield* Effect.annotateCurrentSpan({ "user.address": address, "kyc.provider": provider.name })
+      const target = resolveReturnUrl(returnUrl, { webOrigins, appUrl })
+      // A pending session the person abandoned may have expired at the provider: learn that first.
+      yield* reconcile(address)
+      return yield* Effect.gen(function* () {
+        const now = new Date(yield* Clock.currentTimeMillis)
+        yield* repo.ensureAccount(address, now)
+        const account = yield* repo.lockAccount(address).pipe(Effect.map(Option.getOrThrow))
+        if (account.status === "approved") {
+          return yield* new KycAlreadyApproved({ error: "the identity check is already approved" })
+        }
+        if (account.status === "duplicate") {
+          return yield* new KycDuplicate({ error: "this identity document already holds another card" })
+        }
+        if (account.status === "pending" && account.provider === provider.name && account.sessionId !== null) {
+          const session = yield* repo.findSession({ provider: provider.name, sessionId: account.sessionId })
+          if (Option.isSome(session)) {
+            yield* Effect.annotateCurrentSpan("kyc.session_id", account.sessionId)
+            return { url: session.value.url }
+          }
+        }
+        const created = yield* timed(provider.createSession({ address, returnUrl: target }))
+        yield* Effect.annotateCurrentSpan("kyc.session_id", created.sessionId)
+        yield* repo.insertSession({
+          provider: provider.name,
+          sessionId: created.sessionId,
+          address,
+          url: created.url,
+          returnUrl: target,
+          status: "pending",
+          createdAt: now,
+          updatedAt: now
+        })
+        yield* repo.updateAccount({
+          address,
+          status: "pending",
+          provider: provider.name,
+          sessionId: created.sessionId,
+          updatedAt: now
+        })
+        yield* Effect.logInfo(`identity check: ${account.status} -> pending`).pipe(
+          Effect.annotateLogs({
+            "user.address": address,
+            "kyc.provider": provider.name,
+            "kyc.session_id": created.sessionId
+          })
+        )
+        return { url: created.url }
+      }).pipe(repo.withTransaction)
+    })
+
+    const receiveWebhook = Effect.fn("Kyc.receiveWebhook")(function* (
+      providerName: string,
+      body: Uint8Array,
+      headers: HeaderBag
+    ) {
+      yield* Effect.annotateCurrentSpan("kyc.provider", provider.name)
+      if (providerName !== provider.name) {
+        return yield* new NotFound({ error: "no identity provider is active under this name" })
+      }
+      const delivery = yield* provider.verifyWebhook(body, headers, yield* Clock.currentTimeMillis)
+      yield* Effect.annotateCurrentSpan("kyc.delivery_id", delivery.deliveryId)
+      if (Option.isNone(delivery.update)) {
+        const first = yield* repo.insertDelivery({
+          provider: provider.name,
+          deliveryId: delivery.deliveryId,
+          sessionId: null,
+          receivedAt: new Date(yield* Clock.currentTimeMillis)
+        })
+        return { received: true as const, outcome: first ? ("ignored" as const) : ("duplicate" as const) }
+      }
+      yield* Effect.annotateCurrentSpan("kyc.session_id", delivery.update.value.sessionId)
+      const update = yield* withDocument(delivery.update.value)
+      return { received: true as const, outcome: yield* apply(update, Option.some(delivery.deliveryId)) }
+    })
+
+    /** The user's identity-check state and card, after reconciling a pending check when due. */
+    const standing = Effect.fn("Kyc.standing")(function* (address: Address) {
+      yield* Effect.annotateCurrentSpan("user.address", address)
+      yield* reconcile(address)
+      const account = yield* repo.findAccount(address)
+      const card = yield* cards.forOwner(address)
+      const kyc: KycState = Option.match(account, { onNone: () => "none", onSome: (row) => row.status })
+      return { kyc, card: Option.getOrNull(card) }
+    })
+
+    return { startSession, receiveWebhook, standing, reconcile }
+  }),
+  dependencies: [KycRepo.Default, Cards.Default, KycProviderLive]
+}) {}

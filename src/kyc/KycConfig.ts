@@ -1,0 +1,78 @@
+/**
+ * Identity-check configuration, read with effect `Config`. A bad value stops start-up with a
+ * message naming the variable.
+ *
+ * | Variable | Default | Meaning |
+ * | `KYC_PROVIDER` | `sandbox` | `sandbox` (built-in test provider) or `didit` |
+ * | `API_URL` | `APP_URL` | public base URL of this service (the sandbox page lives under it) |
+ * | `KYC_SANDBOX_SECRET` | generated into `<DATA_DIR>/kyc-sandbox.secret` | sandbox webhook HMAC secret |
+ * | `KYC_SANDBOX_WEBHOOK_URL` | this process's own listener | where the sandbox delivers its webhooks |
+ * | `DIDIT_API_KEY`, `DIDIT_WEBHOOK_SECRET`, `DIDIT_WORKFLOW_ID` | - | required when `KYC_PROVIDER=didit` |
+ * | `DIDIT_BASE_URL` | `https://verification.didit.me` | Didit's API base |
+ */
+import { Config, ConfigError, Context, Effect, Either, Layer, Option, type Redacted } from "effect"
+import { AppConfig } from "../Config.js"
+
+export type ProviderName = "sandbox" | "didit"
+export const PROVIDER_NAMES: ReadonlyArray<ProviderName> = ["sandbox", "didit"]
+
+export const DIDIT_DEFAULT_BASE_URL = "https://verification.didit.me"
+
+export interface DiditSettings {
+  readonly apiKey: Redacted.Redacted<string>
+  readonly webhookSecret: Redacted.Redacted<string>
+  readonly workflowId: string
+  readonly baseUrl: string
+}
+
+export interface KycSettings {
+  readonly provider: ProviderName
+  /** Public base URL of this service, without a trailing slash. */
+  readonly apiUrl: string
+  readonly sandboxSecret: Option.Option<Redacted.Redacted<string>>
+  readonly sandboxWebhookUrl: Option.Option<string>
+  readonly didit: Option.Option<DiditSettings>
+}
+
+const httpUrl = (name: string) =>
+  Config.string(name).pipe(
+    Config.mapOrFail((text) => {
+      try {
+        const url = new URL(text)
+        if (url.protocol === "http:" || url.protocol === "https:")
+          return Either.right(url.toString().replace(/\/+$/, ""))
+      } catch {}
+      return Either.left(ConfigError.InvalidData([name], `Expected ${name} to be an http(s) URL, got "${text}"`))
+    })
+  )
+
+const nonEmpty = (name: string) =>
+  Config.redacted(name).pipe(
+    Config.validate({ message: `Expected ${name} to be non-empty`, validation: (value) => `${value}` !== "" })
+  )
+
+const diditSettings: Config.Config<DiditSettings> = Config.all({
+  apiKey: nonEmpty("DIDIT_API_KEY"),
+  webhookSecret: nonEmpty("DIDIT_WEBHOOK_SECRET"),
+  workflowId: Config.string("DIDIT_WORKFLOW_ID").pipe(
+    Config.validate({ message: "Expected DIDIT_WORKFLOW_ID to be non-empty", validation: (id) => id.trim() !== "" })
+  ),
+  baseUrl: httpUrl("DIDIT_BASE_URL").pipe(Config.withDefault(DIDIT_DEFAULT_BASE_URL))
+})
+
+export const kycSettings = Effect.gen(function* () {
+  const { appUrl } = yield* AppConfig
+  const provider = yield* Config.literal(...PROVIDER_NAMES)("KYC_PROVIDER").pipe(
+    Config.withDefault("sandbox" as ProviderName)
+  )
+  const apiUrl = yield* httpUrl("API_URL").pipe(Config.withDefault(appUrl))
+  const sandboxSecret = yield* Config.option(nonEmpty("KYC_SANDBOX_SECRET"))
+  const sandboxWebhookUrl = yield* Config.option(httpUrl("KYC_SANDBOX_WEBHOOK_URL"))
+  // Didit's settings are required only when it is the active provider.
+  const didit = provider === "didit" ? Option.some(yield* diditSettings) : Option.none()
+  return { provider, apiUrl, sandboxSecret, sandboxWebhookUrl, didit } satisfies KycSettings
+})
+
+export class KycConfig extends Context.Tag("app/KycConfig")<KycConfig, KycSettings>() {
+  static readonly layer = Layer.effect(KycConfig, kycSettings)
+}

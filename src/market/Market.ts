@@ -1,0 +1,422 @@
+/**
+ * Market data per stock token: the US calendar combined with the token's platform state, the
+ * token's price, and the close reference it is compared with.
+ *
+ * - Prices come from the `PriceFeed` port. `MarketRefreshLive` refreshes every token on a schedule
+ *   into an in-process cache; a reader uses the cache while it is fresher than
+ *   `PRICE_MAX_STALENESS`, otherwise reads the feed itself, never waiting longer than
+ *   `PRICE_READ_TIMEOUT`, and fails with `PriceUnavailable` when neither gives a price.
+ * - The close reference is the last price observed while the token was in the regular session; it
+ *   is stored in PostgreSQL (shared by replicas, kept across restarts) and only ever moves to a
+ *   newer observation, so it freezes at the close.
+ * - "Now" is effect's `Clock`.
+ *
+ * Rules and configuration are documented in docs/market.md.
+ */
+import { Cause, Clock, Config, ConfigError, Duration, Effect, Either, Layer, Option, Ref, Schedule } from "effect"
+import { NotFound } from "../ApiError.js"
+import type { Address } from "../chain/Address.js"
+import { ChainDeployment, type Deployment } from "../chain/Chain.js"
+import type { CloseRef, MarketData, TokenMarket } from "./Api.js"
+import { PriceUnavailable } from "./Api.js"
+import { type AdHocClosure, defaultAdHocClosures, isIsoDate, type MarketStatus, marketStatusAt } from "./Calendar.js"
+import { type CloseRefRow, MarketRepo } from "./MarketRepo.js"
+import { type MarketToken, type PlatformStatus, PriceFeed, type Quote } from "./PriceFeed.js"
+
+// ---------------------------------------------------------------------------------------------------
+// Pure rules
+
+/**
+ * A token's status: the calendar's, unless the token's platform reports it paused. A paused token
+ * is `paused` / `ASSET_PAUSED` / not open whatever the calendar says; the calendar's next open and
+ * close are kept.
+ */
+export const tokenStatus = (calendar: MarketStatus, platform: PlatformStatus): MarketStatus =>
+  platform === "paused"
+    ? { ...calendar, openState: false, marketStatus: "paused", reasonCode: "ASSET_PAUSED" }
+    : calendar
+
+/** `tokenPrice / closeRef.price - 1`; null without a close reference. */
+export const spreadVsClose = (tokenPrice: number, closeRef: CloseRef | null): number | null =>
+  closeRef === null ? null : tokenPrice / closeRef.price - 1
+
+export const marketDataOf = (
+  token: MarketToken,
+  quote: Quote,
+  closeRef: CloseRef | null,
+  status: MarketStatus
+): MarketData => ({
+  ticker: token.ticker,
+  platform: token.platform,
+  status,
+  tokenPrice: quote.price,
+  closeRef,
+  spreadVsClose: spreadVsClose(quote.price, closeRef)
+})
+
+/** The token registry: the deployment's stock tokens; devnet tokens are on platform "devnet". */
+export const registryOf = (deployment: Deployment): ReadonlyArray<MarketToken> =>
+  deployment.stocks.map((s) => ({
+    symbol: s.symbol,
+    ticker: s.ticker,
+    name: s.name,
+    address: s.address,
+    feed: s.feed,
+    decimals: s.decimals,
+    platform: s.platform ?? (deployment.local ? "devnet" : "onchain")
+  }))
+
+// ---------------------------------------------------------------------------------------------------
+// Configuration
+
+export interface MarketSettings {
+  /** PRICE_REFRESH_INTERVAL, default 5 s: pause between two scheduled refreshes. */
+  readonly refreshInterval: Duration.Duration
+  /** PRICE_MAX_STALENESS, default 30 s: how old a cached price may be and still be served. */
+  readonly maxStaleness: Duration.Duration
+  /** PRICE_READ_TIMEOUT, default 2 s: the longest a feed read may take. */
+  readonly readTimeout: Duration.Duration
+  /** The calendar's ad-hoc closure table: the built-in one plus MARKET_CLOSURES. */
+  readonly closures: ReadonlyArray<AdHocClosure>
+}
+
+const SHORT_DURATION = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h)$/
+
+/** A positive duration: milliseconds (`5000`), `500ms`/`5s`/`1m`/`1h`, or effect's form (`5 seconds`). */
+export const durationConfig = (name: string, fallback: Duration.DurationInput) =>
+  Config.string(name).pipe(
+    Config.mapOrFail((text) => {
+      const trimmed = text.trim()
+      const short = SHORT_DURATION.exec(trimmed)
+      const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const
+      const parsed = /^\d+$/.test(trimmed)
+        ? Option.some(Duration.millis(Number(trimmed)))
+        : short !== null
+          ? Option.some(Duration.millis(Number(short[1]) * unit[short[2] as keyof typeof unit]))
+          : Duration.decodeUnknown(trimmed)
+      return Option.isSome(parsed) && Duration.toMillis(parsed.value) > 0 && Duration.isFinite(parsed.value)
+        ? Either.right(parsed.value)
+        : Either.left(
+            ConfigError.InvalidData(
+              [name],
+              `Expected ${name} to be a positive duration such as 5000 (ms), 5s or "5 seconds", got "${text}"`
+            )
+          )
+    }),
+    Config.withDefault(Duration.decode(fallback))
+  )
+
+/** MARKET_CLOSURES: extra full closures as comma-separated ET dates, `YYYY-MM-DD[=name]`. */
+const closuresConfig = Config.string("MARKET_CLOSURES").pipe(
+  Config.mapOrFail((text) => {
+    const entries = text
+      .split(",")
+      .map((part) => part.trim())
+      .filter((part) => part.length > 0)
+      .map((part) => {
+        const [date = "", ...name] = part.split("=")
+        return { date: date.trim(), name: name.join("=").trim() || "Configured closure" }
+      })
+    const bad = entries.filter((entry) => !isIsoDate(entry.date))
+    return bad.length > 0
+      ? Either.left(
+          ConfigError.InvalidData(
+            ["MARKET_CLOSURES"],
+            `Expected MARKET_CLOSURES to be comma-separated YYYY-MM-DD[=name] dates, got "${bad[0]!.date}"`
+          )
+        )
+      : Either.right(entries as ReadonlyArray<AdHocClosure>)
+  }),
+  Config.withDefault([] as ReadonlyArray<AdHocClosure>),
+  // One table for the service's life: the calendar memoises holidays per table identity.
+  Config.map((extra) => (extra.length === 0 ? defaultAdHocClosures : [...defaultAdHocClosures, ...extra]))
+)
+
+export const marketSettings: Config.Config<MarketSettings> = Config.all({
+  refreshInterval: durationConfig("PRICE_REFRESH_INTERVAL", "5 seconds"),
+  maxStaleness: durationConfig("PRICE_MAX_STALENESS", "30 seconds"),
+  readTimeout: durationConfig("PRICE_READ_TIMEOUT", "2 seconds"),
+  closures: closuresConfig
+})
+
+// ---------------------------------------------------------------------------------------------------
+// Service
+
+/** A price as read from the feed, and when we read it (our clock). */
+export interface Observation {
+  readonly quote: Quote
+  readonly observedAt: number
+}
+
+export interface RefreshResult {
+  readonly at: number
+  /** Symbols whose price was read. */
+  readonly refreshed: ReadonlyArray<string>
+  /** Symbols whose feed failed or timed out. */
+  readonly failed: ReadonlyArray<string>
+  /** Symbols whose close reference was recorded (they were in the regular session). */
+  readonly recorded: ReadonlyArray<string>
+}
+
+export class Market extends Effect.Service<Market>()("app/Market", {
+  effect: Effect.gen(function* () {
+    const deployment = yield* ChainDeployment
+    const feed = yield* PriceFeed
+    const repo = yield* MarketRepo
+    const settings = yield* marketSettings
+    const { chainId } = deployment
+
+    const tokens = registryOf(deployment)
+    const bySymbol = new Map(tokens.map((t) => [t.symbol.toUpperCase(), t]))
+    const byAddress = new Map(tokens.map((t) => [t.address.toLowerCase(), t]))
+    if (bySymbol.size !== tokens.length || byAddress.size !== tokens.length) {
+      return yield* Effect.dieMessage("the stock token registry has a duplicate symbol or address")
+    }
+
+    const maxStalenessMs = Duration.toMillis(settings.maxStaleness)
+    const cache = yield* Ref.make<ReadonlyMap<Address, Observation>>(new Map())
+    const closeRefs = yield* Ref.make<ReadonlyMap<Address, CloseRef>>(new Map())
+    /** One feed read per token at a time: concurrent readers of a stale token share it. */
+    const locks = new Map(tokens.map((t) => [t.address, Effect.unsafeMakeSemaphore(1)]))
+
+    const calendarAt = (at: number) => marketStatusAt(at, settings.closures)
+
+    /** Keeps, per token, the newer of the stored and the given close references. */
+    const mergeCloseRefs = (rows: ReadonlyArray<{ readonly token: Address; readonly ref: CloseRef }>) =>
+      Ref.update(closeRefs, (current) => {
+        const next = new Map(current)
+        for (const { ref, token } of rows) {
+          const known = next.get(token)
+          if (known === undefined || ref.at > known.at) next.set(token, ref)
+        }
+        return next
+      })
+
+    const loadCloseRefs = repo
+      .all(chainId)
+      .pipe(
+        Effect.flatMap((rows) =>
+          mergeCloseRefs(
+            rows.map((row) => ({ token: row.token, ref: { price: row.price, at: row.observedAt.getTime() } }))
+          )
+        )
+      )
+    yield* loadCloseRefs
+
+    /** The latest read wins. */
+    const store = (observations: ReadonlyArray<readonly [MarketToken, Observation]>) =>
+      Ref.update(cache, (current) => {
+        const next = new Map(current)
+        for (const [token, observation] of observations) next.set(token.address, observation)
+        return next
+      })
+
+    /** Records the observations made while their token was in the regular session. */
+    const recordCloseRefs = (observations: ReadonlyArray<readonly [MarketToken, Observation]>) =>
+      Effect.gen(function* () {
+        const rows: Array<CloseRefRow> = observations
+          .filter(
+            ([, { observedAt, quote }]) =>
+              tokenStatus(calendarAt(observedAt), quote.platformStatus).marketStatus === "regular"
+          )
+          .map(([token, { observedAt, quote }]) => ({
+            token: token.address,
+            symbol: token.symbol,
+            price: quote.price,
+            observedAt: new Date(observedAt),
+            feedUpdatedAt: new Date(quote.updatedAt)
+          }))
+        yield* repo.record(chainId, rows)
+        yield* mergeCloseRefs(
+          rows.map((row) => ({ token: row.token, ref: { price: row.price, at: row.observedAt.getTime() } }))
+        )
+        return rows.map((row) => row.symbol)
+      })
+
+    const freshObservation = (token: MarketToken) =>
+      Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        const cached = (yield* Ref.get(cache)).get(token.address)
+        // An observation "from the future" (the clock was set back) is not trusted either.
+        return cached !== undefined && now >= cached.observedAt && now - cached.observedAt <= maxStalenessMs
+          ? Option.some(cached)
+          : Option.none<Observation>()
+      })
+
+    const unavailable = (token: MarketToken, why: string) =>
+      new PriceUnavailable({ error: `no current price for ${token.symbol}: ${why}` })
+
+    /** The cached observation if fresh enough, else one read from the feed within the read timeout. */
+    const observation = (token: MarketToken) =>
+      Effect.gen(function* () {
+        const cached = yield* freshObservation(token)
+        if (Option.isSome(cached)) return cached.value
+        const read = yield* Effect.gen(function* () {
+          // Another reader may have refreshed it while this one waited for the lock.
+          const again = yield* freshObservation(token)
+          if (Option.isSome(again)) return { observed: again.value, fromFeed: false }
+          const quote = yield* feed.quote(token)
+          const observed: Observation = { quote, observedAt: yield* Clock.currentTimeMillis }
+          yield* store([[token, observed]])
+          return { observed, fromFeed: true }
+        }).pipe(
+          locks.get(token.address)!.withPermits(1),
+          // A feed that resists interruption is left to finish in the background: the reader goes.
+          Effect.disconnect,
+          Effect.timeoutFail({
+            duration: settings.readTimeout,
+            onTimeout: () =>
+              unavailable(token, `the price feed did not answer within ${Duration.format(settings.readTimeout)}`)
+          }),
+          Effect.catchTag("PriceFeedError", (error) =>
+            Effect.zipRight(
+              Effect.logWarning("price feed read failed").pipe(
+                Effect.annotateLogs({ symbol: token.symbol, reason: error.message })
+              ),
+              Effect.fail(unavailable(token, "the price feed failed"))
+            )
+          )
+        )
+        if (read.fromFeed) yield* recordCloseRefs([[token, read.observed]])
+        return read.observed
+      })
+
+    const resolve = (symbolOrAddress: string): Option.Option<MarketToken> =>
+      Option.fromNullable(bySymbol.get(symbolOrAddress.toUpperCase()) ?? byAddress.get(symbolOrAddress.toLowerCase()))
+
+    const dataOf = (token: MarketToken) =>
+      Effect.gen(function* () {
+        const { quote } = yield* observation(token)
+        const now = yield* Clock.currentTimeMillis
+        const closeRef = (yield* Ref.get(closeRefs)).get(token.address) ?? null
+        return marketDataOf(token, quote, closeRef, tokenStatus(calendarAt(now), quote.platformStatus))
+      })
+
+    const tokenMarketOf = (token: MarketToken, market: MarketData | null): TokenMarket => ({
+      symbol: token.symbol,
+      address: token.address,
+      ticker: token.ticker,
+      platform: token.platform,
+      market
+    })
+
+    const find = (symbolOrAddress: string) =>
+      Option.match(resolve(symbolOrAddress), {
+        onNone: () => Effect.fail(new NotFound({ error: `unknown token ${symbolOrAddress}` })),
+        onSome: Effect.succeed
+      })
+
+    /** Market data of one token, by symbol (any case) or address (any case). */
+    const marketData = Effect.fn("Market.marketData")(function* (symbolOrAddress: string) {
+      const token = yield* find(symbolOrAddress)
+      yield* Effect.annotateCurrentSpan("token.symbol", token.symbol)
+      return yield* dataOf(token)
+    })
+
+    /** One token with its market data, as `GET /market/tokens/{token}` answers it. */
+    const tokenMarket = Effect.fn("Market.tokenMarket")(function* (symbolOrAddress: string) {
+      const token = yield* find(symbolOrAddress)
+      yield* Effect.annotateCurrentSpan("token.symbol", token.symbol)
+      return tokenMarketOf(token, yield* dataOf(token))
+    })
+
+    /** Every token with its market data; `market` is null for a token whose price is unavailable. */
+    const allMarketData = Effect.forEach(
+      tokens,
+      (token) =>
+        dataOf(token).pipe(
+          Effect.map((market) => tokenMarketOf(token, market)),
+          Effect.catchTag("PriceUnavailable", () => Effect.succeed(tokenMarketOf(token, null)))
+        ),
+      { concurrency: "unbounded" }
+    ).pipe(Effect.withSpan("Market.allMarketData"))
+
+    /** The calendar's MarketStatus at `at` (default now), without any token state. */
+    const statusAt = Effect.fn("Market.statusAt")(function* (at?: number) {
+      return calendarAt(at ?? (yield* Clock.currentTimeMillis))
+    })
+
+    /**
+     * Reads every token's feed (each within the read timeout) into the cache, records close
+     * references for tokens in the regular session and picks up those other replicas recorded.
+     * Fails with `PriceUnavailable` only when no feed answered at all.
+     */
+    const refresh: Effect.Effect<RefreshResult, PriceUnavailable> = Effect.gen(function* () {
+      const results = yield* Effect.forEach(
+        tokens,
+        (token) =>
+          feed.quote(token).pipe(
+            Effect.disconnect,
+            Effect.timeoutFail({
+              duration: settings.readTimeout,
+              onTimeout: () => ({
+                message: `${token.symbol}: no answer within ${Duration.format(settings.readTimeout)}`
+              })
+            }),
+            Effect.mapError((error) => error.message),
+            Effect.either,
+            Effect.map((result) => [token, result] as const)
+          ),
+        { concurrency: "unbounded" }
+      )
+      const now = yield* Clock.currentTimeMillis
+      const observed = results.flatMap(([token, result]) =>
+        Either.isRight(result) ? [[token, { quote: result.right, observedAt: now }] as const] : []
+      )
+      const failed = results.flatMap(([token, result]) =>
+        Either.isLeft(result) ? [[token, result.left] as const] : []
+      )
+      yield* store(observed)
+      const recorded = yield* recordCloseRefs(observed)
+      yield* loadCloseRefs
+      yield* Effect.annotateCurrentSpan({ "market.refreshed": observed.length, "market.failed": failed.length })
+      if (failed.length > 0) {
+        yield* Effect.logWarning("price refresh: some feeds failed").pipe(
+          Effect.annotateLogs({ failed: failed.map(([token, reason]) => `${token.symbol} (${reason})`).join("; ") })
+        )
+      }
+      if (observed.length === 0 && tokens.length > 0) {
+        return yield* new PriceUnavailable({ error: "no price feed answered" })
+      }
+      return {
+        at: now,
+        refreshed: observed.map(([token]) => token.symbol),
+        failed: failed.map(([token]) => token.symbol),
+        recorded
+      } satisfies RefreshResult
+    }).pipe(Effect.withSpan("Market.refresh"))
+
+    return {
+      settings,
+      /** The token registry. */
+      tokens,
+      /** A token by symbol (any case) or address (any case). */
+      resolve,
+      marketData,
+      tokenMarket,
+      allMarketData,
+      statusAt,
+      refresh
+    }
+  }),
+  dependencies: [MarketRepo.Default]
+}) {}
+
+/**
+ * Refreshes prices every PRICE_REFRESH_INTERVAL (first run at start-up) in a fiber owned by the
+ * layer's scope. A failed run is logged and traced; the next one runs on schedule.
+ */
+export const MarketRefreshLive = Layer.scopedDiscard(
+  Effect.gen(function* () {
+    const market = yield* Market
+    yield* market.refresh.pipe(
+      Effect.withSpan("job.market-refresh", { root: true }),
+      Effect.catchAllCause((cause) =>
+        Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("market price refresh failed", cause)
+      ),
+      Effect.repeat(Schedule.spaced(market.settings.refreshInterval)),
+      Effect.annotateLogs("job", "market-refresh"),
+      Effect.forkScoped
+    )
+  })
+)

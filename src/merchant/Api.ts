@@ -1,0 +1,125 @@
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
+import { Either, Schema } from "effect"
+import { wireError } from "../ApiError.js"
+import { Address } from "../chain/Address.js"
+import { parseAmount } from "./Money.js"
+import { PaymentRequiredBody, SettleResponse } from "./X402.js"
+
+export const OrderStatus = Schema.Literal("open", "settling", "paid", "expired").annotations({
+  identifier: "OrderStatus",
+  description: "open -> settling -> paid; settling -> open when settlement fails; open -> expired after ORDER_TTL"
+})
+export type OrderStatus = typeof OrderStatus.Type
+
+export class Order extends Schema.Class<Order>("Order")({
+  id: Schema.String,
+  amount: Schema.String.annotations({ description: "decimal USD string, as sent at creation" }),
+  description: Schema.String,
+  status: OrderStatus,
+  payer: Schema.optional(Address).annotations({ description: "present once paid" }),
+  tx: Schema.optional(Schema.String).annotations({ description: "settlement transaction hash, once paid" }),
+  createdAt: Schema.Number,
+  expiresAt: Schema.Number,
+  amountUsd: Schema.optional(Schema.String).annotations({ description: "normalised amount; order creation only" })
+}) {}
+
+export const CreateOrder = Schema.Struct({
+  amount: Schema.String.pipe(
+    Schema.filter((text) => Either.match(parseAmount(text), { onLeft: (message) => message, onRight: () => true }))
+  ),
+  description: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(500))
+})
+
+export class OrderNotFound extends Schema.TaggedError<OrderNotFound>()("OrderNotFound", { error: Schema.String }) {}
+export const OrderNotFoundError = wireError(OrderNotFound, "ORDER_NOT_FOUND", 404, "No order with this id.")
+
+export class OrderExpired extends Schema.TaggedError<OrderExpired>()("OrderExpired", { error: Schema.String }) {}
+export const OrderExpiredError = wireError(OrderExpired, "ORDER_EXPIRED", 409, "The order expired unpaid.")
+
+export class OrderAlreadyPaid extends Schema.TaggedError<OrderAlreadyPaid>()("OrderAlreadyPaid", {
+  error: Schema.String
+}) {}
+export const OrderAlreadyPaidError = wireError(
+  OrderAlreadyPaid,
+  "ORDER_ALREADY_PAID",
+  409,
+  "The order was paid by another payment."
+)
+
+export class PaymentInProgress extends Schema.TaggedError<PaymentInProgress>()("PaymentInProgress", {
+  error: Schema.String
+}) {}
+export const PaymentInProgressError = wireError(
+  PaymentInProgress,
+  "PAYMENT_IN_PROGRESS",
+  409,
+  "A payment for this order is being settled."
+)
+
+export const PaymentRequiredCode = Schema.Literal("PAYMENT_REQUIRED", "PAYMENT_INVALID", "SETTLEMENT_FAILED")
+
+/**
+ * 402: the x402 v2 PaymentRequired object (also in the PAYMENT-REQUIRED header) plus our `code`.
+ * `settlement` is not in the body: it goes out as the PAYMENT-RESPONSE header.
+ */
+export class PaymentRequired extends Schema.TaggedError<PaymentRequired>()("PaymentRequired", {
+  body: PaymentRequiredBody,
+  code: PaymentRequiredCode,
+  settlement: Schema.optional(SettleResponse)
+}) {}
+
+export const PaymentRequiredError = Schema.transform(
+  Schema.Struct({ ...PaymentRequiredBody.fields, code: PaymentRequiredCode }).annotations({
+    identifier: "PaymentRequired",
+    description:
+      "x402 v2 PaymentRequired (same JSON as the PAYMENT-REQUIRED header). PAYMENT_REQUIRED: no payment sent; " +
+      "PAYMENT_INVALID: the payment was refused, `error` is the reason; SETTLEMENT_FAILED: the transfer failed " +
+      "(PAYMENT-RESPONSE says why)."
+  }),
+  Schema.typeSchema(PaymentRequired),
+  {
+    strict: true,
+    decode: ({ code, ...body }) => new PaymentRequired({ body, code }),
+    encode: ({ body, code }) => ({ ...body, code })
+  }
+).annotations(HttpApiSchema.annotations({ status: 402 }))
+
+const OrderPath = Schema.Struct({ id: Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9_-]{1,64}$/)) })
+const PaymentHeaders = Schema.Struct({
+  // Header keys are matched lower-case; clients send PAYMENT-SIGNATURE.
+  "payment-signature": Schema.optional(Schema.String)
+})
+
+const payEndpoint = <const Name extends string>(endpoint: HttpApiEndpoint.HttpApiEndpoint<Name, "GET" | "POST">) =>
+  endpoint
+    .setPath(OrderPath)
+    .setHeaders(PaymentHeaders)
+    .addSuccess(Order)
+    .addError(OrderNotFoundError)
+    .addError(OrderExpiredError)
+    .addError(OrderAlreadyPaidError)
+    .addError(PaymentInProgressError)
+    .addError(PaymentRequiredError)
+    .annotate(
+      OpenApi.Description,
+      "x402 v2: without PAYMENT-SIGNATURE answers 402 with PAYMENT-REQUIRED (or 200 with the order once paid); " +
+        "with it, verifies and settles the EIP-3009 authorization once and answers 200 with the paid order and a " +
+        "PAYMENT-RESPONSE header. GET and POST behave alike."
+    )
+
+export class MerchantApi extends HttpApiGroup.make("merchant")
+  .add(
+    HttpApiEndpoint.post("createOrder", "/merchant/orders")
+      .setPayload(CreateOrder)
+      .addSuccess(Order)
+      .annotate(OpenApi.Description, "Creates an open order payable in USD1.")
+  )
+  .add(
+    HttpApiEndpoint.get("getOrder", "/merchant/orders/:id")
+      .setPath(OrderPath)
+      .addSuccess(Order)
+      .addError(OrderNotFoundError)
+  )
+  .add(payEndpoint(HttpApiEndpoint.get("payGet", "/merchant/orders/:id/pay")))
+  .add(payEndpoint(HttpApiEndpoint.post("pay", "/merchant/orders/:id/pay")))
+  .annotate(OpenApi.Title, "Demo merchant") {}

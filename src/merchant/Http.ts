@@ -1,0 +1,59 @@
+import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
+import { Effect, Layer, Option } from "effect"
+import { Api } from "../Api.js"
+import { ChainClient } from "../chain/Chain.js"
+import type { PaymentRequired } from "./Api.js"
+import { Merchant, type PaidOrder, scheduleReconcile } from "./Merchant.js"
+import { OrderRepo } from "./OrderRepo.js"
+import { PaymentProcessorLive } from "./PaymentProcessor.js"
+import { encodeHeader } from "./X402.js"
+
+const setHeaders = (headers: Record<string, string>) =>
+  HttpApp.appendPreResponseHandler((_request, response) =>
+    Effect.succeed(HttpServerResponse.setHeaders(response, headers))
+  )
+
+/** x402 headers: PAYMENT-REQUIRED on a 402, PAYMENT-RESPONSE whenever a settlement was attempted. */
+const withX402Headers = <E>(effect: Effect.Effect<PaidOrder, E | PaymentRequired>) =>
+  effect.pipe(
+    Effect.tapError((error) => {
+      if (typeof error !== "object" || error === null || (error as { _tag?: string })._tag !== "PaymentRequired") {
+        return Effect.void
+      }
+      const refused = error as PaymentRequired
+      return setHeaders({
+        "payment-required": encodeHeader(refused.body),
+        "cache-control": "no-store",
+        ...(refused.settlement === undefined ? {} : { "payment-response": encodeHeader(refused.settlement) })
+      })
+    }),
+    Effect.tap(({ receipt }) =>
+      Option.isSome(receipt) ? setHeaders({ "payment-response": encodeHeader(receipt.value) }) : Effect.void
+    ),
+    Effect.map(({ order }) => order)
+  )
+
+export const MerchantHttpLive = HttpApiBuilder.group(Api, "merchant", (handlers) =>
+  Effect.gen(function* () {
+    const merchant = yield* Merchant
+    const pay = ({ path, headers }: { path: { id: string }; headers: { "payment-signature"?: string | undefined } }) =>
+      withX402Headers(merchant.pay(path.id, Option.fromNullable(headers["payment-signature"])))
+    return handlers
+      .handle("createOrder", ({ payload }) => merchant.createOrder(payload))
+      .handle("getOrder", ({ path }) => merchant.getOrder(path.id))
+      .handle("payGet", pay)
+      .handle("pay", pay)
+  })
+)
+
+/** The reconciler: at start-up and then every RECONCILE_INTERVAL, on every replica. */
+const ReconcilerLive = Layer.scopedDiscard(
+  Effect.flatMap(Merchant, (merchant) => Effect.forkScoped(scheduleReconcile(merchant)))
+)
+
+export const MerchantLive = Layer.merge(MerchantHttpLive, ReconcilerLive).pipe(
+  Layer.provide(Merchant.Default),
+  Layer.provide(PaymentProcessorLive),
+  Layer.provide(OrderRepo.Default),
+  Layer.provide(ChainClient.Default)
+)

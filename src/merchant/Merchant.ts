@@ -1,0 +1,359 @@
+/**
+ * The demo merchant: orders paid in USD1 over x402 v2, settled on chain exactly once.
+ *
+ * Exactly once is the database's job: a payment is reserved by inserting a settlement row while
+ * holding the order's row lock; a partial unique index allows one live or successful settlement
+ * per order and a unique (payer, nonce) one use per authorization, whatever the replica. The
+ * relayer's signed transaction is recorded before broadcast; `reconcile` finishes whatever a
+ * crash or a slow chain left unfinished, and reopens an order only when its authorization can
+ * never execute any more.
+ */
+import { randomBytes } from "node:crypto"
+import { Clock, Config, Duration, Effect, Either, Option, Schedule } from "effect"
+import { getAddress, type Hash, type Hex, parseAbiItem } from "viem"
+import { AppConfig } from "../Config.js"
+import type { Address } from "../chain/Address.js"
+import { ChainClient } from "../chain/Chain.js"
+import { Usd1Artifact } from "../chain/contracts/artifacts.js"
+import { Order, OrderAlreadyPaid, OrderExpired, OrderNotFound, PaymentInProgress, PaymentRequired } from "./Api.js"
+import { microsToAtomic, parseAmount } from "./Money.js"
+import { OrderRepo, type OrderRow, type SettlementRow } from "./OrderRepo.js"
+import { confirmsTransfer, PaymentProcessor, type SettleOutcome } from "./PaymentProcessor.js"
+import {
+  checkAuthorization,
+  decodePaymentHeader,
+  matchesOffer,
+  type PaymentPayload,
+  type PaymentRequirements,
+  paymentRequired,
+  Reason,
+  requirementsFor,
+  type SettleResponse
+} from "./X402.js"
+
+const MAX_TIMEOUT_SECONDS = 300
+
+export const merchantSettings = Config.all({
+  orderTtl: Config.duration("ORDER_TTL").pipe(Config.withDefault(Duration.minutes(30))),
+  reconcileInterval: Config.duration("RECONCILE_INTERVAL").pipe(Config.withDefault(Duration.seconds(5))),
+  /** Settlements untouched this long are the reconciler's; a live request finishes well before. */
+  reconcileAfter: Config.duration("SETTLEMENT_RECONCILE_AFTER").pipe(Config.withDefault(Duration.seconds(45)))
+})
+
+const toOrder = (row: OrderRow, extra: { readonly amountUsd?: string } = {}) =>
+  new Order({
+    id: row.id,
+    amount: row.amount,
+    description: row.description,
+    status: row.status,
+    ...(row.payer === null ? {} : { payer: row.payer }),
+    ...(row.tx === null ? {} : { tx: row.tx }),
+    createdAt: row.createdAt.getTime(),
+    expiresAt: row.expiresAt.getTime(),
+    ...extra
+  })
+
+export interface PaidOrder {
+  readonly order: Order
+  /** The PAYMENT-RESPONSE to send, when this request carried the payment. */
+  readonly receipt: Option.Option<SettleResponse>
+}
+
+export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
+  effect: Effect.gen(function* () {
+    const repo = yield* OrderRepo
+    const chain = yield* ChainClient
+    const processor = yield* PaymentProcessor
+    const { appUrl, merchantPayTo } = yield* AppConfig
+    const settings = yield* merchantSettings
+    const payTo = yield* Effect.orDieWith(merchantPayTo, () => "MERCHANT_PAY_TO is required for the merchant")
+    const { usd1 } = chain.deployment
+    const network = chain.network
+
+    const requirementsOf = (row: OrderRow): PaymentRequirements =>
+      requirementsFor({
+        chainId: chain.deployment.chainId,
+        asset: usd1.address,
+        payTo,
+        amountAtomic: microsToAtomic(row.amountMicros, usd1.decimals),
+        maxTimeoutSeconds: MAX_TIMEOUT_SECONDS,
+        domain: { name: usd1.name, version: usd1.version }
+      })
+
+    const resourceOf = (row: OrderRow) => ({
+      url: `${appUrl}/merchant/orders/${row.id}/pay`,
+      description: row.description,
+      mimeType: "application/json"
+    })
+
+    const refuse = (row: OrderRow, error: string, code: PaymentRequired["code"], settlement?: SettleResponse) =>
+      new PaymentRequired({
+        body: paymentRequired(error, resourceOf(row), requirementsOf(row)),
+        code,
+        ...(settlement === undefined ? {} : { settlement })
+      })
+
+    const receiptOf = (settlement: SettlementRow): SettleResponse => ({
+      success: true,
+      transaction: settlement.txHash ?? "",
+      network,
+      payer: settlement.payer
+    })
+
+    /** The order, with a due expiry applied first. */
+    const load = (id: string) =>
+      Effect.gen(function* () {
+        yield* repo.expireIfDue(id, new Date(yield* Clock.currentTimeMillis))
+        const row = yield* repo.findOrder(id)
+        if (Option.isNone(row)) return yield* new OrderNotFound({ error: `no order ${id}` })
+        return row.value
+      })
+
+    const createOrder = Effect.fn("Merchant.createOrder")(function* (input: {
+      readonly amount: string
+      readonly description: string
+    }) {
+      const amount = Either.getOrThrow(parseAmount(input.amount)) // the payload schema already checked it
+      const now = yield* Clock.currentTimeMillis
+      const row: OrderRow = {
+        id: randomBytes(16).toString("base64url"),
+        amount: input.amount,
+        amountMicros: amount.micros,
+        description: input.description,
+        status: "open",
+        createdAt: new Date(now),
+        expiresAt: new Date(now + Duration.toMillis(settings.orderTtl)),
+        payer: null,
+        tx: null,
+        paidAt: null
+      }
+      yield* repo.insertOrder(row)
+      yield* Effect.annotateCurrentSpan("order.id", row.id)
+      return toOrder(row, { amountUsd: amount.normalized })
+    })
+
+    const getOrder = Effect.fn("Merchant.getOrder")(function* (id: string) {
+      yield* Effect.annotateCurrentSpan("order.id", id)
+      return toOrder(yield* load(id))
+    })
+
+    /** A final state for a settlement and its order, in one transaction; idempotent. */
+    const finish = (
+      settlement: { readonly id: number; readonly orderId: string; readonly payer: string },
+      outcome: SettleOutcome
+    ) =>
+      Effect.gen(function* () {
+        const now = new Date(yield* Clock.currentTimeMillis)
+        if (outcome._tag === "Settled") {
+          const changed = yield* repo.finishSettlement(
+            settlement.id,
+            "succeeded",
+            { txHash: outcome.transaction, errorReason: null },
+            now
+          )
+          if (changed) yield* repo.markOrderPaid(settlement.orderId, settlement.payer, outcome.transaction, now)
+        } else if (outcome._tag === "Rejected") {
+          const changed = yield* repo.finishSettlement(
+            settlement.id,
+            "failed",
+            { txHash: outcome.transaction ?? null, errorReason: outcome.reason },
+            now
+          )
+          if (changed) yield* repo.setOrderStatus(settlement.orderId, "settling", "open")
+        }
+      }).pipe(repo.withTransaction)
+
+    /** Locks the open order and inserts the pending settlement: the exactly-once gate. */
+    const reserve = (id: string, payload: PaymentPayload) =>
+      Effect.gen(function* () {
+        const locked = yield* repo.lockOrder(id)
+        if (Option.isNone(locked)) return yield* new OrderNotFound({ error: `no order ${id}` })
+        const order = locked.value
+        if (order.status === "paid") return yield* new OrderAlreadyPaid({ error: "the order is already paid" })
+        if (order.status === "settling") return yield* new PaymentInProgress({ error: "a payment is being settled" })
+        if (order.status === "expired") return yield* new OrderExpired({ error: "the order expired" })
+        const authorization = payload.payload.authorization
+        const settlementId = yield* repo
+          .insertSettlement({
+            orderId: id,
+            payer: getAddress(authorization.from),
+            nonce: authorization.nonce.toLowerCase(),
+            amountAtomic: BigInt(authorization.value),
+            validBefore: BigInt(authorization.validBefore),
+            payload,
+            now: new Date(yield* Clock.currentTimeMillis)
+          })
+          .pipe(Effect.catchTag("DuplicateAuthorization", () => refuse(order, Reason.nonceUsed, "PAYMENT_INVALID")))
+        yield* repo.setOrderStatus(id, "open", "settling")
+        return settlementId
+      }).pipe(repo.withTransaction)
+
+    const pay = Effect.fn("Merchant.pay")(function* (id: string, header: Option.Option<string>) {
+      yield* Effect.annotateCurrentSpan("order.id", id)
+      const order = yield* load(id)
+      if (Option.isNone(header)) {
+        if (order.status === "paid") return { order: toOrder(order), receipt: Option.none() } satisfies PaidOrder
+        if (order.status === "expired") return yield* new OrderExpired({ error: "the order expired" })
+        if (order.status === "settling") return yield* new PaymentInProgress({ error: "a payment is being settled" })
+        return yield* refuse(order, Reason.paymentRequired, "PAYMENT_REQUIRED")
+      }
+      const decoded = decodePaymentHeader(header.value)
+      if (Either.isLeft(decoded)) return yield* refuse(order, decoded.left, "PAYMENT_INVALID")
+      const payload = decoded.right
+      const authorization = payload.payload.authorization
+      yield* Effect.annotateCurrentSpan("payment.payer", authorization.from)
+
+      if (order.status === "paid") {
+        // The same payment again (a client retry after a lost response): the same receipt.
+        const settled = yield* repo.findSucceededSettlement(order.id)
+        if (
+          Option.isSome(settled) &&
+          settled.value.payer.toLowerCase() === authorization.from.toLowerCase() &&
+          settled.value.nonce === authorization.nonce.toLowerCase()
+        ) {
+          return { order: toOrder(order), receipt: Option.some(receiptOf(settled.value)) } satisfies PaidOrder
+        }
+        return yield* new OrderAlreadyPaid({ error: "the order was paid by another payment" })
+      }
+      if (order.status === "settling") return yield* new PaymentInProgress({ error: "a payment is being settled" })
+      if (order.status === "expired") return yield* new OrderExpired({ error: "the order expired" })
+
+      // Off-chain checks first, then the signature and the chain state; all before any reservation.
+      const requirements = requirementsOf(order)
+      if (!matchesOffer(payload.accepted, requirements)) {
+        return yield* refuse(order, Reason.noMatchingRequirements, "PAYMENT_INVALID")
+      }
+      const nowSeconds = Math.floor((yield* Clock.currentTimeMillis) / 1000)
+      const window = checkAuthorization(authorization, requirements, nowSeconds)
+      if (Either.isLeft(window)) return yield* refuse(order, window.left, "PAYMENT_INVALID")
+      const invalid = yield* processor.verify(payload, requirements).pipe(Effect.orDie)
+      if (Option.isSome(invalid)) return yield* refuse(order, invalid.value, "PAYMENT_INVALID")
+
+      const settlementId = yield* reserve(id, payload)
+      const settlement = { id: settlementId, orderId: id, payer: authorization.from }
+      const outcome = yield* processor.settle(payload, requirements, (tx) =>
+        Effect.gen(function* () {
+          const now = new Date(yield* Clock.currentTimeMillis)
+          yield* repo.recordBroadcast(settlementId, tx.hash, tx.raw, now)
+        })
+      )
+      yield* finish(settlement, outcome)
+      const after = yield* load(id)
+      switch (outcome._tag) {
+        case "Settled":
+          return {
+            order: toOrder(after),
+            receipt: Option.some({
+              success: true,
+              transaction: outcome.transaction,
+              network,
+              payer: authorization.from
+            })
+          } satisfies PaidOrder
+        case "Rejected":
+          return yield* refuse(after, outcome.reason, "SETTLEMENT_FAILED", {
+            success: false,
+            transaction: outcome.transaction ?? "",
+            network,
+            payer: authorization.from,
+            errorReason: outcome.reason
+          })
+        case "Pending":
+          return yield* refuse(after, Reason.settlementPending, "SETTLEMENT_FAILED", {
+            success: false,
+            transaction: outcome.transaction ?? "",
+            network,
+            payer: authorization.from,
+            errorReason: Reason.settlementPending
+          })
+      }
+    })
+
+    const authorizationUsed = parseAbiItem("event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)")
+
+    /** The transaction that used this authorization, from the token's AuthorizationUsed log. */
+    const findUsingTransaction = (payer: Address, nonce: Hex) =>
+      Effect.tryPromise(() =>
+        chain.publicClient.getLogs({
+          address: usd1.address,
+          event: authorizationUsed,
+          args: { authorizer: payer, nonce },
+          fromBlock: 0n
+        })
+      ).pipe(Effect.map((logs) => Option.fromNullable(logs[0]?.transactionHash as Hash | undefined)))
+
+    /** Decides one unfinished settlement from the chain; leaves it when the chain cannot tell yet. */
+    const reconcileOne = (settlement: SettlementRow) =>
+      Effect.gen(function* () {
+        const payer = settlement.payer
+        const nonce = settlement.nonce as Hex
+        const requirements = settlement.payload.accepted
+        const used = yield* Effect.tryPromise(() =>
+          chain.publicClient.readContract({
+            address: usd1.address,
+            abi: Usd1Artifact.abi,
+            functionName: "authorizationState",
+            args: [payer, nonce]
+          })
+        )
+        if (used) {
+          const hash =
+            settlement.txHash !== null
+              ? Option.some(settlement.txHash as Hash)
+              : yield* findUsingTransaction(payer, nonce)
+          const receipt = Option.isSome(hash) ? yield* chain.receipt(hash.value, 5_000) : Option.none()
+          const proved =
+            Option.isSome(receipt) &&
+            confirmsTransfer(receipt.value, usd1.address, payer, requirements.payTo as Address, settlement.amountAtomic)
+          if (proved && Option.isSome(hash))
+            return yield* finish(settlement, { _tag: "Settled", transaction: hash.value })
+          if (Option.isSome(receipt)) {
+            // Used, but by a transaction that is not our transfer (e.g. the payer cancelled it).
+            return yield* finish(settlement, { _tag: "Rejected", reason: Reason.nonceUsed })
+          }
+          return // mined but the receipt is not readable yet: next round
+        }
+        if (settlement.txHash !== null) {
+          const receipt = yield* chain.receipt(settlement.txHash as Hash, 2_000)
+          if (Option.isSome(receipt)) {
+            return yield* finish(settlement, {
+              _tag: "Rejected",
+              reason: Reason.transactionFailed,
+              transaction: settlement.txHash as Hash
+            })
+          }
+        }
+        const block = yield* Effect.tryPromise(() => chain.publicClient.getBlock())
+        if (block.timestamp >= settlement.validBefore) {
+          // The authorization can never execute any more: nothing was or will be charged.
+          return yield* finish(settlement, { _tag: "Rejected", reason: Reason.validBefore })
+        }
+        if (settlement.rawTx !== null) return yield* chain.rebroadcast(settlement.rawTx as Hex)
+        if (settlement.txHash === null && processor.recordsBeforeBroadcast) {
+          // Our relayer records a transaction before broadcasting it: no record, nothing sent.
+          return yield* finish(settlement, { _tag: "Rejected", reason: Reason.unexpectedSettleError })
+        }
+      }).pipe(
+        Effect.catchAllCause((cause) => Effect.logWarning("reconcile: will retry", cause)),
+        Effect.withSpan("Merchant.reconcileOne", { attributes: { "order.id": settlement.orderId } })
+      )
+
+    /** Finishes settlements left unfinished by a crash or a slow chain. Safe on every replica. */
+    const reconcile = Effect.gen(function* () {
+      const before = new Date((yield* Clock.currentTimeMillis) - Duration.toMillis(settings.reconcileAfter))
+      const stale = yield* repo.lockStaleUnfinished({ before, limit: 20 }).pipe(
+        Effect.flatMap((rows) => Effect.forEach(rows, reconcileOne, { discard: true }).pipe(Effect.as(rows.length))),
+        repo.withTransaction
+      )
+      if (stale > 0) yield* Effect.logInfo(`reconciled ${stale} unfinished settlement(s)`)
+    }).pipe(Effect.withSpan("Merchant.reconcile"))
+
+    return { createOrder, getOrder, pay, reconcile, reconcileInterval: settings.reconcileInterval }
+  })
+}) {}
+
+export const scheduleReconcile = (merchant: Merchant) =>
+  merchant.reconcile.pipe(
+    Effect.catchAllCause((cause) => Effect.logError("reconcile failed", cause)),
+    Effect.repeat(Schedule.spaced(merchant.reconcileInterval))
+  )

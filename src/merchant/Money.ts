@@ -1,0 +1,33 @@
+/**
+ * Order amounts: decimal USD strings as the client sends them. Pure.
+ * At most 6 decimals, greater than 0, at most 1,000,000.
+ */
+import { Either } from "effect"
+
+export const MAX_ORDER_USD = 1_000_000n
+export const MAX_DECIMALS = 6
+
+export interface ParsedAmount {
+  /** Canonical form: no leading zeros, no trailing fractional zeros ("001.50" -> "1.5"). */
+  readonly normalized: string
+  /** The amount in millionths of a dollar. */
+  readonly micros: bigint
+}
+
+export const parseAmount = (text: string): Either.Either<ParsedAmount, string> => {
+  const match = /^(\d{1,7})(?:\.(\d{1,6}))?$/.exec(text)
+  if (match === null) {
+    return Either.left('amount must be a decimal string with at most 6 decimals, like "12.50"')
+  }
+  const whole = BigInt(match[1]!)
+  const fraction = (match[2] ?? "").padEnd(MAX_DECIMALS, "0")
+  const micros = whole * 1_000_000n + BigInt(fraction)
+  if (micros === 0n) return Either.left("amount must be greater than 0")
+  if (micros > MAX_ORDER_USD * 1_000_000n) return Either.left("amount must be at most 1000000")
+  const trimmed = fraction.replace(/0+$/, "")
+  return Either.right({ normalized: trimmed === "" ? `${whole}` : `${whole}.${trimmed}`, micros })
+}
+
+/** Millionths of a dollar to the token's atomic units (USD1 has 18 decimals). */
+export const microsToAtomic = (micros: bigint, decimals: number): bigint =>
+  decimals >= 6 ? micros * 10n ** BigInt(decimals - 6) : micros / 10n ** BigInt(6 - decimals)

@@ -1,0 +1,171 @@
+/** SQL for orders and their settlements. Infrastructure failures die here. */
+import { SqlClient, SqlError, SqlSchema } from "@effect/sql"
+import { Effect, flow, Schema } from "effect"
+import { Address } from "../chain/Address.js"
+import { OrderStatus } from "./Api.js"
+import { PaymentPayload } from "./X402.js"
+
+export const OrderRow = Schema.Struct({
+  id: Schema.String,
+  amount: Schema.String,
+  amountMicros: Schema.BigInt,
+  description: Schema.String,
+  status: OrderStatus,
+  createdAt: Schema.DateFromSelf,
+  expiresAt: Schema.DateFromSelf,
+  payer: Schema.NullOr(Address),
+  tx: Schema.NullOr(Schema.String),
+  paidAt: Schema.NullOr(Schema.DateFromSelf)
+})
+export type OrderRow = typeof OrderRow.Type
+
+export const SettlementStatus = Schema.Literal("pending", "broadcast", "succeeded", "failed")
+
+export const SettlementRow = Schema.Struct({
+  id: Schema.NumberFromString,
+  orderId: Schema.String,
+  payer: Address,
+  nonce: Schema.String,
+  amountAtomic: Schema.BigInt,
+  validBefore: Schema.BigInt,
+  payload: PaymentPayload,
+  status: SettlementStatus,
+  txHash: Schema.NullOr(Schema.String),
+  rawTx: Schema.NullOr(Schema.String),
+  errorReason: Schema.NullOr(Schema.String),
+  updatedAt: Schema.DateFromSelf
+})
+export type SettlementRow = typeof SettlementRow.Type
+
+const isSqlError = (error: unknown): error is SqlError.SqlError => error instanceof SqlError.SqlError
+
+/** A unique violation of the named constraint (or index). */
+export const isUniqueViolation = (error: SqlError.SqlError, constraint: string) => {
+  const cause = error.cause as { code?: string; constraint?: string } | undefined
+  return cause?.code === "23505" && cause.constraint === constraint
+}
+
+export class DuplicateAuthorization extends Schema.TaggedError<DuplicateAuthorization>()(
+  "DuplicateAuthorization",
+  {}
+) {}
+
+export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
+  effect: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+
+    const insertOrder = SqlSchema.void({
+      Request: Schema.Struct({
+        id: Schema.String,
+        amount: Schema.String,
+        amountMicros: Schema.BigInt,
+        description: Schema.String,
+        status: OrderStatus,
+        createdAt: Schema.DateFromSelf,
+        expiresAt: Schema.DateFromSelf
+      }),
+      execute: (row) => sql`INSERT INTO orders ${sql.insert(row)}`
+    })
+
+    const findOrder = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: OrderRow,
+      execute: (id) => sql`SELECT * FROM orders WHERE id = ${id}`
+    })
+
+    /** Locks the order row for the rest of the transaction. */
+    const lockOrder = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: OrderRow,
+      execute: (id) => sql`SELECT * FROM orders WHERE id = ${id} FOR UPDATE`
+    })
+
+    /** An open order past its expiry becomes expired (idempotent, safe to race). */
+    const expireIfDue = (id: string, now: Date) =>
+      sql`UPDATE orders SET status = 'expired' WHERE id = ${id} AND status = 'open' AND expires_at <= ${now}`
+
+    const setOrderStatus = (id: string, from: OrderStatus, to: OrderStatus) =>
+      sql`UPDATE orders SET status = ${to} WHERE id = ${id} AND status = ${from}`
+
+    const markOrderPaid = (id: string, payer: string, tx: string, paidAt: Date) =>
+      sql`UPDATE orders SET status = 'paid', payer = ${payer}, tx = ${tx}, paid_at = ${paidAt}
+          WHERE id = ${id} AND status = 'settling'`
+
+    const insertSettlement = (row: {
+      readonly orderId: string
+      readonly payer: string
+      readonly nonce: string
+      readonly amountAtomic: bigint
+      readonly validBefore: bigint
+      readonly payload: PaymentPayload
+      readonly now: Date
+    }) =>
+      sql<{ id: string }>`
+        INSERT INTO settlements (order_id, payer, nonce, amount_atomic, valid_before, payload, status, created_at, updated_at)
+        VALUES (${row.orderId}, ${row.payer}, ${row.nonce}, ${row.amountAtomic.toString()}, ${row.validBefore.toString()},
+                ${JSON.stringify(row.payload)}::jsonb, 'pending', ${row.now}, ${row.now})
+        RETURNING id`.pipe(
+        Effect.map((rows) => Number(rows[0]!.id)),
+        Effect.catchIf(
+          (error) => isUniqueViolation(error, "settlements_payer_nonce_key"),
+          () => new DuplicateAuthorization()
+        )
+      )
+
+    const findSettlement = SqlSchema.findOne({
+      Request: Schema.Number,
+      Result: SettlementRow,
+      execute: (id) => sql`SELECT * FROM settlements WHERE id = ${id}`
+    })
+
+    const findSucceededSettlement = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: SettlementRow,
+      execute: (orderId) => sql`SELECT * FROM settlements WHERE order_id = ${orderId} AND status = 'succeeded'`
+    })
+
+    const recordBroadcast = (id: number, txHash: string, rawTx: string | null, now: Date) =>
+      sql`UPDATE settlements SET status = 'broadcast', tx_hash = ${txHash}, raw_tx = ${rawTx}, updated_at = ${now}
+          WHERE id = ${id} AND status IN ('pending', 'broadcast')`
+
+    /** Moves an unfinished settlement to a final state; false when it was already final. */
+    const finishSettlement = (
+      id: number,
+      status: "succeeded" | "failed",
+      fields: { readonly txHash: string | null; readonly errorReason: string | null },
+      now: Date
+    ) =>
+      sql`UPDATE settlements
+          SET status = ${status}, tx_hash = COALESCE(${fields.txHash}, tx_hash), error_reason = ${fields.errorReason},
+              updated_at = ${now}
+          WHERE id = ${id} AND status IN ('pending', 'broadcast')
+          RETURNING id`.pipe(Effect.map((rows) => rows.length === 1))
+
+    /** Unfinished settlements untouched since `before`, locked; other replicas skip them. */
+    const lockStaleUnfinished = SqlSchema.findAll({
+      Request: Schema.Struct({ before: Schema.DateFromSelf, limit: Schema.Number }),
+      Result: SettlementRow,
+      execute: ({ before, limit }) =>
+        sql`SELECT * FROM settlements WHERE status IN ('pending', 'broadcast') AND updated_at < ${before}
+            ORDER BY updated_at LIMIT ${limit} FOR UPDATE SKIP LOCKED`
+    })
+
+    return {
+      insertOrder: flow(insertOrder, Effect.orDie),
+      findOrder: flow(findOrder, Effect.orDie),
+      lockOrder: flow(lockOrder, Effect.orDie),
+      expireIfDue: flow(expireIfDue, Effect.orDie),
+      setOrderStatus: flow(setOrderStatus, Effect.orDie),
+      markOrderPaid: flow(markOrderPaid, Effect.orDie),
+      insertSettlement: (row: Parameters<typeof insertSettlement>[0]) =>
+        insertSettlement(row).pipe(Effect.catchIf(isSqlError, Effect.die)),
+      findSettlement: flow(findSettlement, Effect.orDie),
+      findSucceededSettlement: flow(findSucceededSettlement, Effect.orDie),
+      recordBroadcast: flow(recordBroadcast, Effect.orDie),
+      finishSettlement: flow(finishSettlement, Effect.orDie),
+      lockStaleUnfinished: flow(lockStaleUnfinished, Effect.orDie),
+      withTransaction: <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+        sql.withTransaction(effect).pipe(Effect.catchIf(isSqlError, Effect.die))
+    }
+  })
+}) {}

@@ -1,0 +1,266 @@
+/**
+ * Verifies and settles x402 `exact` payments: the port and its two implementations.
+ *
+ * - `LocalProcessor` (default): checks the EIP-712 signature and the chain state itself and sends
+ *   `transferWithAuthorization` from our relayer. The signed transaction is recorded before it is
+ *   broadcast, so a crash can always be reconciled.
+ * - `FacilitatorProcessor` (`FACILITATOR_URL`): an x402 facilitator's `/verify` and `/settle`.
+ *
+ * Both confirm a success from the receipt: status success and the token's Transfer(from, to, value).
+ */
+import { FetchHttpClient, HttpClient, HttpClientRequest, HttpClientResponse } from "@effect/platform"
+import { Config, Context, Effect, Layer, Option, Schema } from "effect"
+import { type Hash, type Hex, isAddressEqual, parseEventLogs, parseSignature, type TransactionReceipt } from "viem"
+import { verifyTypedData } from "viem/actions"
+import type { Address } from "../chain/Address.js"
+import { CallReverted, ChainClient, type ChainError } from "../chain/Chain.js"
+import { Usd1Artifact } from "../chain/contracts/artifacts.js"
+import {
+  type PaymentPayload,
+  type PaymentRequirements,
+  Reason,
+  SettleResponse,
+  transferWithAuthorizationTypedData
+} from "./X402.js"
+
+/** The outcome of a settlement attempt. `Pending`: broadcast, not confirmed within the wait. */
+export type SettleOutcome =
+  | { readonly _tag: "Settled"; readonly transaction: Hash }
+  | { readonly _tag: "Rejected"; readonly reason: string; readonly transaction?: Hash }
+  | { readonly _tag: "Pending"; readonly transaction?: Hash }
+
+export interface BroadcastRecord {
+  readonly hash: Hash
+  /** The signed transaction, kept for re-broadcast after a crash; null when a facilitator sent it. */
+  readonly raw: Hex | null
+}
+
+export interface PaymentProcessorShape {
+  /** True when every broadcast is recorded before it happens (so no record means nothing sent). */
+  readonly recordsBeforeBroadcast: boolean
+  /** None when valid, else the reason string for the 402. */
+  readonly verify: (
+    payload: PaymentPayload,
+    requirements: PaymentRequirements
+  ) => Effect.Effect<Option.Option<string>, ChainError>
+  readonly settle: (
+    payload: PaymentPayload,
+    requirements: PaymentRequirements,
+    record: (tx: BroadcastRecord) => Effect.Effect<void>
+  ) => Effect.Effect<SettleOutcome>
+}
+
+export class PaymentProcessor extends Context.Tag("app/PaymentProcessor")<PaymentProcessor, PaymentProcessorShape>() {}
+
+const RECEIPT_WAIT_MS = 30_000
+
+/** Maps a revert message of the token to the reference reason string. */
+export const reasonForRevert = (message: string): string => {
+  if (/authorization.*(expired|valid before)/i.test(message)) return Reason.validBefore
+  if (/authorization.*not.*valid/i.test(message)) return Reason.validAfter
+  if (/authorization.*used/i.test(message)) return Reason.nonceUsed
+  if (/exceeds.*balance|insufficient.*balance/i.test(message)) return Reason.insufficientBalance
+  if (/invalid.*signature/i.test(message)) return Reason.signature
+  return Reason.transactionFailed
+}
+
+/** A receipt proves the payment only with status success and the exact Transfer log of the token. */
+export const confirmsTransfer = (
+  receipt: TransactionReceipt,
+  token: Address,
+  from: Address,
+  to: Address,
+  value: bigint
+): boolean =>
+  receipt.status === "success" &&
+  parseEventLogs({ abi: Usd1Artifact.abi, eventName: "Transfer", logs: receipt.logs }).some(
+    (log) =>
+      isAddressEqual(log.address, token) &&
+      isAddressEqual(log.args.from, from) &&
+      isAddressEqual(log.args.to, to) &&
+      log.args.value === value
+  )
+
+/** Waits for the receipt of a broadcast settlement and judges it. */
+const confirm = (chain: ChainClient, hash: Hash, payload: PaymentPayload, requirements: PaymentRequirements) =>
+  chain.receipt(hash, RECEIPT_WAIT_MS).pipe(
+    Effect.map(
+      Option.match({
+        onNone: (): SettleOutcome => ({ _tag: "Pending", transaction: hash }),
+        onSome: (receipt): SettleOutcome => {
+          const { from, to, value } = payload.payload.authorization
+          if (receipt.status !== "success")
+            return { _tag: "Rejected", reason: Reason.transactionFailed, transaction: hash }
+          return confirmsTransfer(receipt, requirements.asset as Address, from as Address, to as Address, BigInt(value))
+            ? { _tag: "Settled", transaction: hash }
+            : { _tag: "Rejected", reason: Reason.transferEventMismatch, transaction: hash }
+        }
+      })
+    ),
+    Effect.catchAll(() => Effect.succeed<SettleOutcome>({ _tag: "Pending", transaction: hash }))
+  )
+
+export const LocalProcessor = Layer.effect(
+  PaymentProcessor,
+  Effect.gen(function* () {
+    const chain = yield* ChainClient
+    const { usd1 } = chain.deployment
+    const token = { address: usd1.address, abi: Usd1Artifact.abi } as const
+
+    const verify = (payload: PaymentPayload, requirements: PaymentRequirements) =>
+      Effect.gen(function* () {
+        const authorization = payload.payload.authorization
+        const from = authorization.from as Address
+        // Verifies EOA signatures locally and contract wallets through ERC-1271/6492 on chain.
+        const signed = yield* Effect.promise(() =>
+          verifyTypedData(chain.publicClient, {
+            address: from,
+            signature: payload.payload.signature as Hex,
+            ...transferWithAuthorizationTypedData(authorization, {
+              name: usd1.name,
+              version: usd1.version,
+              chainId: chain.deployment.chainId,
+              asset: usd1.address
+            })
+          }).catch(() => false)
+        )
+        if (!signed) return Option.some<string>(Reason.signature)
+        const [used, balance] = yield* Effect.all(
+          [
+            Effect.tryPromise({
+              try: () =>
+                chain.publicClient.readContract({
+                  ...token,
+                  functionName: "authorizationState",
+                  args: [from, authorization.nonce as Hex]
+                }),
+              catch: (cause) => cause
+            }),
+            chain.balanceOf(usd1.address, from)
+          ],
+          { concurrency: 2 }
+        ).pipe(Effect.orDie)
+        if (used) return Option.some<string>(Reason.nonceUsed)
+        if (balance < BigInt(requirements.amount)) return Option.some<string>(Reason.insufficientBalance)
+        return Option.none()
+      }).pipe(Effect.withSpan("PaymentProcessor.verify"))
+
+    const settle = (
+      payload: PaymentPayload,
+      requirements: PaymentRequirements,
+      record: (tx: BroadcastRecord) => Effect.Effect<void>
+    ) =>
+      Effect.gen(function* () {
+        const a = payload.payload.authorization
+        const signature = payload.payload.signature as Hex
+        const common = [
+          a.from as Address,
+          a.to as Address,
+          BigInt(a.value),
+          BigInt(a.validAfter),
+          BigInt(a.validBefore),
+          a.nonce as Hex
+        ] as const
+        const relayed =
+          signature.length === 132
+            ? (() => {
+                const { v, r, s, yParity } = parseSignature(signature)
+                return chain.relay(
+                  {
+                    ...token,
+                    functionName: "transferWithAuthorization",
+                    args: [...common, Number(v ?? 27n + BigInt(yParity)), r, s]
+                  },
+                  (signed) => record({ hash: signed.hash, raw: signed.raw })
+                )
+              })()
+            : chain.relay(
+                { ...token, functionName: "transferWithAuthorization", args: [...common, signature] },
+                (signed) => record({ hash: signed.hash, raw: signed.raw })
+              )
+        return yield* relayed.pipe(
+          Effect.flatMap((signed) => confirm(chain, signed.hash, payload, requirements)),
+          Effect.catchAll(
+            (error): Effect.Effect<SettleOutcome> =>
+              error instanceof CallReverted
+                ? Effect.succeed({ _tag: "Rejected", reason: reasonForRevert(error.reason) })
+                : // Sent or not, we cannot tell: the reconciler decides from the chain.
+                  Effect.logWarning("settlement broadcast failed", error).pipe(
+                    Effect.as<SettleOutcome>({ _tag: "Pending" })
+                  )
+          )
+        )
+      }).pipe(Effect.withSpan("PaymentProcessor.settle"))
+
+    return { recordsBeforeBroadcast: true, verify, settle }
+  })
+)
+
+const VerifyResponse = Schema.Struct({
+  isValid: Schema.Boolean,
+  invalidReason: Schema.optional(Schema.String)
+})
+
+/** Verify and settle through an x402 facilitator's HTTP API. */
+export const FacilitatorProcessor = (baseUrl: string) =>
+  Layer.effect(
+    PaymentProcessor,
+    Effect.gen(function* () {
+      const chain = yield* ChainClient
+      const http = (yield* HttpClient.HttpClient).pipe(HttpClient.filterStatus((status) => status < 500))
+      const call = <A, I>(
+        path: string,
+        schema: Schema.Schema<A, I>,
+        payload: PaymentPayload,
+        requirements: PaymentRequirements
+      ) =>
+        http
+          .execute(
+            HttpClientRequest.post(`${baseUrl.replace(/\/$/, "")}${path}`).pipe(
+              HttpClientRequest.bodyUnsafeJson({
+                x402Version: 2,
+                paymentPayload: payload,
+                paymentRequirements: requirements
+              })
+            )
+          )
+          .pipe(Effect.flatMap(HttpClientResponse.schemaBodyJson(schema)), Effect.scoped, Effect.timeout("60 seconds"))
+
+      const verify = (payload: PaymentPayload, requirements: PaymentRequirements) =>
+        call("/verify", VerifyResponse, payload, requirements).pipe(
+          Effect.map((response) =>
+            response.isValid ? Option.none() : Option.some(response.invalidReason ?? Reason.signature)
+          ),
+          Effect.orDie,
+          Effect.withSpan("PaymentProcessor.verify", { attributes: { "x402.facilitator": baseUrl } })
+        )
+
+      const settle = (
+        payload: PaymentPayload,
+        requirements: PaymentRequirements,
+        record: (tx: BroadcastRecord) => Effect.Effect<void>
+      ) =>
+        call("/settle", SettleResponse, payload, requirements).pipe(
+          Effect.flatMap((response): Effect.Effect<SettleOutcome> => {
+            if (!response.success || !/^0x[0-9a-fA-F]{64}$/.test(response.transaction)) {
+              return Effect.succeed({ _tag: "Rejected", reason: response.errorReason ?? Reason.transactionFailed })
+            }
+            const hash = response.transaction as Hash
+            return record({ hash, raw: null }).pipe(Effect.zipRight(confirm(chain, hash, payload, requirements)))
+          }),
+          Effect.catchAll((error) =>
+            Effect.logWarning("facilitator settle failed", error).pipe(Effect.as<SettleOutcome>({ _tag: "Pending" }))
+          ),
+          Effect.withSpan("PaymentProcessor.settle", { attributes: { "x402.facilitator": baseUrl } })
+        )
+
+      return { recordsBeforeBroadcast: false, verify, settle }
+    })
+  )
+
+/** `FACILITATOR_URL` selects the facilitator; otherwise the local relayer settles. */
+export const PaymentProcessorLive = Layer.unwrapEffect(
+  Effect.map(Config.option(Config.string("FACILITATOR_URL")), (url) =>
+    Option.isSome(url) ? FacilitatorProcessor(url.value).pipe(Layer.provide(FetchHttpClient.layer)) : LocalProcessor
+  )
+)

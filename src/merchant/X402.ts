@@ -1,0 +1,206 @@
+/**
+ * x402 v2 wire format for the `exact` scheme on EVM with EIP-3009: pure schemas, header codecs,
+ * the requirements we offer and the off-chain checks in the reference facilitator's order.
+ * No I/O here; chain reads (nonce state, balance) and the signature check live in the service.
+ */
+import { Either, Schema } from "effect"
+import { getAddress } from "viem"
+import type { Address } from "../chain/Address.js"
+
+export const X402_VERSION = 2
+/** Seconds a signed authorization must still be valid for when it reaches us (block time). */
+export const VALID_BEFORE_BUFFER_SECONDS = 6
+/** The decoded PAYMENT-SIGNATURE may not exceed this (a 6492 smart-wallet signature fits). */
+export const MAX_PAYMENT_HEADER_BYTES = 16 * 1024
+
+/** Reason strings of the reference implementation, so standard clients understand them. */
+export const Reason = {
+  paymentRequired: "Payment required",
+  invalidPayload: "invalid_payload",
+  noMatchingRequirements: "No matching payment requirements",
+  invalidScheme: "invalid_exact_evm_scheme",
+  networkMismatch: "invalid_exact_evm_network_mismatch",
+  signature: "invalid_exact_evm_signature",
+  recipientMismatch: "invalid_exact_evm_recipient_mismatch",
+  validBefore: "invalid_exact_evm_payload_authorization_valid_before",
+  validAfter: "invalid_exact_evm_payload_authorization_valid_after",
+  valueMismatch: "invalid_exact_evm_payload_authorization_value_mismatch",
+  nonceUsed: "invalid_exact_evm_nonce_already_used",
+  insufficientBalance: "invalid_exact_evm_insufficient_balance",
+  simulationFailed: "invalid_exact_evm_transaction_simulation_failed",
+  transactionFailed: "invalid_exact_evm_transaction_failed",
+  transferEventMismatch: "invalid_exact_evm_transfer_event_mismatch",
+  settlementPending: "settlement_pending",
+  unexpectedSettleError: "unexpected_settle_error"
+} as const
+
+const DecimalInteger = Schema.String.pipe(Schema.pattern(/^\d{1,78}$/))
+const HexAddress = Schema.String.pipe(Schema.pattern(/^0x[0-9a-fA-F]{40}$/))
+
+export const ResourceInfo = Schema.Struct({
+  url: Schema.String,
+  description: Schema.optional(Schema.String),
+  mimeType: Schema.optional(Schema.String)
+}).annotations({ identifier: "X402ResourceInfo" })
+export type ResourceInfo = typeof ResourceInfo.Type
+
+export const PaymentRequirements = Schema.Struct({
+  scheme: Schema.String,
+  network: Schema.String,
+  amount: DecimalInteger,
+  asset: Schema.String,
+  payTo: Schema.String,
+  maxTimeoutSeconds: Schema.Number,
+  extra: Schema.Record({ key: Schema.String, value: Schema.Unknown })
+}).annotations({ identifier: "X402PaymentRequirements" })
+export type PaymentRequirements = typeof PaymentRequirements.Type
+
+export const PaymentRequiredBody = Schema.Struct({
+  x402Version: Schema.Literal(X402_VERSION),
+  error: Schema.String,
+  resource: ResourceInfo,
+  accepts: Schema.Array(PaymentRequirements)
+})
+export type PaymentRequiredBody = typeof PaymentRequiredBody.Type
+
+export const Authorization = Schema.Struct({
+  from: HexAddress,
+  to: HexAddress,
+  value: DecimalInteger,
+  validAfter: DecimalInteger,
+  validBefore: DecimalInteger,
+  nonce: Schema.String.pipe(Schema.pattern(/^0x[0-9a-fA-F]{64}$/))
+})
+export type Authorization = typeof Authorization.Type
+
+export const PaymentPayload = Schema.Struct({
+  x402Version: Schema.Literal(X402_VERSION),
+  resource: Schema.optional(ResourceInfo),
+  accepted: PaymentRequirements,
+  payload: Schema.Struct({
+    signature: Schema.String.pipe(Schema.pattern(/^0x([0-9a-fA-F]{2})+$/)),
+    authorization: Authorization
+  }),
+  extensions: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+})
+export type PaymentPayload = typeof PaymentPayload.Type
+
+export const SettleResponse = Schema.Struct({
+  success: Schema.Boolean,
+  transaction: Schema.String,
+  network: Schema.String,
+  payer: Schema.optional(Schema.String),
+  errorReason: Schema.optional(Schema.String)
+})
+export type SettleResponse = typeof SettleResponse.Type
+
+const STANDARD_BASE64 = /^[A-Za-z0-9+/]*={0,2}$/
+
+/** Standard base64 (not base64url) of the UTF-8 JSON text, as every x402 header carries. */
+export const encodeHeader = (value: unknown): string => Buffer.from(JSON.stringify(value), "utf8").toString("base64")
+
+/** Decodes a PAYMENT-SIGNATURE value; Left carries the reason for the 402. */
+export const decodePaymentHeader = (header: string): Either.Either<PaymentPayload, string> => {
+  if (header.length > (MAX_PAYMENT_HEADER_BYTES * 4) / 3 + 4 || !STANDARD_BASE64.test(header)) {
+    return Either.left(Reason.invalidPayload)
+  }
+  let json: unknown
+  try {
+    json = JSON.parse(Buffer.from(header, "base64").toString("utf8"))
+  } catch {
+    return Either.left(Reason.invalidPayload)
+  }
+  return Schema.decodeUnknownEither(PaymentPayload)(json).pipe(Either.mapLeft(() => Reason.invalidPayload))
+}
+
+export interface Offer {
+  readonly chainId: number
+  readonly asset: Address
+  readonly payTo: Address
+  readonly amountAtomic: bigint
+  readonly maxTimeoutSeconds: number
+  readonly domain: { readonly name: string; readonly version: string }
+}
+
+export const requirementsFor = (offer: Offer): PaymentRequirements => ({
+  scheme: "exact",
+  network: `eip155:${offer.chainId}`,
+  amount: offer.amountAtomic.toString(),
+  asset: offer.asset,
+  payTo: offer.payTo,
+  maxTimeoutSeconds: offer.maxTimeoutSeconds,
+  extra: { name: offer.domain.name, version: offer.domain.version }
+})
+
+export const paymentRequired = (
+  error: string,
+  resource: ResourceInfo,
+  requirements: PaymentRequirements
+): PaymentRequiredBody => ({ x402Version: X402_VERSION, error, resource, accepts: [requirements] })
+
+const sameAddress = (a: string, b: string) => {
+  try {
+    return getAddress(a) === getAddress(b)
+  } catch {
+    return false
+  }
+}
+
+/**
+ * The echoed `accepted` must be what we offered: equal core fields and our `extra` a subset of
+ * theirs. Addresses compare by value, not letter case.
+ */
+export const matchesOffer = (accepted: PaymentRequirements, offered: PaymentRequirements): boolean =>
+  accepted.scheme === offered.scheme &&
+  accepted.network === offered.network &&
+  accepted.amount === offered.amount &&
+  sameAddress(accepted.asset, offered.asset) &&
+  sameAddress(accepted.payTo, offered.payTo) &&
+  accepted.maxTimeoutSeconds === offered.maxTimeoutSeconds &&
+  Object.entries(offered.extra).every(([key, value]) => accepted.extra[key] === value)
+
+/**
+ * Off-chain checks of the authorization against our requirements, after the signature, in the
+ * reference order: recipient, time window (`validAfter <= now < validBefore - 6 s`), value.
+ */
+export const checkAuthorization = (
+  authorization: Authorization,
+  requirements: PaymentRequirements,
+  nowSeconds: number
+): Either.Either<void, string> => {
+  if (!sameAddress(authorization.to, requirements.payTo)) return Either.left(Reason.recipientMismatch)
+  if (BigInt(authorization.validBefore) < BigInt(nowSeconds + VALID_BEFORE_BUFFER_SECONDS)) {
+    return Either.left(Reason.validBefore)
+  }
+  if (BigInt(authorization.validAfter) > BigInt(nowSeconds)) return Either.left(Reason.validAfter)
+  if (BigInt(authorization.value) !== BigInt(requirements.amount)) return Either.left(Reason.valueMismatch)
+  return Either.void
+}
+
+/** EIP-712 typed data of the authorization under the token's domain. */
+export const transferWithAuthorizationTypedData = (
+  authorization: Authorization,
+  domain: { readonly name: string; readonly version: string; readonly chainId: number; readonly asset: Address }
+) =>
+  ({
+    domain: { name: domain.name, version: domain.version, chainId: domain.chainId, verifyingContract: domain.asset },
+    types: {
+      TransferWithAuthorization: [
+        { name: "from", type: "address" },
+        { name: "to", type: "address" },
+        { name: "value", type: "uint256" },
+        { name: "validAfter", type: "uint256" },
+        { name: "validBefore", type: "uint256" },
+        { name: "nonce", type: "bytes32" }
+      ]
+    },
+    primaryType: "TransferWithAuthorization",
+    message: {
+      from: authorization.from as Address,
+      to: authorization.to as Address,
+      value: BigInt(authorization.value),
+      validAfter: BigInt(authorization.validAfter),
+      validBefore: BigInt(authorization.validBefore),
+      nonce: authorization.nonce as `0x${string}`
+    }
+  }) as const

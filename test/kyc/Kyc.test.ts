@@ -1,0 +1,185 @@
+/**
+ * The Kyc service under a test clock with a counting fake provider: the reconciliation window
+ * (kept in the database), provider failures and timeouts, and abandoned sessions.
+ */
+import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
+import { ConfigProvider, Deferred, Effect, Fiber, Layer, Option, Redacted, TestClock } from "effect"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { AppConfig } from "../../src/Config.js"
+import { Cards } from "../../src/cards/Cards.js"
+import { KycProviderFailed } from "../../src/kyc/Api.js"
+import { Kyc, RECONCILE_INTERVAL_MS } from "../../src/kyc/Kyc.js"
+import { KycProvider, type SessionReport } from "../../src/kyc/KycProvider.js"
+import { KycRepo } from "../../src/kyc/KycRepo.js"
+import { TestDatabase } from "../support/TestDatabase.js"
+import { CARD_KEY_HEX } from "./helpers.js"
+
+/** What the fake provider says about each session, and how often it was asked. */
+const provider = {
+  reports: new Map<string, SessionReport | "fail">(),
+  getCalls: new Map<string, number>(),
+  created: 0,
+  /** When set, createSession signals it was called and then never answers. */
+  hang: undefined as Deferred.Deferred<void> | undefined
+}
+
+const FakeProvider = Layer.succeed(
+  KycProvider,
+  KycProvider.of({
+    name: "didit",
+    createSession: () =>
+      provider.hang !== undefined
+        ? Effect.zipRight(Deferred.succeed(provider.hang, undefined), Effect.never)
+        : Effect.sync(() => {
+            provider.created++
+            const sessionId = `fake-${provider.created}-${Math.random().toString(36).slice(2)}`
+            provider.reports.set(sessionId, { status: "pending", document: Option.none() })
+            return { sessionId, url: `https://provider.test/${sessionId}` }
+          }),
+    getSession: (sessionId) =>
+      Effect.suspend(() => {
+        provider.getCalls.set(sessionId, (provider.getCalls.get(sessionId) ?? 0) + 1)
+        const report = provider.reports.get(sessionId)
+        return report === undefined || report === "fail"
+          ? Effect.fail(new KycProviderFailed({ error: "fake provider down" }))
+          : Effect.succeed(report)
+      }),
+    verifyWebhook: () => Effect.die("not used here")
+  })
+)
+
+const KycTest = Kyc.DefaultWithoutDependencies.pipe(
+  Layer.provide([KycRepo.Default, Cards.Default, FakeProvider]),
+  Layer.provideMerge(TestDatabase),
+  Layer.provide(AppConfig.layer),
+  Layer.provide(
+    Layer.setConfigProvider(
+      ConfigProvider.fromMap(
+        new Map([
+          ["APP_URL", "https://app.example.com"],
+          ["CARD_DATA_KEY", CARD_KEY_HEX]
+        ])
+      )
+    )
+  )
+)
+
+const NOW = Date.parse("2026-11-21T12:00:00Z")
+
+/** A user row, as sign-in would create it. */
+const newUser = Effect.gen(function* () {
+  const address = privateKeyToAccount(generatePrivateKey()).address
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`INSERT INTO users (address, created_at) VALUES (${address}, ${new Date(NOW)})`.pipe(Effect.orDie)
+  return address
+})
+
+const sessionOf = (url: string) => url.replace("https://provider.test/", "")
+
+layer(KycTest)("Kyc under a test clock", (it) => {
+  it.effect("polls ask the provider at most once per window per user, whatever the concurrency", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(NOW)
+      const kyc = yield* Kyc
+      const alice = yield* newUser
+      const bob = yield* newUser
+      const a = sessionOf((yield* kyc.startSession(alice, undefined)).url)
+      const b = sessionOf((yield* kyc.startSession(bob, undefined)).url)
+      const calls = (id: string) => provider.getCalls.get(id) ?? 0
+
+      yield* Effect.all(
+        Array.from({ length: 10 }, (_, i) => kyc.standing(i % 2 === 0 ? alice : bob)),
+        { concurrency: "unbounded" }
+      )
+      expect([calls(a), calls(b)]).toEqual([1, 1])
+
+      yield* TestClock.adjust(RECONCILE_INTERVAL_MS - 1)
+      yield* kyc.standing(alice)
+      expect(calls(a)).toBe(1)
+
+      yield* TestClock.adjust(1)
+      yield* Effect.all([kyc.standing(alice), kyc.standing(alice), kyc.standing(alice)], { concurrency: "unbounded" })
+      expect(calls(a)).toBe(2)
+      expect(calls(b)).toBe(1)
+    })
+  )
+
+  it.effect("a reconciled approval issues the card; nothing is asked once the check is final", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(NOW)
+      const kyc = yield* Kyc
+      const user = yield* newUser
+      const id = sessionOf((yield* kyc.startSession(user, undefined)).url)
+      provider.reports.set(id, {
+        status: "approved",
+        document: Option.some({ fullName: "Evelyn Boyd Granville", documentNumber: Redacted.make("EBG-1924") })
+      })
+      const standing = yield* kyc.standing(user)
+      expect(standing.kyc).toBe("approved")
+      expect(standing.card?.holder).toBe("Evelyn Boyd Granville")
+      expect(standing.card?.createdAt).toBe(NOW)
+      yield* TestClock.adjust("1 minute")
+      yield* kyc.standing(user)
+      expect(provider.getCalls.get(id)).toBe(1)
+    })
+  )
+
+  it.effect("a provider failure while polling is logged, not an error; the state stays", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(NOW)
+      const kyc = yield* Kyc
+      const user = yield* newUser
+      const id = sessionOf((yield* kyc.startSession(user, undefined)).url)
+      provider.reports.set(id, "fail")
+      expect((yield* kyc.standing(user)).kyc).toBe("pending")
+      expect(provider.getCalls.get(id)).toBe(1)
+    })
+  )
+
+  it.effect("an approval without a verified document is not applied", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(NOW)
+      const kyc = yield* Kyc
+      const user = yield* newUser
+      const id = sessionOf((yield* kyc.startSession(user, undefined)).url)
+      provider.reports.set(id, { status: "approved", document: Option.none() })
+      expect(yield* kyc.standing(user)).toEqual({ kyc: "pending", card: null })
+    })
+  )
+
+  it.effect("a session abandoned at the provider is noticed when starting again: a new one opens", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(NOW)
+      const kyc = yield* Kyc
+      const user = yield* newUser
+      const first = (yield* kyc.startSession(user, undefined)).url
+      expect((yield* kyc.startSession(user, undefined)).url).toBe(first)
+      provider.reports.set(sessionOf(first), { status: "expired", document: Option.none() })
+      yield* TestClock.adjust(RECONCILE_INTERVAL_MS)
+      const second = (yield* kyc.startSession(user, undefined)).url
+      expect(second).not.toBe(first)
+      expect((yield* kyc.standing(user)).kyc).toBe("pending")
+    })
+  )
+
+  it.effect("a provider that does not answer in 10 seconds is KycProviderFailed, and nothing is stored", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(NOW)
+      const kyc = yield* Kyc
+      const user = yield* newUser
+      const called = yield* Deferred.make<void>()
+      provider.hang = called
+      const fiber = yield* Effect.fork(kyc.startSession(user, undefined))
+      // Only once the provider is being waited on (after real database work) does time move.
+      yield* Deferred.await(called)
+      yield* TestClock.adjust("9999 millis")
+      expect(fiber.unsafePoll()).toBeNull()
+      yield* TestClock.adjust("1 millis")
+      const error = yield* Effect.flip(Fiber.join(fiber))
+      provider.hang = undefined
+      expect(error._tag).toBe("KycProviderFailed")
+      expect(yield* kyc.standing(user)).toEqual({ kyc: "none", card: null })
+    })
+  )
+})

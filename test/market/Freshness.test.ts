@@ -1,0 +1,291 @@
+import { describe, expect, layer } from "@effect/vitest"
+import {
+  ConfigProvider,
+  Deferred,
+  Duration,
+  Effect,
+  Exit,
+  Fiber,
+  Layer,
+  Option,
+  Redacted,
+  Ref,
+  TestClock
+} from "effect"
+import { ChainDeployment, type StockToken } from "../../src/chain/Chain.js"
+import { Market, MarketRefreshLive } from "../../src/market/Market.js"
+import { PriceFeed, PriceFeedError, type Quote } from "../../src/market/PriceFeed.js"
+import { TestDatabase } from "../support/TestDatabase.js"
+
+// ---------------------------------------------------------------------------------------------------
+// A scripted price feed: each token answers, fails, dies or hangs as the test says.
+
+type Behaviour = "answer" | "fail" | "die" | "hang" | "stubborn"
+
+class FeedScript extends Effect.Service<FeedScript>()("test/FeedScript", {
+  effect: Effect.gen(function* () {
+    const behaviour = yield* Ref.make<Behaviour>("answer")
+    const price = yield* Ref.make(100)
+    const calls = yield* Ref.make(0)
+    /** When set, an answering read waits for it first. */
+    const gate = yield* Ref.make(Option.none<Deferred.Deferred<void>>())
+    return { behaviour, price, calls, gate }
+  })
+}) {}
+
+const ScriptedFeed = Layer.effect(
+  PriceFeed,
+  Effect.gen(function* () {
+    const script = yield* FeedScript
+    return PriceFeed.of({
+      quote: (token) =>
+        Effect.gen(function* () {
+          yield* Ref.update(script.calls, (n) => n + 1)
+          const gate = yield* Ref.get(script.gate)
+          if (Option.isSome(gate)) yield* Deferred.await(gate.value)
+          switch (yield* Ref.get(script.behaviour)) {
+            case "fail":
+              return yield* new PriceFeedError({ message: `${token.symbol}: feed down` })
+            case "die":
+              return yield* Effect.die(new Error("feed bug"))
+            case "hang":
+              return yield* Effect.never
+            case "stubborn": // hangs for a while and cannot be interrupted meanwhile
+              return yield* Effect.uninterruptible(Effect.sleep("1500 millis")).pipe(Effect.zipRight(Effect.never))
+            case "answer":
+              return { price: yield* Ref.get(script.price), updatedAt: 0, platformStatus: "open" } satisfies Quote
+          }
+        })
+    })
+  })
+)
+
+const token = (symbol: string, n: number): StockToken => ({
+  symbol,
+  ticker: symbol,
+  name: symbol,
+  address: `0x${String(n).padStart(40, "0")}`,
+  feed: `0x${String(n + 100).padStart(40, "0")}`,
+  decimals: 18
+})
+
+const FakeChain = Layer.succeed(ChainDeployment, {
+  rpcUrl: "http://127.0.0.1:1",
+  chainId: 999_001,
+  usd1: { address: `0x${"0".repeat(39)}1`, decimals: 18, name: "USD1", version: "1" },
+  exchange: Option.none(),
+  stocks: [token("AAA", 1), token("BBB", 2)],
+  relayerKey: Redacted.make<`0x${string}`>(`0x${"1".repeat(64)}`),
+  local: false
+})
+
+const marketWith = (env: Record<string, string>) =>
+  Market.Default.pipe(
+    Layer.provideMerge(ScriptedFeed),
+    Layer.provideMerge(FeedScript.Default),
+    Layer.provide(FakeChain),
+    Layer.provideMerge(TestDatabase),
+    Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
+  )
+
+const NOW = Date.parse("2026-11-21T17:00:00Z")
+
+// ---------------------------------------------------------------------------------------------------
+
+layer(marketWith({}), { timeout: "30 seconds" })(
+  "reads under a test clock (defaults: 30 s staleness, 2 s timeout)",
+  (it) => {
+    it.effect("a config-registry token defaults to platform onchain", () =>
+      Effect.gen(function* () {
+        const market = yield* Market
+        expect(market.tokens.map((t) => [t.symbol, t.platform])).toEqual([
+          ["AAA", "onchain"],
+          ["BBB", "onchain"]
+        ])
+        expect(Duration.toMillis(market.settings.readTimeout)).toBe(2000)
+        expect(Duration.toMillis(market.settings.maxStaleness)).toBe(30_000)
+        expect(Duration.toMillis(market.settings.refreshInterval)).toBe(5000)
+      })
+    )
+
+    it.effect("a hanging feed: a fresh cached price is answered at once, without asking the feed", () =>
+      Effect.gen(function* () {
+        yield* TestClock.setTime(NOW)
+        const market = yield* Market
+        const script = yield* FeedScript
+        yield* Ref.set(script.behaviour, "answer")
+        yield* Ref.set(script.price, 101)
+        yield* market.refresh
+        yield* Ref.set(script.behaviour, "hang")
+        yield* Ref.set(script.calls, 0)
+        yield* TestClock.adjust("30 seconds") // still within PRICE_MAX_STALENESS
+        const fiber = yield* Effect.fork(market.marketData("AAA"))
+        const exit = yield* Fiber.join(fiber).pipe(Effect.exit)
+        expect(exit).toEqual(Exit.succeed(expect.objectContaining({ tokenPrice: 101 })))
+        expect(yield* Ref.get(script.calls)).toBe(0)
+      })
+    )
+
+    it.effect("a hanging feed and a stale cache: PriceUnavailable exactly when the read timeout expires", () =>
+      Effect.gen(function* () {
+        yield* TestClock.setTime(NOW)
+        const market = yield* Market
+        const script = yield* FeedScript
+        yield* Ref.set(script.behaviour, "answer")
+        yield* market.refresh
+        yield* Ref.set(script.behaviour, "hang")
+        yield* TestClock.adjust("31 seconds") // the cached price is now too old
+        const fiber = yield* Effect.fork(market.marketData("AAA"))
+        yield* TestClock.adjust("1999 millis")
+        expect(Option.isNone(yield* Fiber.poll(fiber))).toBe(true)
+        yield* TestClock.adjust("1 millis")
+        const error = yield* Effect.flip(Fiber.join(fiber))
+        expect(error._tag).toBe("PriceUnavailable")
+        expect(error.error).toContain("AAA")
+      })
+    )
+
+    it.effect("a failing feed and a stale cache: PriceUnavailable at once", () =>
+      Effect.gen(function* () {
+        yield* TestClock.setTime(NOW + 3_600_000)
+        const market = yield* Market
+        const script = yield* FeedScript
+        yield* Ref.set(script.behaviour, "fail")
+        const error = yield* Effect.flip(market.marketData("BBB"))
+        expect(error._tag).toBe("PriceUnavailable")
+        // allMarketData still answers, with null for the tokens without a price.
+        const all = yield* market.allMarketData
+        expect(all.map((t) => [t.symbol, t.market])).toEqual([
+          ["AAA", null],
+          ["BBB", null]
+        ])
+        yield* Ref.set(script.behaviour, "answer")
+        expect((yield* market.marketData("BBB")).tokenPrice).toBeGreaterThan(0)
+      })
+    )
+
+    it.effect("refresh fails only when no feed answers, and never waits past the read timeout", () =>
+      Effect.gen(function* () {
+        yield* TestClock.setTime(NOW + 7_200_000)
+        const market = yield* Market
+        const script = yield* FeedScript
+        yield* Ref.set(script.behaviour, "hang")
+        const fiber = yield* Effect.fork(market.refresh)
+        yield* TestClock.adjust("2 seconds")
+        const error = yield* Effect.flip(Fiber.join(fiber))
+        expect(error._tag).toBe("PriceUnavailable")
+        yield* Ref.set(script.behaviour, "answer")
+        const ok = yield* market.refresh
+        expect(ok.refreshed).toEqual(["AAA", "BBB"])
+        expect(ok.failed).toEqual([])
+      })
+    )
+
+    it.effect("concurrent readers of a stale token share one feed read", () =>
+      Effect.gen(function* () {
+        yield* TestClock.setTime(NOW + 10_800_000)
+        const market = yield* Market
+        const script = yield* FeedScript
+        yield* Ref.set(script.behaviour, "answer")
+        yield* Ref.set(script.price, 123)
+        const gate = yield* Deferred.make<void>()
+        yield* Ref.set(script.gate, Option.some(gate))
+        yield* Ref.set(script.calls, 0)
+        const readers = yield* Effect.forkAll(Array.from({ length: 8 }, () => market.marketData("AAA")))
+        // Let every reader reach the feed or the lock before the feed answers.
+        for (let i = 0; i < 20; i++) yield* Effect.yieldNow()
+        yield* Deferred.succeed(gate, undefined)
+        const results = yield* Fiber.join(readers)
+        yield* Ref.set(script.gate, Option.none())
+        expect(results.map((r) => r.tokenPrice)).toEqual(Array(8).fill(123))
+        expect(yield* Ref.get(script.calls)).toBe(1)
+      })
+    )
+  }
+)
+
+describe("reads in real time", () => {
+  layer(marketWith({ PRICE_READ_TIMEOUT: "300ms", PRICE_MAX_STALENESS: "400ms" }), {
+    excludeTestServices: true,
+    timeout: "30 seconds"
+  })("PRICE_READ_TIMEOUT=300ms, PRICE_MAX_STALENESS=400ms", (it) => {
+    it.effect("a reader never waits on a hanging feed longer than the read timeout", () =>
+      Effect.gen(function* () {
+        const market = yield* Market
+        const script = yield* FeedScript
+        yield* Ref.set(script.behaviour, "answer")
+        yield* Ref.set(script.price, 55)
+        yield* market.refresh
+        yield* Ref.set(script.behaviour, "hang")
+
+        const cachedStart = Date.now()
+        expect((yield* market.marketData("AAA")).tokenPrice).toBe(55)
+        expect(Date.now() - cachedStart).toBeLessThan(100)
+
+        yield* Effect.sleep("450 millis") // the cache is now older than PRICE_MAX_STALENESS
+        const start = Date.now()
+        const error = yield* Effect.flip(market.marketData("AAA"))
+        const elapsed = Date.now() - start
+        expect(error._tag).toBe("PriceUnavailable")
+        expect(elapsed).toBeGreaterThanOrEqual(290)
+        expect(elapsed).toBeLessThan(1000)
+      })
+    )
+
+    it.effect("not even when the feed cannot be interrupted", () =>
+      Effect.gen(function* () {
+        const market = yield* Market
+        const script = yield* FeedScript
+        yield* Ref.set(script.behaviour, "stubborn")
+        yield* Effect.sleep("450 millis")
+        const start = Date.now()
+        const error = yield* Effect.flip(market.marketData("BBB"))
+        const elapsed = Date.now() - start
+        expect(error._tag).toBe("PriceUnavailable")
+        expect(elapsed).toBeLessThan(1000)
+        const refreshStart = Date.now()
+        expect((yield* Effect.flip(market.refresh))._tag).toBe("PriceUnavailable")
+        expect(Date.now() - refreshStart).toBeLessThan(1000)
+      })
+    )
+  })
+})
+
+describe("the scheduled refresh", () => {
+  layer(marketWith({ PRICE_REFRESH_INTERVAL: "5 seconds" }), { timeout: "30 seconds" })("under a test clock", (it) => {
+    /** Waits (in real time) until the feed has been called `n` times. */
+    const callsReach = (n: number) =>
+      Effect.gen(function* () {
+        const script = yield* FeedScript
+        for (let i = 0; i < 500; i++) {
+          if ((yield* Ref.get(script.calls)) >= n) return yield* Ref.get(script.calls)
+          yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 5)))
+        }
+        return yield* Ref.get(script.calls)
+      })
+
+    it.scoped("runs at start-up and every interval, and survives failed and crashing runs", () =>
+      Effect.gen(function* () {
+        yield* TestClock.setTime(NOW)
+        const script = yield* FeedScript
+        yield* Ref.set(script.calls, 0)
+        yield* Ref.set(script.behaviour, "fail")
+        // Build the loop over the shared Market (this test's scope owns the fiber).
+        yield* Layer.build(MarketRefreshLive)
+        expect(yield* callsReach(2)).toBe(2) // first run, at once: both tokens fail
+        yield* Ref.set(script.behaviour, "die")
+        yield* TestClock.adjust("5 seconds")
+        expect(yield* callsReach(4)).toBe(4) // second run: a defect, logged
+        yield* Ref.set(script.behaviour, "answer")
+        yield* Ref.set(script.price, 77)
+        yield* TestClock.adjust("5 seconds")
+        expect(yield* callsReach(6)).toBe(6) // the loop is still alive
+        const market = yield* Market
+        yield* Ref.set(script.behaviour, "hang") // a read would now hang: the value must come from the cache
+        expect((yield* market.marketData("AAA")).tokenPrice).toBe(77)
+        yield* TestClock.adjust("4 seconds")
+        expect(yield* Ref.get(script.calls)).toBe(6) // nothing before the interval
+      })
+    )
+  })
+})

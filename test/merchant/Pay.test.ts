@@ -1,0 +1,335 @@
+import { HttpServer } from "@effect/platform"
+import { SqlClient } from "@effect/sql"
+import { describe, expect, layer } from "@effect/vitest"
+import { registerExactEvmScheme } from "@x402/evm/exact/client"
+import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@x402/fetch"
+import { Effect } from "effect"
+import { createPublicClient, erc20Abi, type Hex, http, parseAbiItem, parseUnits } from "viem"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
+import type { PaymentRequirements } from "../../src/merchant/X402.js"
+import { send } from "../support/http.js"
+import { TestDevnet } from "../support/TestChain.js"
+import { testServer } from "../support/TestServer.js"
+import { decodeHeader, signPayment } from "../support/x402.js"
+
+const merchant = privateKeyToAccount(generatePrivateKey())
+const RELAYER = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[9]!)
+
+const chainReader = Effect.map(TestDevnet, (devnet) => ({
+  devnet,
+  client: createPublicClient({ transport: http(devnet.rpcUrl) })
+}))
+
+const usd1Balance = (owner: Hex) =>
+  Effect.flatMap(chainReader, ({ devnet, client }) =>
+    Effect.promise(() =>
+      client.readContract({ address: devnet.usd1, abi: erc20Abi, functionName: "balanceOf", args: [owner] })
+    )
+  )
+
+/** Transactions the relayer has sent: unchanged means nothing was broadcast. */
+const relayerSent = Effect.flatMap(chainReader, ({ client }) =>
+  Effect.promise(() => client.getTransactionCount({ address: RELAYER.address, blockTag: "pending" }))
+)
+
+const transfersTo = (to: Hex) =>
+  Effect.flatMap(chainReader, ({ devnet, client }) =>
+    Effect.promise(() =>
+      client.getLogs({
+        address: devnet.usd1,
+        event: parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)"),
+        args: { to },
+        fromBlock: 0n
+      })
+    )
+  ).pipe(Effect.map((logs) => logs.length))
+
+const createOrder = (amount: string, description = "Flat white") =>
+  send("POST", "/merchant/orders", { json: { amount, description } }).pipe(
+    Effect.tap((response) => expect(response.status).toBe(200)),
+    Effect.map((response) => response.body)
+  )
+
+const requirementsOf = (id: string) =>
+  send("GET", `/merchant/orders/${id}/pay`).pipe(
+    Effect.tap((response) => expect(response.status).toBe(402)),
+    Effect.map((response) => response.body.accepts[0] as PaymentRequirements)
+  )
+
+const payWith = (id: string, header: string, method: "GET" | "POST" = "POST") =>
+  send(method, `/merchant/orders/${id}/pay`, { headers: { "PAYMENT-SIGNATURE": header } })
+
+const baseUrl = Effect.map(HttpServer.HttpServer, (server) =>
+  server.address._tag === "TcpAddress" ? `http://127.0.0.1:${server.address.port}` : ""
+)
+
+layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: true })("x402 merchant", (it) => {
+  it.effect("a standard x402 v2 client pays an order end to end, balances move once", () =>
+    Effect.gen(function* () {
+      const payer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[1]!)
+      const { devnet } = yield* chainReader
+      const order = yield* createOrder("12.50")
+      expect(order).toMatchObject({ amount: "12.50", amountUsd: "12.5", status: "open", description: "Flat white" })
+      expect(order.payer).toBeUndefined()
+      expect(order.tx).toBeUndefined()
+      expect(order.id).toMatch(/^[A-Za-z0-9_-]{22}$/)
+      const payerBefore = yield* usd1Balance(payer.address)
+      const merchantBefore = yield* usd1Balance(merchant.address)
+
+      const client = new x402Client()
+      registerExactEvmScheme(client, { signer: payer })
+      client.setSpendControls({
+        allowedAssets: [
+          { network: "eip155:31337", asset: devnet.usd1, maxAmountPerPayment: parseUnits("100", 18).toString() }
+        ]
+      })
+      const payFetch = wrapFetchWithPayment(fetch, client)
+      const url = `${yield* baseUrl}/merchant/orders/${order.id}/pay`
+      const response = yield* Effect.promise(() => payFetch(url))
+      expect(response.status).toBe(200)
+      const paid = (yield* Effect.promise(() => response.json())) as { tx: string }
+      expect(paid).toMatchObject({ id: order.id, status: "paid", payer: payer.address })
+      expect(paid.tx).toMatch(/^0x[0-9a-f]{64}$/)
+      const receipt = decodePaymentResponseHeader(response.headers.get("PAYMENT-RESPONSE")!)
+      expect(receipt).toMatchObject({
+        success: true,
+        transaction: paid.tx,
+        network: "eip155:31337",
+        payer: payer.address
+      })
+
+      const amount = parseUnits("12.5", 18)
+      expect(yield* usd1Balance(payer.address)).toBe(payerBefore - amount)
+      expect(yield* usd1Balance(merchant.address)).toBe(merchantBefore + amount)
+      expect((yield* send("GET", `/merchant/orders/${order.id}`)).body).toMatchObject({
+        status: "paid",
+        payer: payer.address,
+        tx: paid.tx
+      })
+      // A paid order answers GET on the pay path with the order.
+      const again = yield* send("GET", `/merchant/orders/${order.id}/pay`)
+      expect(again.status).toBe(200)
+      expect(again.body.status).toBe("paid")
+    })
+  )
+
+  it.effect("an unpaid order answers 402 with PAYMENT-REQUIRED on GET and POST", () =>
+    Effect.gen(function* () {
+      const { devnet } = yield* chainReader
+      const order = yield* createOrder("3")
+      for (const method of ["GET", "POST"] as const) {
+        const response = yield* send(method, `/merchant/orders/${order.id}/pay`)
+        expect(response.status).toBe(402)
+        expect(response.headers["cache-control"]).toBe("no-store")
+        const header = decodeHeader(response.headers["payment-required"])
+        const { code, ...body } = response.body
+        expect(code).toBe("PAYMENT_REQUIRED")
+        expect(header).toEqual(body)
+        expect(header).toMatchObject({
+          x402Version: 2,
+          error: "Payment required",
+          resource: { url: `https://app.example.com/merchant/orders/${order.id}/pay`, description: "Flat white" },
+          accepts: [
+            {
+              scheme: "exact",
+              network: "eip155:31337",
+              amount: parseUnits("3", 18).toString(),
+              asset: devnet.usd1,
+              payTo: merchant.address,
+              maxTimeoutSeconds: 300,
+              extra: { name: "World Liberty Financial USD", version: "1" }
+            }
+          ]
+        })
+      }
+    })
+  )
+
+  it.effect("invalid payments are 402 with the reference reason and nothing is broadcast", () =>
+    Effect.gen(function* () {
+      const payer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[2]!)
+      const order = yield* createOrder("5")
+      const requirements = yield* requirementsOf(order.id)
+      const now = Math.floor(Date.now() / 1000)
+      const pauper = privateKeyToAccount(generatePrivateKey())
+      const cases: ReadonlyArray<[string, Promise<{ header: string }> | { header: string }, string]> = [
+        [
+          "tampered amount",
+          signPayment(payer, requirements, { accepted: { amount: "1" }, value: "1" }),
+          "No matching payment requirements"
+        ],
+        [
+          "value below the amount",
+          signPayment(payer, requirements, { value: "1" }),
+          "invalid_exact_evm_payload_authorization_value_mismatch"
+        ],
+        [
+          "wrong payTo",
+          signPayment(payer, requirements, { to: pauper.address }),
+          "invalid_exact_evm_recipient_mismatch"
+        ],
+        [
+          "expired validBefore",
+          signPayment(payer, requirements, { validBefore: String(now - 1) }),
+          "invalid_exact_evm_payload_authorization_valid_before"
+        ],
+        [
+          "not yet valid",
+          signPayment(payer, requirements, { validAfter: String(now + 600) }),
+          "invalid_exact_evm_payload_authorization_valid_after"
+        ],
+        ["wrong signer", signPayment(payer, requirements, { signer: pauper }), "invalid_exact_evm_signature"],
+        ["insufficient balance", signPayment(pauper, requirements), "invalid_exact_evm_insufficient_balance"],
+        ["not base64", { header: "%%%not-base64%%%" }, "invalid_payload"],
+        ["not JSON", { header: Buffer.from("{nope").toString("base64") }, "invalid_payload"],
+        ["wrong shape", { header: Buffer.from('{"x402Version":1}').toString("base64") }, "invalid_payload"]
+      ]
+      const sentBefore = yield* relayerSent
+      for (const [name, signing, reason] of cases) {
+        const { header } = yield* Effect.promise(async () => signing)
+        const response = yield* payWith(order.id, header)
+        expect(response.status, name).toBe(402)
+        expect(response.body.error, name).toBe(reason)
+        expect(response.body.code, name).toBe("PAYMENT_INVALID")
+        expect(decodeHeader(response.headers["payment-required"]).error, name).toBe(reason)
+      }
+      expect(yield* relayerSent).toBe(sentBefore)
+      expect((yield* send("GET", `/merchant/orders/${order.id}`)).body.status).toBe("open")
+      const sql = yield* SqlClient.SqlClient
+      const rows = yield* sql`SELECT id FROM settlements WHERE order_id = ${order.id}`
+      expect(rows).toHaveLength(0)
+    })
+  )
+
+  it.effect("a reused authorization nonce is refused without a transaction", () =>
+    Effect.gen(function* () {
+      const payer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[3]!)
+      const first = yield* createOrder("1")
+      const second = yield* createOrder("1")
+      const nonce = `0x${"ab".repeat(32)}` as Hex
+      const firstRequirements = yield* requirementsOf(first.id)
+      const signedFirst = yield* Effect.promise(() => signPayment(payer, firstRequirements, { nonce }))
+      expect((yield* payWith(first.id, signedFirst.header)).status).toBe(200)
+      const sentBefore = yield* relayerSent
+      const secondRequirements = yield* requirementsOf(second.id)
+      const signedSecond = yield* Effect.promise(() => signPayment(payer, secondRequirements, { nonce }))
+      const reused = yield* payWith(second.id, signedSecond.header)
+      expect(reused.status).toBe(402)
+      expect(reused.body.error).toBe("invalid_exact_evm_nonce_already_used")
+      expect(yield* relayerSent).toBe(sentBefore)
+    })
+  )
+
+  it.effect("20 concurrent payments of one order settle exactly once", () =>
+    Effect.gen(function* () {
+      const payers = [4, 5, 6, 7].map((i) => privateKeyToAccount(ANVIL_ACCOUNT_KEYS[i]!))
+      const order = yield* createOrder("7.25")
+      const requirements = yield* requirementsOf(order.id)
+      const payments = yield* Effect.promise(() =>
+        Promise.all(Array.from({ length: 20 }, (_, i) => signPayment(payers[i % payers.length]!, requirements)))
+      )
+      const sentBefore = yield* relayerSent
+      const merchantBefore = yield* usd1Balance(merchant.address)
+      const transfersBefore = yield* transfersTo(merchant.address)
+      const responses = yield* Effect.all(
+        payments.map((p) => payWith(order.id, p.header)),
+        { concurrency: "unbounded" }
+      )
+      const ok = responses.filter((r) => r.status === 200)
+      expect(ok).toHaveLength(1)
+      for (const refused of responses.filter((r) => r.status !== 200)) {
+        expect(refused.status).toBe(409)
+        expect(["PAYMENT_IN_PROGRESS", "ORDER_ALREADY_PAID"]).toContain(refused.body.code)
+      }
+      expect(yield* relayerSent).toBe(sentBefore + 1)
+      expect(yield* transfersTo(merchant.address)).toBe(transfersBefore + 1)
+      expect(yield* usd1Balance(merchant.address)).toBe(merchantBefore + parseUnits("7.25", 18))
+      const sql = yield* SqlClient.SqlClient
+      const rows = yield* sql<{ status: string }>`SELECT status FROM settlements WHERE order_id = ${order.id}`
+      expect(rows.map((r) => r.status)).toEqual(["succeeded"])
+    })
+  )
+
+  it.effect("the same payment retried after success returns the same receipt; another is 409", () =>
+    Effect.gen(function* () {
+      const payer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[8]!)
+      const order = yield* createOrder("2")
+      const requirements = yield* requirementsOf(order.id)
+      const payment = yield* Effect.promise(() => signPayment(payer, requirements))
+      const first = yield* payWith(order.id, payment.header)
+      expect(first.status).toBe(200)
+      const sentBefore = yield* relayerSent
+      const retry = yield* payWith(order.id, payment.header, "GET")
+      expect(retry.status).toBe(200)
+      expect(retry.body).toEqual(first.body)
+      expect(decodeHeader(retry.headers["payment-response"])).toEqual(decodeHeader(first.headers["payment-response"]))
+      const other = yield* payWith(order.id, (yield* Effect.promise(() => signPayment(payer, requirements))).header)
+      expect(other.status).toBe(409)
+      expect(other.body.code).toBe("ORDER_ALREADY_PAID")
+      expect(yield* relayerSent).toBe(sentBefore)
+    })
+  )
+
+  it.effect("order input is validated and unknown orders are 404", () =>
+    Effect.gen(function* () {
+      for (const amount of ["0", "0.000000", "1.1234567", "1000000.01", "abc", "-1", "1e3", ""]) {
+        const response = yield* send("POST", "/merchant/orders", { json: { amount, description: "x" } })
+        expect(response.status, amount).toBe(400)
+        expect(response.body.code).toBe("BAD_REQUEST")
+        expect(response.body.error).toContain("amount")
+      }
+      for (const description of ["", "x".repeat(501)]) {
+        const response = yield* send("POST", "/merchant/orders", { json: { amount: "1", description } })
+        expect(response.status).toBe(400)
+        expect(response.body.error).toContain("description")
+      }
+      expect((yield* createOrder("001.500000")).amountUsd).toBe("1.5")
+      expect((yield* createOrder("1000000")).amountUsd).toBe("1000000")
+      for (const path of ["/merchant/orders/nope", "/merchant/orders/nope/pay"]) {
+        const response = yield* send("GET", path)
+        expect(response.status).toBe(404)
+        expect(response.body.code).toBe("ORDER_NOT_FOUND")
+      }
+    })
+  )
+})
+
+describe("merchant configuration", () => {
+  layer(testServer({ MERCHANT_PAY_TO: merchant.address, ORDER_TTL: "300 millis" }), { excludeTestServices: true })(
+    "order expiry",
+    (it) => {
+      it.effect("an order unpaid after ORDER_TTL is expired and refuses payment", () =>
+        Effect.gen(function* () {
+          const order = yield* createOrder("1")
+          yield* Effect.sleep("400 millis")
+          expect((yield* send("GET", `/merchant/orders/${order.id}`)).body.status).toBe("expired")
+          const response = yield* send("GET", `/merchant/orders/${order.id}/pay`)
+          expect(response.status).toBe(409)
+          expect(response.body.code).toBe("ORDER_EXPIRED")
+        })
+      )
+    }
+  )
+
+  layer(testServer(), { excludeTestServices: true })("without MERCHANT_PAY_TO", (it) => {
+    it.effect("merchant endpoints are 404 NOT_FOUND", () =>
+      Effect.gen(function* () {
+        for (const [method, path] of [
+          ["POST", "/merchant/orders"],
+          ["GET", "/merchant/orders/abc"],
+          ["GET", "/merchant/orders/abc/pay"],
+          ["POST", "/merchant/orders/abc/pay"]
+        ] as const) {
+          const response = yield* send(
+            method,
+            path,
+            method === "POST" ? { json: { amount: "1", description: "x" } } : {}
+          )
+          expect(response.status).toBe(404)
+          expect(response.body.code).toBe("NOT_FOUND")
+        }
+      })
+    )
+  })
+})

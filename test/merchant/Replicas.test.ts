@@ -1,0 +1,210 @@
+/**
+ * Exactly once across processes and crashes: the real service as separate processes over one
+ * database and one devnet.
+ */
+import { chmodSync, mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import path from "node:path"
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Schedule } from "effect"
+import pg from "pg"
+import { createPublicClient, erc20Abi, type Hex, http, parseAbiItem, parseUnits } from "viem"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { ANVIL_ACCOUNT_KEYS, type Devnet, startDevnet } from "../../src/chain/Devnet.js"
+import { freePort } from "../../src/EmbeddedPostgres.js"
+import type { PaymentRequirements } from "../../src/merchant/X402.js"
+import { type ServiceProcess, startService, stopService } from "../support/process.js"
+import { temporaryDatabaseUrl } from "../support/TestDatabase.js"
+import { signPayment } from "../support/x402.js"
+
+const merchant = privateKeyToAccount(generatePrivateKey())
+
+const serviceEnv = (devnet: Devnet, databaseUrl: string) =>
+  Effect.gen(function* () {
+    const dataDir = mkdtempSync(path.join(tmpdir(), "card-service-replica-"))
+    chmodSync(dataDir, 0o755)
+    return {
+      PORT: String(yield* freePort),
+      DATA_DIR: dataDir,
+      DATABASE_URL: databaseUrl,
+      CHAIN_RPC_URL: devnet.rpcUrl,
+      CHAIN_ID: String(devnet.chainId),
+      USD1_ADDRESS: devnet.usd1,
+      RELAYER_PRIVATE_KEY: ANVIL_ACCOUNT_KEYS[9]!,
+      MERCHANT_PAY_TO: merchant.address,
+      RECONCILE_INTERVAL: "200 millis",
+      SETTLEMENT_RECONCILE_AFTER: "1 second",
+      LOG_LEVEL: "Warn"
+    }
+  })
+
+const json = (service: ServiceProcess, method: string, route: string, body?: unknown, headers = {}) =>
+  Effect.promise(async () => {
+    const response = await fetch(`${service.baseUrl}${route}`, {
+      method,
+      headers: { "content-type": "application/json", ...headers },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) })
+    })
+    // biome-ignore lint/suspicious/noExplicitAny: response bodies are checked field by field
+    return { status: response.status, body: (await response.json()) as any }
+  })
+
+const rpc = (devnet: Devnet, method: string, params: ReadonlyArray<unknown> = []) =>
+  Effect.promise(() =>
+    fetch(devnet.rpcUrl, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params })
+    }).then((r) => r.json())
+  )
+
+const transfersToMerchant = (devnet: Devnet) =>
+  Effect.promise(() =>
+    createPublicClient({ transport: http(devnet.rpcUrl) }).getLogs({
+      address: devnet.usd1,
+      event: parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)"),
+      args: { to: merchant.address },
+      fromBlock: 0n
+    })
+  ).pipe(Effect.map((logs) => logs.length))
+
+const merchantBalance = (devnet: Devnet) =>
+  Effect.promise(() =>
+    createPublicClient({ transport: http(devnet.rpcUrl) }).readContract({
+      address: devnet.usd1,
+      abi: erc20Abi,
+      functionName: "balanceOf",
+      args: [merchant.address]
+    })
+  )
+
+const query = (databaseUrl: string, text: string, values: ReadonlyArray<unknown>) =>
+  Effect.promise(async () => {
+    const client = new pg.Client({ connectionString: databaseUrl })
+    await client.connect()
+    try {
+      return (await client.query(text, [...values])).rows
+    } finally {
+      await client.end()
+    }
+  })
+
+const newOrder = (service: ServiceProcess, amount: string) =>
+  Effect.gen(function* () {
+    const order = yield* json(service, "POST", "/merchant/orders", { amount, description: "replica test" })
+    expect(order.status).toBe(200)
+    const unpaid = yield* json(service, "GET", `/merchant/orders/${order.body.id}/pay`)
+    expect(unpaid.status).toBe(402)
+    return { id: order.body.id as string, requirements: unpaid.body.accepts[0] as PaymentRequirements }
+  })
+
+const waitUntilPaid = (service: ServiceProcess, id: string) =>
+  json(service, "GET", `/merchant/orders/${id}`).pipe(
+    Effect.filterOrFail(
+      (response) => response.body.status === "paid",
+      () => "not paid yet"
+    ),
+    Effect.retry(Schedule.spaced("200 millis").pipe(Schedule.upTo("30 seconds"))),
+    Effect.orDieWith(() => new Error(`order ${id} was not paid in time`))
+  )
+
+describe("settlement across processes", () => {
+  it.live(
+    "20 concurrent payments split over two server processes settle once",
+    () =>
+      Effect.gen(function* () {
+        const devnet = yield* startDevnet().pipe(Effect.orDie)
+        const databaseUrl = yield* temporaryDatabaseUrl
+        const first = yield* startService(yield* serviceEnv(devnet, databaseUrl))
+        const second = yield* startService(yield* serviceEnv(devnet, databaseUrl))
+        yield* Effect.addFinalizer(() =>
+          Effect.all([stopService(first, "SIGTERM"), stopService(second, "SIGTERM")], { concurrency: 2 })
+        )
+        const order = yield* newOrder(first, "4.2")
+        const payers = [1, 2, 3, 4].map((i) => privateKeyToAccount(ANVIL_ACCOUNT_KEYS[i]!))
+        const payments = yield* Effect.promise(() =>
+          Promise.all(Array.from({ length: 20 }, (_, i) => signPayment(payers[i % 4]!, order.requirements)))
+        )
+        const responses = yield* Effect.all(
+          payments.map((payment, i) =>
+            json(i % 2 === 0 ? first : second, "POST", `/merchant/orders/${order.id}/pay`, undefined, {
+              "payment-signature": payment.header
+            })
+          ),
+          { concurrency: "unbounded" }
+        )
+        expect(responses.filter((r) => r.status === 200)).toHaveLength(1)
+        expect(responses.filter((r) => r.status === 409)).toHaveLength(19)
+        expect(yield* transfersToMerchant(devnet)).toBe(1)
+        expect(yield* merchantBalance(devnet)).toBe(parseUnits("4.2", 18))
+        const rows = yield* query(databaseUrl, "SELECT status FROM settlements WHERE order_id = $1", [order.id])
+        expect(rows.map((row) => row.status)).toEqual(["succeeded"])
+      }).pipe(Effect.scoped),
+    120_000
+  )
+
+  it.live(
+    "a server killed after broadcast is reconciled on restart: paid once, also when the transaction was lost",
+    () =>
+      Effect.gen(function* () {
+        const devnet = yield* startDevnet().pipe(Effect.orDie)
+        const databaseUrl = yield* temporaryDatabaseUrl
+        const env = yield* serviceEnv(devnet, databaseUrl)
+        const payer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[5]!)
+
+        /** Pays with mining off, kills the server once the settlement is recorded as broadcast. */
+        const payThenKill = (service: ServiceProcess, id: string, requirements: PaymentRequirements) =>
+          Effect.gen(function* () {
+            yield* rpc(devnet, "evm_setAutomine", [false])
+            const payment = yield* Effect.promise(() => signPayment(payer, requirements))
+            // The response never comes: the server dies while waiting for the receipt.
+            yield* Effect.forkDaemon(
+              Effect.tryPromise(() =>
+                fetch(`${service.baseUrl}/merchant/orders/${id}/pay`, {
+                  method: "POST",
+                  headers: { "payment-signature": payment.header }
+                })
+              ).pipe(Effect.ignore)
+            )
+            const broadcast = yield* query(
+              databaseUrl,
+              "SELECT tx_hash FROM settlements WHERE order_id = $1 AND status = 'broadcast'",
+              [id]
+            ).pipe(
+              Effect.filterOrFail(
+                (rows) => rows.length === 1,
+                () => "not broadcast yet"
+              ),
+              Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo("20 seconds"))),
+              Effect.orDie
+            )
+            expect(yield* stopService(service, "SIGKILL")).toBe(null)
+            return broadcast[0]!.tx_hash as Hex
+          })
+
+        // 1. The broadcast transaction is mined while the server is down.
+        let service = yield* startService(env)
+        const mined = yield* newOrder(service, "9")
+        const minedTx = yield* payThenKill(service, mined.id, mined.requirements)
+        yield* rpc(devnet, "evm_setAutomine", [true])
+        yield* rpc(devnet, "evm_mine")
+        service = yield* startService(env)
+        const paid = yield* waitUntilPaid(service, mined.id)
+        expect(paid.body.tx).toBe(minedTx)
+        expect(yield* transfersToMerchant(devnet)).toBe(1)
+
+        // 2. The broadcast transaction is lost (dropped from the pool): the restart re-broadcasts it.
+        const lost = yield* newOrder(service, "11")
+        const lostTx = yield* payThenKill(service, lost.id, lost.requirements)
+        yield* rpc(devnet, "anvil_dropAllTransactions")
+        yield* rpc(devnet, "evm_setAutomine", [true])
+        service = yield* startService(env)
+        const repaid = yield* waitUntilPaid(service, lost.id)
+        expect(repaid.body.tx).toBe(lostTx)
+        expect(yield* transfersToMerchant(devnet)).toBe(2)
+        expect(yield* merchantBalance(devnet)).toBe(parseUnits("20", 18))
+        expect(yield* stopService(service, "SIGTERM")).toBe(0)
+      }).pipe(Effect.scoped),
+    120_000
+  )
+})

@@ -1,0 +1,52 @@
+import { randomBytes } from "node:crypto"
+import type { Hex, PrivateKeyAccount } from "viem"
+import {
+  encodeHeader,
+  type PaymentPayload,
+  type PaymentRequirements,
+  transferWithAuthorizationTypedData
+} from "../../src/merchant/X402.js"
+
+export interface SignOptions {
+  /** Sign with this key while claiming `from` = the payer (a forged signature). */
+  readonly signer?: PrivateKeyAccount
+  readonly to?: string
+  readonly value?: string
+  readonly validAfter?: string
+  readonly validBefore?: string
+  readonly nonce?: Hex
+  readonly accepted?: Partial<PaymentRequirements>
+}
+
+/** Builds and signs a PaymentPayload for `requirements` as a standard client would, with overrides. */
+export const signPayment = async (
+  payer: PrivateKeyAccount,
+  requirements: PaymentRequirements,
+  options: SignOptions = {}
+): Promise<{ payload: PaymentPayload; header: string }> => {
+  const chainId = Number(requirements.network.split(":")[1])
+  const authorization = {
+    from: payer.address,
+    to: options.to ?? requirements.payTo,
+    value: options.value ?? requirements.amount,
+    validAfter: options.validAfter ?? "0",
+    validBefore: options.validBefore ?? String(Math.floor(Date.now() / 1000) + requirements.maxTimeoutSeconds),
+    nonce: options.nonce ?? (`0x${randomBytes(32).toString("hex")}` as Hex)
+  }
+  const typed = transferWithAuthorizationTypedData(authorization, {
+    name: String(requirements.extra.name),
+    version: String(requirements.extra.version),
+    chainId,
+    asset: requirements.asset as Hex
+  })
+  const signature = await (options.signer ?? payer).signTypedData(typed)
+  const payload: PaymentPayload = {
+    x402Version: 2,
+    accepted: { ...requirements, ...options.accepted },
+    payload: { signature, authorization }
+  }
+  return { payload, header: encodeHeader(payload) }
+}
+
+export const decodeHeader = (value: string | undefined) =>
+  value === undefined ? undefined : JSON.parse(Buffer.from(value, "base64").toString("utf8"))
