@@ -18,13 +18,14 @@ export const parseOrigin = (text: string): string | undefined => {
   }
 }
 
-const httpUrl = (name: string) =>
+/** An http(s) URL without trailing slashes. */
+export const httpUrl = (name: string) =>
   Config.string(name).pipe(
     Config.mapOrFail((text) => {
       try {
         const url = new URL(text)
         if (url.protocol === "http:" || url.protocol === "https:")
-          return Either.right(url.toString().replace(/\/$/, ""))
+          return Either.right(url.toString().replace(/\/+$/, ""))
       } catch {}
       return Either.left(ConfigError.InvalidData([name], `Expected ${name} to be an http(s) URL, got "${text}"`))
     })

@@ -1,9 +1,8 @@
 /** SQL for challenges, users and sessions. Infrastructure failures die here. */
-import { SqlClient, SqlError, SqlSchema } from "@effect/sql"
+import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, flow, Schema } from "effect"
 import { Address } from "../chain/Address.js"
-
-const isSqlError = (error: unknown): error is SqlError.SqlError => error instanceof SqlError.SqlError
+import { transactionally } from "../Sql.js"
 
 const ChallengeRow = Schema.Struct({
   nonce: Schema.String,
@@ -90,9 +89,7 @@ export class AuthRepo extends Effect.Service<AuthRepo>()("app/AuthRepo", {
       insertSession: flow(insertSession, Effect.orDie),
       findSession: flow(findSession, Effect.orDie),
       deleteSession: flow(deleteSession, Effect.orDie),
-      /** Runs the effect in one transaction; a database fault is a defect, domain errors pass through. */
-      withTransaction: <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-        sql.withTransaction(effect).pipe(Effect.catchIf(isSqlError, Effect.die))
+      withTransaction: transactionally(sql)
     }
   })
 }) {}

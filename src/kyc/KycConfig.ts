@@ -10,8 +10,8 @@
  * | `DIDIT_API_KEY`, `DIDIT_WEBHOOK_SECRET`, `DIDIT_WORKFLOW_ID` | - | required when `KYC_PROVIDER=didit` |
  * | `DIDIT_BASE_URL` | `https://verification.didit.me` | Didit's API base |
  */
-import { Config, ConfigError, Context, Effect, Either, Layer, Option, type Redacted } from "effect"
-import { AppConfig } from "../Config.js"
+import { Config, Context, Effect, Layer, Option, type Redacted } from "effect"
+import { AppConfig, httpUrl } from "../Config.js"
 
 export type ProviderName = "sandbox" | "didit"
 export const PROVIDER_NAMES: ReadonlyArray<ProviderName> = ["sandbox", "didit"]
@@ -33,18 +33,6 @@ export interface KycSettings {
   readonly sandboxWebhookUrl: Option.Option<string>
   readonly didit: Option.Option<DiditSettings>
 }
-
-const httpUrl = (name: string) =>
-  Config.string(name).pipe(
-    Config.mapOrFail((text) => {
-      try {
-        const url = new URL(text)
-        if (url.protocol === "http:" || url.protocol === "https:")
-          return Either.right(url.toString().replace(/\/+$/, ""))
-      } catch {}
-      return Either.left(ConfigError.InvalidData([name], `Expected ${name} to be an http(s) URL, got "${text}"`))
-    })
-  )
 
 const nonEmpty = (name: string) =>
   Config.redacted(name).pipe(

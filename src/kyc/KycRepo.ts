@@ -3,13 +3,12 @@
  * (`kyc_sessions`), processed webhook deliveries (`kyc_webhook_deliveries`), and the sandbox
  * provider's own records (`kyc_sandbox_sessions`). Infrastructure failures die here.
  */
-import { SqlClient, SqlError, SqlSchema } from "@effect/sql"
+import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, flow, Schema } from "effect"
 import { Address } from "../chain/Address.js"
+import { transactionally } from "../Sql.js"
 import { SandboxOutcome } from "./Api.js"
 import { KycState, SessionStatus } from "./KycState.js"
-
-const isSqlError = (error: unknown): error is SqlError.SqlError => error instanceof SqlError.SqlError
 
 const AccountRow = Schema.Struct({
   address: Address,
@@ -147,9 +146,7 @@ export class KycRepo extends Effect.Service<KycRepo>()("app/KycRepo", {
       lockSession: flow(lockSession, Effect.orDie),
       updateSession: flow(updateSession, Effect.orDie),
       insertDelivery: flow(insertDelivery, Effect.orDie),
-      /** Runs the effect in one transaction; a database fault is a defect, domain errors pass through. */
-      withTransaction: <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-        sql.withTransaction(effect).pipe(Effect.catchIf(isSqlError, Effect.die))
+      withTransaction: transactionally(sql)
     }
   })
 }) {}

@@ -251,21 +251,16 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
             })
           } satisfies PaidOrder
         case "Rejected":
-          return yield* refuse(after, outcome.reason, "SETTLEMENT_FAILED", {
+        case "Pending": {
+          const reason = outcome._tag === "Rejected" ? outcome.reason : Reason.settlementPending
+          return yield* refuse(after, reason, "SETTLEMENT_FAILED", {
             success: false,
             transaction: outcome.transaction ?? "",
             network,
             payer: authorization.from,
-            errorReason: outcome.reason
+            errorReason: reason
           })
-        case "Pending":
-          return yield* refuse(after, Reason.settlementPending, "SETTLEMENT_FAILED", {
-            success: false,
-            transaction: outcome.transaction ?? "",
-            network,
-            payer: authorization.from,
-            errorReason: Reason.settlementPending
-          })
+        }
       }
     })
 

@@ -1,7 +1,8 @@
 /** SQL for orders and their settlements. Infrastructure failures die here. */
-import { SqlClient, SqlError, SqlSchema } from "@effect/sql"
+import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, flow, Schema } from "effect"
 import { Address } from "../chain/Address.js"
+import { isSqlError, isUniqueViolation, transactionally } from "../Sql.js"
 import { OrderStatus } from "./Api.js"
 import { PaymentPayload } from "./X402.js"
 
@@ -36,14 +37,6 @@ export const SettlementRow = Schema.Struct({
   updatedAt: Schema.DateFromSelf
 })
 export type SettlementRow = typeof SettlementRow.Type
-
-const isSqlError = (error: unknown): error is SqlError.SqlError => error instanceof SqlError.SqlError
-
-/** A unique violation of the named constraint (or index). */
-export const isUniqueViolation = (error: SqlError.SqlError, constraint: string) => {
-  const cause = error.cause as { code?: string; constraint?: string } | undefined
-  return cause?.code === "23505" && cause.constraint === constraint
-}
 
 export class DuplicateAuthorization extends Schema.TaggedError<DuplicateAuthorization>()(
   "DuplicateAuthorization",
@@ -164,8 +157,7 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
       recordBroadcast: flow(recordBroadcast, Effect.orDie),
       finishSettlement: flow(finishSettlement, Effect.orDie),
       lockStaleUnfinished: flow(lockStaleUnfinished, Effect.orDie),
-      withTransaction: <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-        sql.withTransaction(effect).pipe(Effect.catchIf(isSqlError, Effect.die))
+      withTransaction: transactionally(sql)
     }
   })
 }) {}

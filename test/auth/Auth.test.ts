@@ -1,9 +1,9 @@
-import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, TestClock } from "effect"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { Auth, SESSION_TTL_MS } from "../../src/auth/Auth.js"
 import { AppConfig } from "../../src/Config.js"
+import { sessionCount } from "../support/auth.js"
 import { TestDatabase } from "../support/TestDatabase.js"
 
 const AuthTest = Auth.Default.pipe(
@@ -21,14 +21,6 @@ const signedChallenge = Effect.gen(function* () {
   const signature = yield* Effect.promise(() => account.signMessage({ message }))
   return { account, message, signature }
 })
-
-const sessionCount = Effect.flatMap(
-  SqlClient.SqlClient,
-  (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM sessions`
-).pipe(
-  Effect.map((rows) => rows[0]!.n),
-  Effect.orDie
-)
 
 layer(AuthTest)("Auth under a test clock", (it) => {
   it.effect("a challenge used after its 10 minutes is CHALLENGE_EXPIRED and issues nothing", () =>

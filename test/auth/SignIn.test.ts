@@ -3,11 +3,10 @@ import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
 import { ParsedMessage } from "@spruceid/siwe-parser"
 import { Effect } from "effect"
-import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts"
+import type { PrivateKeyAccount } from "viem/accounts"
+import { newAccount, sessionCount, signIn } from "../support/auth.js"
 import { bearer, send } from "../support/http.js"
 import { TEST_APP_URL, testServer } from "../support/TestServer.js"
-
-const newAccount = () => privateKeyToAccount(generatePrivateKey())
 
 const challenge = (address: string) =>
   send("POST", "/auth/challenge", { json: { address } }).pipe(
@@ -16,21 +15,6 @@ const challenge = (address: string) =>
   )
 
 const sign = (account: PrivateKeyAccount, message: string) => Effect.promise(() => account.signMessage({ message }))
-
-const signIn = (account: PrivateKeyAccount) =>
-  Effect.gen(function* () {
-    const message = yield* challenge(account.address)
-    const signature = yield* sign(account, message)
-    return yield* send("POST", "/auth/verify", { json: { message, signature } })
-  })
-
-const sessionCount = Effect.flatMap(
-  SqlClient.SqlClient,
-  (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM sessions`
-).pipe(
-  Effect.map((rows) => rows[0]!.n),
-  Effect.orDie
-)
 
 layer(testServer(), { excludeTestServices: true })("sign-in over HTTP", (it) => {
   it.effect("challenge, sign, verify, read /me, sign out, and the token is dead", () =>
@@ -171,7 +155,7 @@ layer(testServer(), { excludeTestServices: true })("sign-in over HTTP", (it) => 
   it.effect("sessions hold only the SHA-256 of the token", () =>
     Effect.gen(function* () {
       const account = newAccount()
-      const token: string = (yield* signIn(account)).body.token
+      const { token } = yield* signIn(account)
       const sql = yield* SqlClient.SqlClient
       const rows = yield* sql<{
         tokenHash: Uint8Array

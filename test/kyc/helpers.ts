@@ -3,8 +3,10 @@ import { HttpClient, HttpClientRequest, HttpServer } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
 import { expect } from "@effect/vitest"
 import { Effect } from "effect"
-import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts"
 import { signSandbox } from "../../src/kyc/Webhook.js"
+
+export { newAccount, signIn } from "../support/auth.js"
+
 import { bearer, type RawResponse, send } from "../support/http.js"
 
 export const SANDBOX_SECRET = "sandbox-secret-for-tests-0123456789abcdef"
@@ -16,20 +18,6 @@ export const kycEnv = (extra: Record<string, string> = {}) => ({
   CARD_DATA_KEY: CARD_KEY_HEX,
   ...extra
 })
-
-export const newAccount = () => privateKeyToAccount(generatePrivateKey())
-
-/** Signs in over HTTP; answers the account, its token and the sign-in result body. */
-export const signIn = (account: PrivateKeyAccount = newAccount()) =>
-  Effect.gen(function* () {
-    const challenge = yield* send("POST", "/auth/challenge", { json: { address: account.address } })
-    expect(challenge.status).toBe(200)
-    const message: string = challenge.body.message
-    const signature = yield* Effect.promise(() => account.signMessage({ message }))
-    const verified = yield* send("POST", "/auth/verify", { json: { message, signature } })
-    expect(verified.status).toBe(200)
-    return { account, token: verified.body.token as string, result: verified.body }
-  })
 
 export const startSession = (token: string, body?: unknown) =>
   send("POST", "/kyc/session", { headers: bearer(token), ...(body === undefined ? {} : { json: body }) })
