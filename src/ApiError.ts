@@ -69,6 +69,14 @@ export const PayloadTooLargeError = wireError(
   "The request body is too large."
 )
 
+export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", { error: Schema.String }) {}
+export const RateLimitedError = wireError(
+  RateLimited,
+  "RATE_LIMITED",
+  429,
+  "Too many requests from this client; see Retry-After."
+)
+
 export class InternalError extends Schema.TaggedError<InternalError>()("InternalError", { error: Schema.String }) {}
 export const InternalErrorError = wireError(InternalError, "INTERNAL", 500, "An internal fault; nothing more is said.")
 

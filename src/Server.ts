@@ -32,6 +32,7 @@ import { MarketHttpLive } from "./market/Http.js"
 import { Market, MarketRefreshLive } from "./market/Market.js"
 import { PriceFeed } from "./market/PriceFeed.js"
 import { MerchantLive } from "./merchant/Http.js"
+import { RateLimiter } from "./RateLimit.js"
 
 const MAX_BODY_BYTES = 64 * 1024
 
@@ -130,7 +131,7 @@ const CoreHandlersLive = Layer.mergeAll(
   StatementHttpLive,
   ErrorNormalizerLive
 ).pipe(
-  Layer.provide([Auth.Default, Kyc.Default, SandboxDeskLive, Market.Default]),
+  Layer.provide([Auth.Default, Kyc.Default, SandboxDeskLive, Market.Default, RateLimiter.Default]),
   Layer.provide(PriceFeed.onchain),
   Layer.provide(ChainClient.Default)
 )

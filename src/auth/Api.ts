@@ -7,7 +7,7 @@ import {
   OpenApi
 } from "@effect/platform"
 import { Context, Schema } from "effect"
-import { UnauthorizedError, wireError } from "../ApiError.js"
+import { RateLimitedError, UnauthorizedError, wireError } from "../ApiError.js"
 import { Card } from "../cards/Card.js"
 import { Address } from "../chain/Address.js"
 import { KycState } from "../kyc/KycState.js"
@@ -78,6 +78,7 @@ export class AuthApi extends HttpApiGroup.make("auth")
     HttpApiEndpoint.post("challenge", "/auth/challenge")
       .setPayload(Schema.Struct({ address: Address }))
       .addSuccess(Schema.Struct({ message: Schema.String }))
+      .addError(RateLimitedError)
       .annotate(OpenApi.Description, "An EIP-4361 message for the address to sign; single use, valid 10 minutes.")
   )
   .add(
@@ -89,6 +90,7 @@ export class AuthApi extends HttpApiGroup.make("auth")
       .addError(InvalidSignatureError)
       .addError(ChallengeExpiredError)
       .addError(ChallengeUnknownError)
+      .addError(RateLimitedError)
       .annotate(OpenApi.Description, "Exchanges a signed challenge for a 30-day bearer token.")
   )
   .annotate(OpenApi.Title, "Sign-in") {}

@@ -1,6 +1,7 @@
 import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer, Redacted } from "effect"
 import { Api } from "../Api.js"
+import { RateLimiter } from "../RateLimit.js"
 import { Authentication, CurrentUser } from "./Api.js"
 import { Auth } from "./Auth.js"
 
@@ -26,9 +27,16 @@ export const AuthenticationLive = Layer.effect(
 export const AuthHttpLive = HttpApiBuilder.group(Api, "auth", (handlers) =>
   Effect.gen(function* () {
     const auth = yield* Auth
+    const limiter = yield* RateLimiter
     return handlers
-      .handle("challenge", ({ payload }) => auth.challenge(payload.address))
-      .handle("verify", ({ payload }) => auth.verify(payload.message, payload.signature as `0x${string}`))
+      .handle("challenge", ({ payload }) =>
+        limiter.consume("signin").pipe(Effect.zipRight(auth.challenge(payload.address)))
+      )
+      .handle("verify", ({ payload }) =>
+        limiter
+          .consume("signin")
+          .pipe(Effect.zipRight(auth.verify(payload.message, payload.signature as `0x${string}`)))
+      )
   })
 )
 

@@ -1,6 +1,6 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Either, Schema } from "effect"
-import { wireError } from "../ApiError.js"
+import { RateLimitedError, wireError } from "../ApiError.js"
 import { Address } from "../chain/Address.js"
 import { parseAmount } from "./Money.js"
 import { PaymentRequiredBody, SettleResponse } from "./X402.js"
@@ -112,6 +112,7 @@ export class MerchantApi extends HttpApiGroup.make("merchant")
     HttpApiEndpoint.post("createOrder", "/merchant/orders")
       .setPayload(CreateOrder)
       .addSuccess(Order)
+      .addError(RateLimitedError)
       .annotate(OpenApi.Description, "Creates an open order payable in USD1.")
   )
   .add(

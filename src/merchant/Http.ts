@@ -2,6 +2,7 @@ import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer, Option } from "effect"
 import { Api } from "../Api.js"
 import { ChainClient } from "../chain/Chain.js"
+import { RateLimiter } from "../RateLimit.js"
 import type { PaymentRequired } from "./Api.js"
 import { Merchant, type PaidOrder, scheduleReconcile } from "./Merchant.js"
 import { OrderRepo } from "./OrderRepo.js"
@@ -36,10 +37,13 @@ const withX402Headers = <E>(effect: Effect.Effect<PaidOrder, E | PaymentRequired
 export const MerchantHttpLive = HttpApiBuilder.group(Api, "merchant", (handlers) =>
   Effect.gen(function* () {
     const merchant = yield* Merchant
+    const limiter = yield* RateLimiter
     const pay = ({ path, headers }: { path: { id: string }; headers: { "payment-signature"?: string | undefined } }) =>
       withX402Headers(merchant.pay(path.id, Option.fromNullable(headers["payment-signature"])))
     return handlers
-      .handle("createOrder", ({ payload }) => merchant.createOrder(payload))
+      .handle("createOrder", ({ payload }) =>
+        limiter.consume("orders").pipe(Effect.zipRight(merchant.createOrder(payload)))
+      )
       .handle("getOrder", ({ path }) => merchant.getOrder(path.id))
       .handle("payGet", pay)
       .handle("pay", pay)
@@ -52,7 +56,7 @@ const ReconcilerLive = Layer.scopedDiscard(
 )
 
 export const MerchantLive = Layer.merge(MerchantHttpLive, ReconcilerLive).pipe(
-  Layer.provide(Merchant.Default),
+  Layer.provide([Merchant.Default, RateLimiter.Default]),
   Layer.provide(PaymentProcessorLive),
   Layer.provide(OrderRepo.Default),
   Layer.provide(ChainClient.Default)

@@ -22,7 +22,15 @@ export const testServer = (env: Record<string, string> = {}) =>
         Effect.sync(() => mkdtempSync(path.join(tmpdir(), "card-service-test-data-"))),
         (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
       )
-      const settings = { APP_URL: TEST_APP_URL, LOG_LEVEL: "Warn", DATA_DIR: dataDir, ...env }
+      // Tests sign in and order far more often than a person; limits get their own tests.
+      const settings = {
+        APP_URL: TEST_APP_URL,
+        LOG_LEVEL: "Warn",
+        DATA_DIR: dataDir,
+        RATE_LIMIT_SIGNIN: "100000",
+        RATE_LIMIT_ORDERS: "100000",
+        ...env
+      }
       return HttpLive.pipe(
         Layer.provideMerge(NodeHttpServer.layerTest),
         Layer.provideMerge(TestDatabase),

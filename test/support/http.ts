@@ -10,7 +10,7 @@ export interface RawResponse {
 
 /** Sends a request to the test server and reads the whole response, whatever its status. */
 export const send = (
-  method: "GET" | "POST" | "PUT" | "DELETE",
+  method: "GET" | "POST" | "PUT" | "DELETE" | "OPTIONS",
   path: string,
   options: { readonly json?: unknown; readonly text?: string; readonly headers?: Record<string, string> } = {}
 ) =>
