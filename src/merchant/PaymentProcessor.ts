@@ -10,7 +10,15 @@
  */
 import { FetchHttpClient, HttpClient, HttpClientRequest, HttpClientResponse } from "@effect/platform"
 import { Config, Context, Effect, Layer, Option, Schema } from "effect"
-import { type Hash, type Hex, isAddressEqual, parseEventLogs, parseSignature, type TransactionReceipt } from "viem"
+import {
+  type Hash,
+  type Hex,
+  isAddressEqual,
+  parseEventLogs,
+  parseSignature,
+  recoverTypedDataAddress,
+  type TransactionReceipt
+} from "viem"
 import { verifyTypedData } from "viem/actions"
 import type { Address } from "../chain/Address.js"
 import { CallReverted, ChainClient, type ChainError } from "../chain/Chain.js"
@@ -111,19 +119,22 @@ export const LocalProcessor = Layer.effect(
       Effect.gen(function* () {
         const authorization = payload.payload.authorization
         const from = authorization.from as Address
-        // Verifies EOA signatures locally and contract wallets through ERC-1271/6492 on chain.
-        const signed = yield* Effect.promise(() =>
-          verifyTypedData(chain.publicClient, {
-            address: from,
-            signature: payload.payload.signature as Hex,
-            ...transferWithAuthorizationTypedData(authorization, {
-              name: usd1.name,
-              version: usd1.version,
-              chainId: chain.deployment.chainId,
-              asset: usd1.address
-            })
-          }).catch(() => false)
-        )
+        const typed = {
+          signature: payload.payload.signature as Hex,
+          ...transferWithAuthorizationTypedData(authorization, {
+            name: usd1.name,
+            version: usd1.version,
+            chainId: chain.deployment.chainId,
+            asset: usd1.address
+          })
+        }
+        // An EOA signature recovers locally; anything else (a contract wallet) is asked of the
+        // chain through ERC-1271/6492.
+        const signed = yield* Effect.promise(async () => {
+          const recovered = await recoverTypedDataAddress(typed).catch(() => undefined)
+          if (recovered !== undefined && isAddressEqual(recovered, from)) return true
+          return verifyTypedData(chain.publicClient, { address: from, ...typed }).catch(() => false)
+        })
         if (!signed) return Option.some<string>(Reason.signature)
         const [used, balance] = yield* Effect.all(
           [
