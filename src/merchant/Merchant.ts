@@ -18,7 +18,7 @@ import { Usd1Artifact } from "../chain/contracts/artifacts.js"
 import { Order, OrderAlreadyPaid, OrderExpired, OrderNotFound, PaymentInProgress, PaymentRequired } from "./Api.js"
 import { microsToAtomic, parseAmount } from "./Money.js"
 import { OrderRepo, type OrderRow, type SettlementRow } from "./OrderRepo.js"
-import { confirmsTransfer, PaymentProcessor, type SettleOutcome } from "./PaymentProcessor.js"
+import { confirmsTransfer, PaymentProcessor, SettlementAbandoned, type SettleOutcome } from "./PaymentProcessor.js"
 import {
   checkAuthorization,
   decodePaymentHeader,
@@ -229,15 +229,22 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       const invalid = yield* processor.verify(payload, requirements).pipe(Effect.orDie)
       if (Option.isSome(invalid)) return yield* refuse(order, invalid.value, "PAYMENT_INVALID")
 
-      const settlementId = yield* reserve(id, payload)
-      const settlement = { id: settlementId, orderId: id, payer: authorization.from }
-      const outcome = yield* processor.settle(payload, requirements, (tx) =>
+      // From the reservation on, a client that hangs up does not stop the settlement half way.
+      const outcome = yield* Effect.uninterruptible(
         Effect.gen(function* () {
-          const now = new Date(yield* Clock.currentTimeMillis)
-          yield* repo.recordBroadcast(settlementId, tx.hash, tx.raw, now)
+          const settlementId = yield* reserve(id, payload)
+          const settled = yield* processor.settle(payload, requirements, (tx) =>
+            Effect.gen(function* () {
+              const now = new Date(yield* Clock.currentTimeMillis)
+              if (!(yield* repo.recordBroadcast(settlementId, tx.hash, tx.raw, now))) {
+                return yield* new SettlementAbandoned()
+              }
+            })
+          )
+          yield* finish({ id: settlementId, orderId: id, payer: authorization.from }, settled)
+          return settled
         })
       )
-      yield* finish(settlement, outcome)
       const after = yield* load(id)
       switch (outcome._tag) {
         case "Settled":

@@ -117,9 +117,11 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
       execute: (orderId) => sql`SELECT * FROM settlements WHERE order_id = ${orderId} AND status = 'succeeded'`
     })
 
+    /** Records the transaction about to be broadcast; false when the settlement was already decided. */
     const recordBroadcast = (id: number, txHash: string, rawTx: string | null, now: Date) =>
       sql`UPDATE settlements SET status = 'broadcast', tx_hash = ${txHash}, raw_tx = ${rawTx}, updated_at = ${now}
-          WHERE id = ${id} AND status IN ('pending', 'broadcast')`
+          WHERE id = ${id} AND status IN ('pending', 'broadcast')
+          RETURNING id`.pipe(Effect.map((rows) => rows.length === 1))
 
     /** Moves an unfinished settlement to a final state; false when it was already final. */
     const finishSettlement = (

@@ -9,7 +9,7 @@
  * Both confirm a success from the receipt: status success and the token's Transfer(from, to, value).
  */
 import { FetchHttpClient, HttpClient, HttpClientRequest, HttpClientResponse } from "@effect/platform"
-import { Config, Context, Effect, Layer, Option, Schema } from "effect"
+import { Config, Context, Data, Effect, Layer, Option, Schema } from "effect"
 import {
   type Hash,
   type Hex,
@@ -37,6 +37,9 @@ export type SettleOutcome =
   | { readonly _tag: "Rejected"; readonly reason: string; readonly transaction?: Hash }
   | { readonly _tag: "Pending"; readonly transaction?: Hash }
 
+/** The settlement was decided meanwhile (by the reconciler): the transaction must not go out. */
+export class SettlementAbandoned extends Data.TaggedError("SettlementAbandoned") {}
+
 export interface BroadcastRecord {
   readonly hash: Hash
   /** The signed transaction, kept for re-broadcast after a crash; null when a facilitator sent it. */
@@ -54,7 +57,7 @@ export interface PaymentProcessorShape {
   readonly settle: (
     payload: PaymentPayload,
     requirements: PaymentRequirements,
-    record: (tx: BroadcastRecord) => Effect.Effect<void>
+    record: (tx: BroadcastRecord) => Effect.Effect<void, SettlementAbandoned>
   ) => Effect.Effect<SettleOutcome>
 }
 
@@ -159,7 +162,7 @@ export const LocalProcessor = Layer.effect(
     const settle = (
       payload: PaymentPayload,
       requirements: PaymentRequirements,
-      record: (tx: BroadcastRecord) => Effect.Effect<void>
+      record: (tx: BroadcastRecord) => Effect.Effect<void, SettlementAbandoned>
     ) =>
       Effect.gen(function* () {
         const a = payload.payload.authorization
@@ -191,15 +194,18 @@ export const LocalProcessor = Layer.effect(
               )
         return yield* relayed.pipe(
           Effect.flatMap((signed) => confirm(chain, signed.hash, payload, requirements)),
-          Effect.catchAll(
-            (error): Effect.Effect<SettleOutcome> =>
-              error instanceof CallReverted
-                ? Effect.succeed({ _tag: "Rejected", reason: reasonForRevert(error.reason) })
-                : // Sent or not, we cannot tell: the reconciler decides from the chain.
-                  Effect.logWarning("settlement broadcast failed", error).pipe(
-                    Effect.as<SettleOutcome>({ _tag: "Pending" })
-                  )
-          )
+          Effect.catchAll((error): Effect.Effect<SettleOutcome> => {
+            if (error instanceof CallReverted) {
+              return Effect.succeed({ _tag: "Rejected", reason: reasonForRevert(error.reason) })
+            }
+            if (error instanceof SettlementAbandoned) {
+              return Effect.succeed({ _tag: "Rejected", reason: Reason.unexpectedSettleError })
+            }
+            // Sent or not, we cannot tell: the reconciler decides from the chain.
+            return Effect.logWarning("settlement broadcast failed", error).pipe(
+              Effect.as<SettleOutcome>({ _tag: "Pending" })
+            )
+          })
         )
       }).pipe(Effect.withSpan("PaymentProcessor.settle"))
 
@@ -249,7 +255,7 @@ export const FacilitatorProcessor = (baseUrl: string) =>
       const settle = (
         payload: PaymentPayload,
         requirements: PaymentRequirements,
-        record: (tx: BroadcastRecord) => Effect.Effect<void>
+        record: (tx: BroadcastRecord) => Effect.Effect<void, SettlementAbandoned>
       ) =>
         call("/settle", SettleResponse, payload, requirements).pipe(
           Effect.flatMap((response): Effect.Effect<SettleOutcome> => {
@@ -257,7 +263,11 @@ export const FacilitatorProcessor = (baseUrl: string) =>
               return Effect.succeed({ _tag: "Rejected", reason: response.errorReason ?? Reason.transactionFailed })
             }
             const hash = response.transaction as Hash
-            return record({ hash, raw: null }).pipe(Effect.zipRight(confirm(chain, hash, payload, requirements)))
+            // Already sent by the facilitator: if the reconciler decided meanwhile, it read the chain.
+            return record({ hash, raw: null }).pipe(
+              Effect.ignore,
+              Effect.zipRight(confirm(chain, hash, payload, requirements))
+            )
           }),
           Effect.catchAll((error) =>
             Effect.logWarning("facilitator settle failed", error).pipe(Effect.as<SettleOutcome>({ _tag: "Pending" }))
