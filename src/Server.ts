@@ -1,6 +1,6 @@
 /**
  * The HTTP application: the API with every handler, the error normaliser, CORS, OpenAPI,
- * the docs page, request ids and access logs. `HttpLive` needs an `HttpServer`; main.ts gives
+ * the docs page, request ids and access logs. `httpLive` takes the `HttpServer` layer; main.ts gives
  * it a Node server on PORT, tests one on a free port.
  */
 import { createServer } from "node:http"
@@ -16,7 +16,7 @@ import {
   HttpServerResponse
 } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Cause, Effect, Layer, Option } from "effect"
+import { Cause, Config, Deferred, Duration, Effect, Layer, Option } from "effect"
 import { Api, CoreApi, MerchantEnabledApi } from "./Api.js"
 import { BadRequest, InternalError, NotFound, PayloadTooLarge } from "./ApiError.js"
 import { Auth } from "./auth/Auth.js"
@@ -33,6 +33,7 @@ import { Market, MarketRefreshLive } from "./market/Market.js"
 import { PriceFeed } from "./market/PriceFeed.js"
 import { MerchantLive } from "./merchant/Http.js"
 import { RateLimiter } from "./RateLimit.js"
+import { ServerAddress } from "./ServerAddress.js"
 
 const MAX_BODY_BYTES = 64 * 1024
 
@@ -156,14 +157,46 @@ const CorsLive = Layer.unwrapEffect(
   )
 )
 
-export const HttpLive = HttpApiBuilder.serve((app) => withRequestId(HttpMiddleware.logger(app))).pipe(
-  Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
-  Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
-  Layer.provide(CorsLive),
-  Layer.provide(ApiLive),
-  HttpServer.withLogAddress
+/** Tells the services that wait for it where the server listens. */
+const AnnounceAddress = Layer.effectDiscard(
+  Effect.gen(function* () {
+    const server = yield* HttpServer.HttpServer
+    yield* Deferred.succeed(yield* ServerAddress, server.address)
+  })
 )
 
+/**
+ * The HTTP application on the given server layer. The server is built last, so it starts
+ * listening only once every service below it is ready: a connection accepted earlier would wait
+ * for a handler that is not attached yet (and hold up shutdown).
+ */
+export const httpLive = <A, E, R>(server: Layer.Layer<A | HttpServer.HttpServer, E, R>) =>
+  HttpApiBuilder.serve((app) => withRequestId(HttpMiddleware.logger(app))).pipe(
+    HttpServer.withLogAddress,
+    Layer.merge(AnnounceAddress),
+    Layer.provideMerge(server),
+    Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
+    Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
+    Layer.provide(CorsLive),
+    Layer.provide(ApiLive),
+    Layer.provide(ServerAddress.layer)
+  )
+
+/**
+ * The Node server on PORT. At shutdown it stops accepting and lets in-flight requests finish;
+ * connections still open after SHUTDOWN_GRACE are cut, so a stuck client cannot hold the process.
+ */
 export const NodeServerLive = Layer.unwrapEffect(
-  Effect.map(AppConfig, (config) => NodeHttpServer.layer(createServer, { port: config.port, host: "0.0.0.0" }))
+  Effect.gen(function* () {
+    const config = yield* AppConfig
+    const grace = yield* Config.duration("SHUTDOWN_GRACE").pipe(Config.withDefault(Duration.seconds(10)))
+    const server = createServer()
+    const deadline = Layer.scopedDiscard(
+      // Registered after the server's own finalizer, so it runs first: it only arms the timer.
+      Effect.addFinalizer(() =>
+        Effect.sync(() => setTimeout(() => server.closeAllConnections(), Duration.toMillis(grace)).unref())
+      )
+    )
+    return deadline.pipe(Layer.provideMerge(NodeHttpServer.layer(() => server, { port: config.port, host: "0.0.0.0" })))
+  })
 )

@@ -9,10 +9,9 @@ import { AppConfig } from "./Config.js"
 import { ChainDeployment } from "./chain/Chain.js"
 import { SqlLive } from "./Database.js"
 import { ObservabilityLive } from "./Observability.js"
-import { HttpLive, NodeServerLive } from "./Server.js"
+import { httpLive, NodeServerLive } from "./Server.js"
 
-const MainLive = HttpLive.pipe(
-  Layer.provide(NodeServerLive),
+const MainLive = httpLive(NodeServerLive).pipe(
   Layer.provide(SqlLive),
   Layer.provide(ChainDeployment.layer),
   Layer.provide(ObservabilityLive),

@@ -17,11 +17,12 @@
  */
 import { randomBytes, randomUUID } from "node:crypto"
 import path from "node:path"
-import { FetchHttpClient, HttpClient, HttpClientRequest, HttpServer } from "@effect/platform"
+import { FetchHttpClient, HttpClient, HttpClientRequest } from "@effect/platform"
 import { Clock, Context, Effect, Either, Layer, Option, ParseResult, Redacted, Schema } from "effect"
 import { BadRequest, NotFound } from "../ApiError.js"
 import { AppConfig } from "../Config.js"
 import { CardDataKey, decrypt, encrypt, loadOrCreateSecretFile, normalizeDocumentNumber } from "../cards/CardCrypto.js"
+import { awaitServerAddress, type ServerAddress } from "../ServerAddress.js"
 import { KycProviderFailed, type SandboxForm, WebhookSignatureInvalid, WebhookTimestampStale } from "./Api.js"
 import { KycConfig } from "./KycConfig.js"
 import { KycProvider, type SessionReport, type VerifiedDocument } from "./KycProvider.js"
@@ -226,20 +227,22 @@ export const checkForm = (form: SandboxForm): Either.Either<Option.Option<Verifi
 const ownWebhookUrl = Effect.gen(function* () {
   const { sandboxWebhookUrl } = yield* KycConfig
   if (Option.isSome(sandboxWebhookUrl)) return sandboxWebhookUrl.value
-  const server = yield* HttpServer.HttpServer
-  if (server.address._tag !== "TcpAddress") {
+  const address = yield* awaitServerAddress
+  if (address._tag !== "TcpAddress") {
     return yield* Effect.dieMessage("KYC_SANDBOX_WEBHOOK_URL must be set when the server listens on a unix socket")
   }
-  const host = ["0.0.0.0", "::", ""].includes(server.address.hostname) ? "127.0.0.1" : server.address.hostname
+  const host = ["0.0.0.0", "::", ""].includes(address.hostname) ? "127.0.0.1" : address.hostname
   const hostPart = host.includes(":") ? `[${host}]` : host
-  return `http://${hostPart}:${server.address.port}/kyc/webhook/sandbox`
+  return `http://${hostPart}:${address.port}/kyc/webhook/sandbox`
 })
 
 const makeSandboxDesk = Effect.gen(function* () {
   const repo = yield* SandboxRepo
   const secret = yield* SandboxSecret
   const keys = yield* CardDataKey
-  const webhookUrl = yield* ownWebhookUrl
+  // Resolved at the first delivery: the server listens only after this service is built.
+  const context = yield* Effect.context<KycConfig | ServerAddress>()
+  const webhookUrl = yield* Effect.cached(ownWebhookUrl.pipe(Effect.provide(context)))
   const http = yield* HttpClient.HttpClient
   const notFound = new NotFound({ error: "no such sandbox identity session" })
 
@@ -252,7 +255,7 @@ const makeSandboxDesk = Effect.gen(function* () {
   const deliver = (event: SandboxEvent, now: number) =>
     Effect.gen(function* () {
       const body = JSON.stringify(event)
-      const request = HttpClientRequest.post(webhookUrl).pipe(
+      const request = HttpClientRequest.post(yield* webhookUrl).pipe(
         HttpClientRequest.setHeaders(signSandbox(Redacted.value(secret), body, now)),
         HttpClientRequest.bodyText(body, "application/json")
       )

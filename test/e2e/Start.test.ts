@@ -1,4 +1,5 @@
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { connect } from "node:net"
 import { tmpdir } from "node:os"
 import path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
@@ -78,6 +79,28 @@ describe("npm start on embedded defaults", () => {
         expect(isAlive(orphan)).toBe(false)
         expect((yield* Effect.promise(() => fetch(`${second.baseUrl}/ready`))).status).toBe(200)
         expect(yield* stopService(second, "SIGTERM")).toBe(0)
+        rmSync(dataDir, { recursive: true, force: true })
+      }),
+    120_000
+  )
+
+  it.live(
+    "a client that never finishes its request cannot hold up shutdown past SHUTDOWN_GRACE",
+    () =>
+      Effect.gen(function* () {
+        const dataDir = freshDataDir()
+        const port = yield* freePort
+        const service = yield* startService({ PORT: String(port), DATA_DIR: dataDir, SHUTDOWN_GRACE: "1 second" })
+        // Headers never completed: the connection is busy, so a plain close would wait for it.
+        const socket = connect(port, "127.0.0.1")
+        yield* Effect.async<void>((resume) => {
+          socket.once("connect", () => resume(Effect.void))
+        })
+        socket.write("GET /health HTTP/1.1\r\nHost: localhost\r\n")
+        const started = Date.now()
+        expect(yield* stopService(service, "SIGTERM")).toBe(0)
+        expect(Date.now() - started).toBeLessThan(15_000)
+        socket.destroy()
         rmSync(dataDir, { recursive: true, force: true })
       }),
     120_000

@@ -5,7 +5,7 @@ import { AppConfig } from "../../src/Config.js"
 import { ChainDeployment } from "../../src/chain/Chain.js"
 import { setStockPaused } from "../../src/chain/Devnet.js"
 import { marketStatusAt } from "../../src/market/Calendar.js"
-import { HttpLive } from "../../src/Server.js"
+import { httpLive } from "../../src/Server.js"
 import { send } from "../support/http.js"
 import { TestChain, TestDevnet } from "../support/TestChain.js"
 import { TestDatabase } from "../support/TestDatabase.js"
@@ -139,8 +139,7 @@ const ChainWithBrokenFeed = Layer.effect(
   })
 ).pipe(Layer.provide(TestChain))
 
-const serverWithBrokenFeed = HttpLive.pipe(
-  Layer.provideMerge(NodeHttpServer.layerTest),
+const serverWithBrokenFeed = httpLive(NodeHttpServer.layerTest).pipe(
   Layer.provideMerge(TestDatabase),
   Layer.provideMerge(ChainWithBrokenFeed),
   Layer.provideMerge(AppConfig.layer),

@@ -4,7 +4,7 @@ import path from "node:path"
 import { NodeHttpServer } from "@effect/platform-node"
 import { ConfigProvider, Effect, Layer, Logger, LogLevel } from "effect"
 import { AppConfig } from "../../src/Config.js"
-import { HttpLive } from "../../src/Server.js"
+import { httpLive } from "../../src/Server.js"
 import { TestChain } from "./TestChain.js"
 import { TestDatabase } from "./TestDatabase.js"
 
@@ -31,8 +31,7 @@ export const testServer = (env: Record<string, string> = {}) =>
         RATE_LIMIT_ORDERS: "100000",
         ...env
       }
-      return HttpLive.pipe(
-        Layer.provideMerge(NodeHttpServer.layerTest),
+      return httpLive(NodeHttpServer.layerTest).pipe(
         Layer.provideMerge(TestDatabase),
         Layer.provideMerge(TestChain),
         Layer.provideMerge(AppConfig.layer),
