@@ -21,7 +21,8 @@ const outputs = [
   ["USD1.sol", "USD1", "Usd1Artifact"],
   ["StockToken.sol", "StockToken", "StockTokenArtifact"],
   ["PriceFeed.sol", "PriceFeed", "PriceFeedArtifact"],
-  ["DemoExchange.sol", "DemoExchange", "DemoExchangeArtifact"]
+  ["DemoExchange.sol", "DemoExchange", "DemoExchangeArtifact"],
+  ["SmartWallet.sol", "SmartWallet", "SmartWalletArtifact"]
 ] as const
 
 export const compilerSettings = {

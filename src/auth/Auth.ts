@@ -8,6 +8,7 @@ import { verifyMessage } from "viem"
 import { Unauthorized } from "../ApiError.js"
 import { AppConfig } from "../Config.js"
 import type { Address } from "../chain/Address.js"
+import { ChainClient } from "../chain/Chain.js"
 import { Kyc } from "../kyc/Kyc.js"
 import { ChallengeExpired, ChallengeUnknown, InvalidSignature, Me, SignInResult } from "./Api.js"
 import { AuthRepo } from "./AuthRepo.js"
@@ -18,16 +19,23 @@ const CHALLENGE_RETENTION_MS = 24 * 60 * 60 * 1000
 
 const sha256 = (token: string): Uint8Array => createHash("sha256").update(token, "utf8").digest()
 
-/** Recovers the signer for an EOA signature; any malformed signature is simply "not valid". */
-const isSignedBy = (address: Address, message: string, signature: `0x${string}`) =>
-  Effect.promise(() => verifyMessage({ address, message, signature }).catch(() => false))
-
 export class Auth extends Effect.Service<Auth>()("app/Auth", {
   effect: Effect.gen(function* () {
     const repo = yield* AuthRepo
     const kyc = yield* Kyc
     const { appUrl } = yield* AppConfig
     const chainId = yield* Config.integer("CHAIN_ID").pipe(Config.withDefault(31337))
+    const chain = yield* ChainClient
+
+    /**
+     * An EOA signature recovers locally; otherwise the chain is asked (ERC-1271 contract wallets,
+     * ERC-6492 for wallets not deployed yet). A malformed signature is simply "not signed".
+     */
+    const isSignedBy = (address: Address, message: string, signature: `0x${string}`) =>
+      Effect.promise(async () => {
+        if (await verifyMessage({ address, message, signature }).catch(() => false)) return true
+        return chain.publicClient.verifyMessage({ address, message, signature }).catch(() => false)
+      })
 
     const challenge = Effect.fn("Auth.challenge")(function* (address: Address) {
       const now = yield* Clock.currentTimeMillis

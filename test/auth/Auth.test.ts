@@ -3,13 +3,28 @@ import { ConfigProvider, Effect, Layer, TestClock } from "effect"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { Auth, SESSION_TTL_MS } from "../../src/auth/Auth.js"
 import { AppConfig } from "../../src/Config.js"
+import { ChainClient } from "../../src/chain/Chain.js"
+import { CARD_KEY_HEX, SANDBOX_SECRET } from "../kyc/helpers.js"
 import { sessionCount } from "../support/auth.js"
+import { TestChain } from "../support/TestChain.js"
 import { TestDatabase } from "../support/TestDatabase.js"
 
 const AuthTest = Auth.Default.pipe(
+  Layer.provide(ChainClient.Default),
+  Layer.provide(TestChain),
   Layer.provideMerge(TestDatabase),
   Layer.provide(AppConfig.layer),
-  Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["APP_URL", "https://app.example.com"]]))))
+  Layer.provide(
+    Layer.setConfigProvider(
+      ConfigProvider.fromMap(
+        new Map([
+          ["APP_URL", "https://app.example.com"],
+          ["KYC_SANDBOX_SECRET", SANDBOX_SECRET],
+          ["CARD_DATA_KEY", CARD_KEY_HEX]
+        ])
+      )
+    )
+  )
 )
 
 const NOW = Date.parse("2026-11-21T12:00:00Z")

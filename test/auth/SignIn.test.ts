@@ -3,9 +3,12 @@ import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
 import { ParsedMessage } from "@spruceid/siwe-parser"
 import { Effect } from "effect"
-import type { PrivateKeyAccount } from "viem/accounts"
+import { createPublicClient, createWalletClient, getAddress, http } from "viem"
+import { type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts"
+import { SmartWalletArtifact } from "../../src/chain/contracts/artifacts.js"
 import { newAccount, sessionCount, signIn } from "../support/auth.js"
 import { bearer, send } from "../support/http.js"
+import { TestDevnet } from "../support/TestChain.js"
 import { TEST_APP_URL, testServer } from "../support/TestServer.js"
 
 const challenge = (address: string) =>
@@ -108,6 +111,39 @@ layer(testServer(), { excludeTestServices: true })("sign-in over HTTP", (it) => 
         json: { message, signature: yield* sign(account, message) }
       })
       expect(genuine.status).toBe(200)
+    })
+  )
+
+  it.effect("an ERC-1271 contract wallet signs in with its owner's signature", () =>
+    Effect.gen(function* () {
+      const devnet = yield* TestDevnet
+      const owner = newAccount()
+      const deployer = createWalletClient({
+        account: privateKeyToAccount(devnet.deployerKey),
+        transport: http(devnet.rpcUrl)
+      })
+      const reader = createPublicClient({ transport: http(devnet.rpcUrl) })
+      const hash = yield* Effect.promise(() =>
+        deployer.deployContract({
+          chain: null,
+          abi: SmartWalletArtifact.abi,
+          bytecode: SmartWalletArtifact.bytecode,
+          args: [owner.address]
+        })
+      )
+      const wallet = (yield* Effect.promise(() => reader.waitForTransactionReceipt({ hash }))).contractAddress!
+
+      const message = yield* challenge(wallet)
+      const forged = yield* send("POST", "/auth/verify", {
+        json: { message, signature: yield* sign(newAccount(), message) }
+      })
+      expect(forged.status).toBe(401)
+      expect(forged.body.code).toBe("INVALID_SIGNATURE")
+      const verified = yield* send("POST", "/auth/verify", {
+        json: { message, signature: yield* sign(owner, message) }
+      })
+      expect(verified.status).toBe(200)
+      expect(verified.body.address).toBe(getAddress(wallet))
     })
   )
 

@@ -4,9 +4,19 @@ import { describe, expect, layer } from "@effect/vitest"
 import { registerExactEvmScheme } from "@x402/evm/exact/client"
 import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@x402/fetch"
 import { Effect } from "effect"
-import { createPublicClient, erc20Abi, type Hex, http, parseAbiItem, parseUnits } from "viem"
-import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
-import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
+import {
+  createPublicClient,
+  createWalletClient,
+  erc20Abi,
+  getAddress,
+  type Hex,
+  http,
+  parseAbiItem,
+  parseUnits
+} from "viem"
+import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts"
+import { SmartWalletArtifact } from "../../src/chain/contracts/artifacts.js"
+import { ANVIL_ACCOUNT_KEYS, mintUsd1 } from "../../src/chain/Devnet.js"
 import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { send } from "../support/http.js"
 import { TestDevnet } from "../support/TestChain.js"
@@ -111,6 +121,38 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
       const again = yield* send("GET", `/merchant/orders/${order.id}/pay`)
       expect(again.status).toBe(200)
       expect(again.body.status).toBe("paid")
+    })
+  )
+
+  it.effect("an ERC-1271 contract wallet pays with its owner's signature", () =>
+    Effect.gen(function* () {
+      const { devnet, client } = yield* chainReader
+      const owner = privateKeyToAccount(generatePrivateKey())
+      const deployer = createWalletClient({
+        account: privateKeyToAccount(devnet.deployerKey),
+        transport: http(devnet.rpcUrl)
+      })
+      const deployed = yield* Effect.promise(() =>
+        deployer.deployContract({
+          chain: null,
+          abi: SmartWalletArtifact.abi,
+          bytecode: SmartWalletArtifact.bytecode,
+          args: [owner.address]
+        })
+      )
+      const wallet = (yield* Effect.promise(() => client.waitForTransactionReceipt({ hash: deployed })))
+        .contractAddress!
+      yield* mintUsd1(devnet, wallet, parseUnits("10", 18)).pipe(Effect.orDie)
+
+      const order = yield* createOrder("4")
+      const requirements = yield* requirementsOf(order.id)
+      const { header } = yield* Effect.promise(() =>
+        signPayment({ ...owner, address: wallet } as PrivateKeyAccount, requirements, { signer: owner })
+      )
+      const paid = yield* payWith(order.id, header)
+      expect(paid.status).toBe(200)
+      expect(paid.body).toMatchObject({ status: "paid", payer: getAddress(wallet) })
+      expect(yield* usd1Balance(wallet)).toBe(parseUnits("6", 18))
     })
   )
 
