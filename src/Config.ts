@@ -3,7 +3,7 @@
  * A bad value fails start-up with a ConfigError that names the variable and the expected form.
  * Domain-specific settings (chain, identity provider, ...) live beside their domain.
  */
-import { Config, ConfigError, Context, Either, Layer, LogLevel, type Option, type Redacted } from "effect"
+import { Config, ConfigError, Context, Either, Layer, LogLevel, Option, type Redacted } from "effect"
 import { getAddress, isAddress } from "viem"
 
 /** An origin is `scheme://host[:port]` with nothing after it. */
@@ -66,6 +66,8 @@ export type AgentMode = "off" | "dry" | "live"
 export interface AppSettings {
   readonly port: number
   readonly appUrl: string
+  /** This service's public base URL (sandbox identity pages, x402 resource URLs). */
+  readonly apiUrl: string
   readonly webOrigins: ReadonlyArray<string>
   readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
   readonly dataDir: string
@@ -79,6 +81,7 @@ export interface AppSettings {
 export const appSettings: Config.Config<AppSettings> = Config.all({
   port: Config.port("PORT").pipe(Config.withDefault(3000)),
   appUrl: httpUrl("APP_URL").pipe(Config.withDefault("http://localhost:3000")),
+  apiUrl: Config.option(httpUrl("API_URL")),
   webOrigins: origins("WEB_ORIGIN").pipe(Config.withDefault([] as ReadonlyArray<string>)),
   databaseUrl: Config.option(Config.redacted("DATABASE_URL")),
   dataDir: Config.string("DATA_DIR").pipe(Config.withDefault(".data")),
@@ -88,10 +91,13 @@ export const appSettings: Config.Config<AppSettings> = Config.all({
   logLevel: Config.logLevel("LOG_LEVEL").pipe(Config.withDefault(LogLevel.Info)),
   otlpEndpoint: Config.option(httpUrl("OTEL_EXPORTER_OTLP_ENDPOINT"))
 }).pipe(
-  // Without WEB_ORIGIN the app's own origin is the only trusted one.
-  Config.map((settings) =>
-    settings.webOrigins.length > 0 ? settings : { ...settings, webOrigins: [new URL(settings.appUrl).origin] }
-  )
+  // Without API_URL the service is served under APP_URL; without WEB_ORIGIN the app's own
+  // origin is the only trusted one.
+  Config.map(({ apiUrl, ...settings }) => ({
+    ...settings,
+    apiUrl: Option.getOrElse(apiUrl, () => settings.appUrl),
+    webOrigins: settings.webOrigins.length > 0 ? settings.webOrigins : [new URL(settings.appUrl).origin]
+  }))
 )
 
 export class AppConfig extends Context.Tag("app/AppConfig")<AppConfig, AppSettings>() {

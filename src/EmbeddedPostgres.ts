@@ -52,7 +52,8 @@ export const freePort = Effect.async<number, EmbeddedPostgresError>((resume) => 
   })
 })
 
-const isAlive = (pid: number) => {
+/** Whether a process with this pid exists. */
+export const isAlive = (pid: number) => {
   try {
     process.kill(pid, 0)
     return true

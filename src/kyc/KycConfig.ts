@@ -4,7 +4,6 @@
  *
  * | Variable | Default | Meaning |
  * | `KYC_PROVIDER` | `sandbox` | `sandbox` (built-in test provider) or `didit` |
- * | `API_URL` | `APP_URL` | public base URL of this service (the sandbox page lives under it) |
  * | `KYC_SANDBOX_SECRET` | generated into `<DATA_DIR>/kyc-sandbox.secret` | sandbox webhook HMAC secret |
  * | `KYC_SANDBOX_WEBHOOK_URL` | this process's own listener | where the sandbox delivers its webhooks |
  * | `DIDIT_API_KEY`, `DIDIT_WEBHOOK_SECRET`, `DIDIT_WORKFLOW_ID` | - | required when `KYC_PROVIDER=didit` |
@@ -49,11 +48,10 @@ const diditSettings: Config.Config<DiditSettings> = Config.all({
 })
 
 export const kycSettings = Effect.gen(function* () {
-  const { appUrl } = yield* AppConfig
+  const { apiUrl } = yield* AppConfig
   const provider = yield* Config.literal(...PROVIDER_NAMES)("KYC_PROVIDER").pipe(
     Config.withDefault("sandbox" as ProviderName)
   )
-  const apiUrl = yield* httpUrl("API_URL").pipe(Config.withDefault(appUrl))
   const sandboxSecret = yield* Config.option(nonEmpty("KYC_SANDBOX_SECRET"))
   const sandboxWebhookUrl = yield* Config.option(httpUrl("KYC_SANDBOX_WEBHOOK_URL"))
   // Didit's settings are required only when it is the active provider.

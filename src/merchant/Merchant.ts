@@ -64,7 +64,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
     const repo = yield* OrderRepo
     const chain = yield* ChainClient
     const processor = yield* PaymentProcessor
-    const { appUrl, merchantPayTo } = yield* AppConfig
+    const { apiUrl, merchantPayTo } = yield* AppConfig
     const settings = yield* merchantSettings
     const payTo = yield* Effect.orDieWith(merchantPayTo, () => "MERCHANT_PAY_TO is required for the merchant")
     const { usd1 } = chain.deployment
@@ -81,7 +81,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       })
 
     const resourceOf = (row: OrderRow) => ({
-      url: `${appUrl}/merchant/orders/${row.id}/pay`,
+      url: `${apiUrl}/merchant/orders/${row.id}/pay`,
       description: row.description,
       mimeType: "application/json"
     })

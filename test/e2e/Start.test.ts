@@ -4,17 +4,8 @@ import { tmpdir } from "node:os"
 import path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { freePort } from "../../src/EmbeddedPostgres.js"
+import { freePort, isAlive } from "../../src/EmbeddedPostgres.js"
 import { startService, stopService } from "../support/process.js"
-
-const isAlive = (pid: number) => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
 
 /** A fresh data directory the embedded server's `postgres` user can enter when we run as root. */
 const freshDataDir = () => {
