@@ -183,7 +183,12 @@ export const errorText = (cause: unknown): string => {
     const details = cause as { shortMessage?: unknown; details?: unknown; message?: unknown }
     const reason = /reverted with the following reason:\s*\n?(.+)/.exec(String(details.message ?? ""))
     if (reason?.[1] !== undefined) return reason[1].trim()
-    if (typeof details.shortMessage === "string") return details.shortMessage
+    if (typeof details.shortMessage === "string") {
+      // The node's own words (e.g. "transaction already imported") are in `details`.
+      return typeof details.details === "string" && details.details !== ""
+        ? `${details.shortMessage} ${details.details}`
+        : details.shortMessage
+    }
   }
   return cause instanceof Error ? cause.message : String(cause)
 }

@@ -188,6 +188,48 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
         return settlementId
       }).pipe(repo.withTransaction)
 
+    const authorizationUsed = parseAbiItem("event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)")
+
+    /**
+     * What the chain says about an authorization, whoever sent the transaction: "unused"; Settled
+     * when the transaction that used it moved the amount to us; Rejected when it was used otherwise
+     * (cancelled, or another transfer); Pending while that transaction's receipt is not readable.
+     */
+    const usedAuthorization = (settlement: {
+      readonly payer: Address
+      readonly nonce: string
+      readonly payTo: string
+      readonly amountAtomic: bigint
+    }) =>
+      Effect.gen(function* () {
+        const nonce = settlement.nonce as Hex
+        const used = yield* Effect.tryPromise(() =>
+          chain.publicClient.readContract({
+            address: usd1.address,
+            abi: Usd1Artifact.abi,
+            functionName: "authorizationState",
+            args: [settlement.payer, nonce]
+          })
+        )
+        if (!used) return "unused" as const
+        const logs = yield* Effect.tryPromise(() =>
+          chain.publicClient.getLogs({
+            address: usd1.address,
+            event: authorizationUsed,
+            args: { authorizer: settlement.payer, nonce },
+            fromBlock: 0n
+          })
+        )
+        const hash = logs[0]?.transactionHash
+        if (hash === undefined) return { _tag: "Rejected", reason: Reason.nonceUsed } satisfies SettleOutcome
+        const receipt = yield* chain.receipt(hash, 5_000)
+        if (Option.isNone(receipt)) return { _tag: "Pending", transaction: hash } satisfies SettleOutcome
+        const to = settlement.payTo as Address
+        return (confirmsTransfer(receipt.value, usd1.address, settlement.payer, to, settlement.amountAtomic)
+          ? { _tag: "Settled", transaction: hash }
+          : { _tag: "Rejected", reason: Reason.nonceUsed, transaction: hash }) satisfies SettleOutcome as SettleOutcome
+      })
+
     const pay = Effect.fn("Merchant.pay")(function* (id: string, header: Option.Option<string>) {
       yield* Effect.annotateCurrentSpan("order.id", id)
       const order = yield* load(id)
@@ -241,8 +283,24 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
               }
             })
           )
-          yield* finish({ id: settlementId, orderId: id, payer: authorization.from }, settled)
-          return settled
+          // A refused or reverted transfer may be moot: the authorization can have been used by
+          // another transaction paying us the same amount (anyone may submit it).
+          const outcome =
+            settled._tag === "Rejected"
+              ? yield* usedAuthorization({
+                  payer: getAddress(authorization.from),
+                  nonce: authorization.nonce,
+                  payTo: requirements.payTo,
+                  amountAtomic: BigInt(requirements.amount)
+                }).pipe(
+                  Effect.map((chainSays) =>
+                    chainSays !== "unused" && chainSays._tag === "Settled" ? chainSays : settled
+                  ),
+                  Effect.orElseSucceed(() => settled)
+                )
+              : settled
+          yield* finish({ id: settlementId, orderId: id, payer: authorization.from }, outcome)
+          return outcome
         })
       )
       const after = yield* load(id)
@@ -271,50 +329,11 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       }
     })
 
-    const authorizationUsed = parseAbiItem("event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)")
-
-    /** The transaction that used this authorization, from the token's AuthorizationUsed log. */
-    const findUsingTransaction = (payer: Address, nonce: Hex) =>
-      Effect.tryPromise(() =>
-        chain.publicClient.getLogs({
-          address: usd1.address,
-          event: authorizationUsed,
-          args: { authorizer: payer, nonce },
-          fromBlock: 0n
-        })
-      ).pipe(Effect.map((logs) => Option.fromNullable(logs[0]?.transactionHash as Hash | undefined)))
-
     /** Decides one unfinished settlement from the chain; leaves it when the chain cannot tell yet. */
     const reconcileOne = (settlement: SettlementRow) =>
       Effect.gen(function* () {
-        const payer = settlement.payer
-        const nonce = settlement.nonce as Hex
-        const requirements = settlement.payload.accepted
-        const used = yield* Effect.tryPromise(() =>
-          chain.publicClient.readContract({
-            address: usd1.address,
-            abi: Usd1Artifact.abi,
-            functionName: "authorizationState",
-            args: [payer, nonce]
-          })
-        )
-        if (used) {
-          const hash =
-            settlement.txHash !== null
-              ? Option.some(settlement.txHash as Hash)
-              : yield* findUsingTransaction(payer, nonce)
-          const receipt = Option.isSome(hash) ? yield* chain.receipt(hash.value, 5_000) : Option.none()
-          const proved =
-            Option.isSome(receipt) &&
-            confirmsTransfer(receipt.value, usd1.address, payer, requirements.payTo as Address, settlement.amountAtomic)
-          if (proved && Option.isSome(hash))
-            return yield* finish(settlement, { _tag: "Settled", transaction: hash.value })
-          if (Option.isSome(receipt)) {
-            // Used, but by a transaction that is not our transfer (e.g. the payer cancelled it).
-            return yield* finish(settlement, { _tag: "Rejected", reason: Reason.nonceUsed })
-          }
-          return // mined but the receipt is not readable yet: next round
-        }
+        const used = yield* usedAuthorization({ ...settlement, payTo: settlement.payload.accepted.payTo })
+        if (used !== "unused") return used._tag === "Pending" ? undefined : yield* finish(settlement, used)
         if (settlement.txHash !== null) {
           const receipt = yield* chain.receipt(settlement.txHash as Hash, 2_000)
           if (Option.isSome(receipt)) {

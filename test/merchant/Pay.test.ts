@@ -3,7 +3,7 @@ import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
 import { registerExactEvmScheme } from "@x402/evm/exact/client"
 import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@x402/fetch"
-import { Effect } from "effect"
+import { Effect, Fiber, Schedule } from "effect"
 import {
   createPublicClient,
   createWalletClient,
@@ -12,10 +12,11 @@ import {
   type Hex,
   http,
   parseAbiItem,
+  parseSignature,
   parseUnits
 } from "viem"
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts"
-import { SmartWalletArtifact } from "../../src/chain/contracts/artifacts.js"
+import { SmartWalletArtifact, Usd1Artifact } from "../../src/chain/contracts/artifacts.js"
 import { ANVIL_ACCOUNT_KEYS, mintUsd1 } from "../../src/chain/Devnet.js"
 import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { send } from "../support/http.js"
@@ -153,6 +154,67 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
       expect(paid.status).toBe(200)
       expect(paid.body).toMatchObject({ status: "paid", payer: getAddress(wallet) })
       expect(yield* usd1Balance(wallet)).toBe(parseUnits("6", 18))
+    })
+  )
+
+  it.effect("an authorization used first by someone else's transaction still pays the order once", () =>
+    Effect.gen(function* () {
+      const { devnet, client } = yield* chainReader
+      const rpc = (method: string, params: ReadonlyArray<unknown> = []) =>
+        Effect.promise(() => client.request({ method, params } as never))
+      const payer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[6]!)
+      const order = yield* createOrder("3.3")
+      const requirements = yield* requirementsOf(order.id)
+      const { header, payload } = yield* Effect.promise(() => signPayment(payer, requirements))
+      const merchantBefore = yield* usd1Balance(merchant.address)
+
+      // Our settlement waits in the pool; a watcher submits the same authorization with a higher tip.
+      yield* rpc("evm_setAutomine", [false])
+      const paying = yield* Effect.fork(payWith(order.id, header))
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`SELECT 1 FROM settlements WHERE order_id = ${order.id} AND status = 'broadcast'`.pipe(
+        Effect.filterOrFail(
+          (rows) => rows.length === 1,
+          () => "not broadcast yet"
+        ),
+        Effect.retry(Schedule.spaced("20 millis").pipe(Schedule.upTo("10 seconds"))),
+        Effect.orDie
+      )
+      const a = payload.payload.authorization
+      const { v, r, s } = parseSignature(payload.payload.signature as Hex)
+      const watcher = createWalletClient({
+        account: privateKeyToAccount(ANVIL_ACCOUNT_KEYS[7]!),
+        transport: http(devnet.rpcUrl)
+      })
+      const frontRun = yield* Effect.promise(() =>
+        watcher.writeContract({
+          chain: null,
+          address: devnet.usd1,
+          abi: Usd1Artifact.abi,
+          functionName: "transferWithAuthorization",
+          args: [
+            a.from as Hex,
+            a.to as Hex,
+            BigInt(a.value),
+            0n,
+            BigInt(a.validBefore),
+            a.nonce as Hex,
+            Number(v),
+            r,
+            s
+          ],
+          gas: 200_000n,
+          maxFeePerGas: parseUnits("100", 9),
+          maxPriorityFeePerGas: parseUnits("50", 9)
+        })
+      )
+      yield* rpc("evm_mine")
+      yield* rpc("evm_setAutomine", [true])
+
+      const paid = yield* Fiber.join(paying)
+      expect(paid.status).toBe(200)
+      expect(paid.body).toMatchObject({ status: "paid", tx: frontRun, payer: payer.address })
+      expect(yield* usd1Balance(merchant.address)).toBe(merchantBefore + parseUnits("3.3", 18))
     })
   )
 
