@@ -15,7 +15,8 @@ export interface ParsedAmount {
 }
 
 export const parseAmount = (text: string): Either.Either<ParsedAmount, string> => {
-  const match = /^(\d{1,7})(?:\.(\d{1,6}))?$/.exec(text)
+  // Leading zeros are fine (the value decides); the length cap keeps BigInt work trivial.
+  const match = /^(\d{1,16})(?:\.(\d{1,6}))?$/.exec(text)
   if (match === null) {
     return Either.left('amount must be a decimal string with at most 6 decimals, like "12.50"')
   }
