@@ -243,7 +243,9 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       if (Either.isLeft(decoded)) return yield* refuse(order, decoded.left, "PAYMENT_INVALID")
       const payload = decoded.right
       const authorization = payload.payload.authorization
-      yield* Effect.annotateCurrentSpan("payment.payer", authorization.from)
+      // Stored and answered in checksum form, whatever case the client signed with.
+      const payer = getAddress(authorization.from)
+      yield* Effect.annotateCurrentSpan("payment.payer", payer)
 
       if (order.status === "paid") {
         // The same payment again (a client retry after a lost response): the same receipt.
@@ -288,7 +290,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
           const outcome =
             settled._tag === "Rejected"
               ? yield* usedAuthorization({
-                  payer: getAddress(authorization.from),
+                  payer,
                   nonce: authorization.nonce,
                   payTo: requirements.payTo,
                   amountAtomic: BigInt(requirements.amount)
@@ -299,7 +301,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
                   Effect.orElseSucceed(() => settled)
                 )
               : settled
-          yield* finish({ id: settlementId, orderId: id, payer: authorization.from }, outcome)
+          yield* finish({ id: settlementId, orderId: id, payer }, outcome)
           return outcome
         })
       )
@@ -312,7 +314,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
               success: true,
               transaction: outcome.transaction,
               network,
-              payer: authorization.from
+              payer
             })
           } satisfies PaidOrder
         case "Rejected":
@@ -322,7 +324,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
             success: false,
             transaction: outcome.transaction ?? "",
             network,
-            payer: authorization.from,
+            payer,
             errorReason: reason
           })
         }

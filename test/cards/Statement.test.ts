@@ -28,7 +28,12 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
       const { token } = yield* signIn(card)
       expect((yield* send("GET", "/me/activity", { headers: bearer(token) })).body).toEqual([])
 
-      const first = yield* payOrder(card, "3.5", "Croissant")
+      // Signed with the address in lower case: still the card's payment.
+      const first = yield* payOrder(
+        { ...card, address: card.address.toLowerCase() as `0x${string}` },
+        "3.5",
+        "Croissant"
+      )
       const second = yield* payOrder(card, "12", "Lunch")
       const third = yield* payOrder(card, "0.99", "Gum")
       // Another payer's order never shows.
