@@ -150,7 +150,14 @@ const CorsLive = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) =>
     HttpApiBuilder.middlewareCors({
       allowedOrigins: config.webOrigins,
-      allowedHeaders: ["authorization", "content-type", "payment-signature", "x-request-id"],
+      // The reference x402 client also sends Access-Control-Expose-Headers as a request header.
+      allowedHeaders: [
+        "authorization",
+        "content-type",
+        "payment-signature",
+        "access-control-expose-headers",
+        "x-request-id"
+      ],
       exposedHeaders: ["payment-required", "payment-response", "x-request-id", "www-authenticate"],
       maxAge: 600
     })

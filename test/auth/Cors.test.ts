@@ -12,13 +12,14 @@ layer(testServer({ WEB_ORIGIN: "https://app.example.com,https://shop.example.com
           headers: {
             origin: "https://shop.example.com",
             "access-control-request-method": "POST",
-            "access-control-request-headers": "payment-signature, authorization"
+            "access-control-request-headers": "payment-signature, authorization, access-control-expose-headers"
           }
         })
         expect(preflight.status).toBe(204)
         expect(preflight.headers["access-control-allow-origin"]).toBe("https://shop.example.com")
         expect(preflight.headers["access-control-allow-headers"]).toContain("payment-signature")
         expect(preflight.headers["access-control-allow-headers"]).toContain("authorization")
+        expect(preflight.headers["access-control-allow-headers"]).toContain("access-control-expose-headers")
 
         const allowed = yield* send("GET", "/health", { headers: { origin: "https://app.example.com" } })
         expect(allowed.headers["access-control-allow-origin"]).toBe("https://app.example.com")
