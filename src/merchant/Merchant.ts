@@ -10,7 +10,7 @@
  */
 import { randomBytes } from "node:crypto"
 import { Clock, Config, Duration, Effect, Either, Option, Schedule } from "effect"
-import { getAddress, type Hash, type Hex, parseAbiItem } from "viem"
+import { domainSeparator, getAddress, type Hash, type Hex, parseAbiItem } from "viem"
 import { AppConfig } from "../Config.js"
 import type { Address } from "../chain/Address.js"
 import { ChainClient } from "../chain/Chain.js"
@@ -39,6 +39,36 @@ export const merchantSettings = Config.all({
   /** Settlements untouched this long are the reconciler's; a live request finishes well before. */
   reconcileAfter: Config.duration("SETTLEMENT_RECONCILE_AFTER").pipe(Config.withDefault(Duration.seconds(45)))
 })
+
+/**
+ * Payers sign EIP-3009 authorizations with the domain we announce in `extra`; a wrong name or
+ * version makes every payment fail silently. So the announced domain must hash to the token's own
+ * DOMAIN_SEPARATOR, checked once at start-up (a token without that function is trusted, with a
+ * warning).
+ */
+const checkTokenDomain = (chain: ChainClient) =>
+  Effect.gen(function* () {
+    const { usd1, chainId } = chain.deployment
+    const onChain = yield* Effect.tryPromise(() =>
+      chain.publicClient.readContract({
+        address: usd1.address,
+        abi: Usd1Artifact.abi,
+        functionName: "DOMAIN_SEPARATOR"
+      })
+    ).pipe(Effect.option)
+    if (Option.isNone(onChain)) {
+      return yield* Effect.logWarning("USD1 has no readable DOMAIN_SEPARATOR; its EIP-712 domain is not checked")
+    }
+    const announced = domainSeparator({
+      domain: { name: usd1.name, version: usd1.version, chainId, verifyingContract: usd1.address }
+    })
+    if (announced !== onChain.value) {
+      return yield* Effect.dieMessage(
+        `USD1_EIP712_NAME/USD1_EIP712_VERSION ("${usd1.name}", "${usd1.version}") do not match the token's ` +
+          "DOMAIN_SEPARATOR: payments signed with them would be refused"
+      )
+    }
+  })
 
 const toOrder = (row: OrderRow, extra: { readonly amountUsd?: string } = {}) =>
   new Order({
@@ -69,6 +99,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
     const payTo = yield* Effect.orDieWith(merchantPayTo, () => "MERCHANT_PAY_TO is required for the merchant")
     const { usd1 } = chain.deployment
     const network = chain.network
+    yield* checkTokenDomain(chain)
 
     const requirementsOf = (row: OrderRow): PaymentRequirements =>
       requirementsFor({
