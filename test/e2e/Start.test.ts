@@ -31,9 +31,12 @@ describe("npm start on embedded defaults", () => {
         expect(ready.status).toBe(200)
         const pid = postmasterPid(dataDir)
         expect(pid).toBeDefined()
+        const anvilPid = Number(readFileSync(path.join(dataDir, "chain", "anvil.pid"), "utf8"))
+        expect(isAlive(anvilPid)).toBe(true)
         expect(yield* stopService(service, "SIGTERM")).toBe(0)
-        // The embedded PostgreSQL went down with the service.
+        // The embedded PostgreSQL and the devnet went down with the service.
         expect(isAlive(pid!)).toBe(false)
+        expect(isAlive(anvilPid)).toBe(false)
         // Logs are JSON lines by default.
         const lines = service
           .output()
