@@ -201,34 +201,9 @@ interface WallClock {
 
 /** ET wall clock (to the second) of an instant. */
 const wallClockOf = (at: number): WallClock => {
-  let year = 0
-  let month = 0
-  let day = 0
-  let hour = 0
-  let minute = 0
-  let second = 0
-  for (const part of etFormatter.formatToParts(at)) {
-    switch (part.type) {
-      case "year":
-        year = Number(part.value)
-        break
-      case "month":
-        month = Number(part.value)
-        break
-      case "day":
-        day = Number(part.value)
-        break
-      case "hour":
-        hour = Number(part.value)
-        break
-      case "minute":
-        minute = Number(part.value)
-        break
-      case "second":
-        second = Number(part.value)
-        break
-    }
-  }
+  const field: Partial<Record<Intl.DateTimeFormatPartTypes, number>> = {}
+  for (const part of etFormatter.formatToParts(at)) field[part.type] = Number(part.value)
+  const { year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0 } = field
   return { days: daysFromCivil(year, month, day), msOfDay: ((hour * 60 + minute) * 60 + second) * 1000 }
 }
 
