@@ -2,7 +2,7 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { describe, expect, it, layer } from "@effect/vitest"
-import { Context, Effect, Exit, Layer, Option, Scope } from "effect"
+import { Effect, Exit, Layer, Option, Scope } from "effect"
 import {
   type Address,
   BaseError,
@@ -37,6 +37,7 @@ import {
   setStockPrice,
   startDevnet
 } from "../../src/chain/Devnet.js"
+import { TestDevnet } from "../support/TestChain.js"
 
 // ---------------------------------------------------------------------------------------------------
 // helpers
@@ -121,8 +122,6 @@ const signTransferAuthorization = (
     })
     return { message: full, signature }
   })
-
-class TestDevnet extends Context.Tag("test/TestDevnet")<TestDevnet, Devnet>() {}
 
 // ---------------------------------------------------------------------------------------------------
 // one fresh devnet shared by the tests below (each test uses its own stock / accounts)
