@@ -6,13 +6,7 @@
  * (`Api` has them all, for handlers and clients), and Server.ts serves the combination in force.
  */
 import { HttpApi, OpenApi } from "@effect/platform"
-import {
-  BadRequestError,
-  InternalErrorError,
-  NotFoundError,
-  openApiWithServiceErrors,
-  PayloadTooLargeError
-} from "./ApiError.js"
+import { BadRequest, InternalError, NotFound, openApiWithServiceErrors, PayloadTooLarge } from "./ApiError.js"
 import { AccountApi, AuthApi } from "./auth/Api.js"
 import { StatementApi } from "./cards/Api.js"
 import { HealthApi } from "./health/Api.js"
@@ -29,10 +23,10 @@ export class CoreApi extends HttpApi.make("api")
   .add(KycSandboxApi)
   .add(MarketApi)
   .add(StatementApi)
-  .addError(BadRequestError)
-  .addError(NotFoundError)
-  .addError(PayloadTooLargeError)
-  .addError(InternalErrorError)
+  .addError(BadRequest.wire)
+  .addError(NotFound.wire)
+  .addError(PayloadTooLarge.wire)
+  .addError(InternalError.wire)
   .annotate(OpenApi.Title, "Card, Agent and Demo Merchant Service")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Transform, openApiWithServiceErrors) {}

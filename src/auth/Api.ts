@@ -7,40 +7,31 @@ import {
   OpenApi
 } from "@effect/platform"
 import { Context, Schema } from "effect"
-import { RateLimitedError, UnauthorizedError, wireError } from "../ApiError.js"
+import { ApiError, RateLimited, Unauthorized } from "../ApiError.js"
 import { Card } from "../cards/Card.js"
 import { Address } from "../chain/Address.js"
 import { KycState } from "../kyc/KycState.js"
 
-export class InvalidSignature extends Schema.TaggedError<InvalidSignature>()("InvalidSignature", {
-  error: Schema.String
-}) {}
-export const InvalidSignatureError = wireError(
-  InvalidSignature,
+export class InvalidSignature extends ApiError(
+  "InvalidSignature",
   "INVALID_SIGNATURE",
   401,
   "The signature does not recover the challenge's address."
-)
+) {}
 
-export class ChallengeExpired extends Schema.TaggedError<ChallengeExpired>()("ChallengeExpired", {
-  error: Schema.String
-}) {}
-export const ChallengeExpiredError = wireError(
-  ChallengeExpired,
+export class ChallengeExpired extends ApiError(
+  "ChallengeExpired",
   "CHALLENGE_EXPIRED",
   401,
   "The challenge is older than its 10-minute lifetime; ask for a new one."
-)
+) {}
 
-export class ChallengeUnknown extends Schema.TaggedError<ChallengeUnknown>()("ChallengeUnknown", {
-  error: Schema.String
-}) {}
-export const ChallengeUnknownError = wireError(
-  ChallengeUnknown,
+export class ChallengeUnknown extends ApiError(
+  "ChallengeUnknown",
   "CHALLENGE_UNKNOWN",
   401,
   "The message is not a challenge this server issued, or it was already used."
-)
+) {}
 
 /** The signed-in user, provided to bearer endpoints by the `Authentication` middleware. */
 export class CurrentUser extends Context.Tag("app/CurrentUser")<
@@ -49,7 +40,7 @@ export class CurrentUser extends Context.Tag("app/CurrentUser")<
 >() {}
 
 export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("app/Authentication", {
-  failure: UnauthorizedError,
+  failure: Unauthorized.wire,
   provides: CurrentUser,
   security: { bearer: HttpApiSecurity.bearer }
 }) {}
@@ -78,7 +69,7 @@ export class AuthApi extends HttpApiGroup.make("auth")
     HttpApiEndpoint.post("challenge", "/auth/challenge")
       .setPayload(Schema.Struct({ address: Address }))
       .addSuccess(Schema.Struct({ message: Schema.String }))
-      .addError(RateLimitedError)
+      .addError(RateLimited.wire)
       .annotate(OpenApi.Description, "An EIP-4361 message for the address to sign; single use, valid 10 minutes.")
   )
   .add(
@@ -87,10 +78,10 @@ export class AuthApi extends HttpApiGroup.make("auth")
         Schema.Struct({ message: Schema.String.pipe(Schema.maxLength(4096)), signature: Hex.pipe(Schema.minLength(4)) })
       )
       .addSuccess(SignInResult)
-      .addError(InvalidSignatureError)
-      .addError(ChallengeExpiredError)
-      .addError(ChallengeUnknownError)
-      .addError(RateLimitedError)
+      .addError(InvalidSignature.wire)
+      .addError(ChallengeExpired.wire)
+      .addError(ChallengeUnknown.wire)
+      .addError(RateLimited.wire)
       .annotate(OpenApi.Description, "Exchanges a signed challenge for a 30-day bearer token.")
   )
   .annotate(OpenApi.Title, "Sign-in") {}

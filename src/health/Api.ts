@@ -1,6 +1,6 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { NotReadyError } from "../ApiError.js"
+import { NotReady } from "../ApiError.js"
 
 export class HealthApi extends HttpApiGroup.make("health")
   .add(
@@ -11,7 +11,7 @@ export class HealthApi extends HttpApiGroup.make("health")
   .add(
     HttpApiEndpoint.get("ready", "/ready")
       .addSuccess(Schema.Struct({ status: Schema.Literal("ready") }))
-      .addError(NotReadyError)
+      .addError(NotReady.wire)
       .annotate(OpenApi.Description, "Readiness: the database answers.")
   )
   .annotate(OpenApi.Title, "Health") {}

@@ -4,56 +4,43 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { wireError } from "../ApiError.js"
+import { ApiError } from "../ApiError.js"
 import { Authentication } from "../auth/Api.js"
 
-export class KycAlreadyApproved extends Schema.TaggedError<KycAlreadyApproved>()("KycAlreadyApproved", {
-  error: Schema.String
-}) {}
-export const KycAlreadyApprovedError = wireError(
-  KycAlreadyApproved,
+export class KycAlreadyApproved extends ApiError(
+  "KycAlreadyApproved",
   "KYC_ALREADY_APPROVED",
   409,
   "The identity check is already approved; the card is issued."
-)
+) {}
 
-export class KycDuplicate extends Schema.TaggedError<KycDuplicate>()("KycDuplicate", { error: Schema.String }) {}
-export const KycDuplicateError = wireError(
-  KycDuplicate,
+export class KycDuplicate extends ApiError(
+  "KycDuplicate",
   "KYC_DUPLICATE",
   409,
   "The identity document already holds another card; no new check can be started."
-)
+) {}
 
-export class KycProviderFailed extends Schema.TaggedError<KycProviderFailed>()("KycProviderFailed", {
-  error: Schema.String
-}) {}
-export const KycProviderFailedError = wireError(
-  KycProviderFailed,
+export class KycProviderFailed extends ApiError(
+  "KycProviderFailed",
   "KYC_PROVIDER_ERROR",
   502,
   "The identity provider failed or did not answer in time; nothing changed, try again."
-)
+) {}
 
-export class WebhookSignatureInvalid extends Schema.TaggedError<WebhookSignatureInvalid>()("WebhookSignatureInvalid", {
-  error: Schema.String
-}) {}
-export const WebhookSignatureInvalidError = wireError(
-  WebhookSignatureInvalid,
+export class WebhookSignatureInvalid extends ApiError(
+  "WebhookSignatureInvalid",
   "WEBHOOK_SIGNATURE_INVALID",
   401,
   "The webhook's signature headers are missing or do not match its raw body; nothing changed."
-)
+) {}
 
-export class WebhookTimestampStale extends Schema.TaggedError<WebhookTimestampStale>()("WebhookTimestampStale", {
-  error: Schema.String
-}) {}
-export const WebhookTimestampStaleError = wireError(
-  WebhookTimestampStale,
+export class WebhookTimestampStale extends ApiError(
+  "WebhookTimestampStale",
   "WEBHOOK_TIMESTAMP_STALE",
   401,
   "The webhook is signed but its timestamp is more than 5 minutes from now; nothing changed."
-)
+) {}
 
 export const KycSessionRequest = Schema.NullOr(
   Schema.Struct({
@@ -74,9 +61,9 @@ export class KycApi extends HttpApiGroup.make("kyc")
     HttpApiEndpoint.post("startSession", "/kyc/session")
       .setPayload(KycSessionRequest)
       .addSuccess(KycSessionResponse)
-      .addError(KycAlreadyApprovedError)
-      .addError(KycDuplicateError)
-      .addError(KycProviderFailedError)
+      .addError(KycAlreadyApproved.wire)
+      .addError(KycDuplicate.wire)
+      .addError(KycProviderFailed.wire)
       .annotate(
         OpenApi.Description,
         "Starts the identity check (none or declined -> pending) and answers the provider URL; while pending " +
@@ -111,9 +98,9 @@ export class KycWebhookApi extends HttpApiGroup.make("kycWebhook")
         })
       )
       .addSuccess(WebhookAck)
-      .addError(WebhookSignatureInvalidError)
-      .addError(WebhookTimestampStaleError)
-      .addError(KycProviderFailedError)
+      .addError(WebhookSignatureInvalid.wire)
+      .addError(WebhookTimestampStale.wire)
+      .addError(KycProviderFailed.wire)
       .annotate(
         OpenApi.Description,
         "Signed result deliveries from the active identity provider (`sandbox` or `didit`). The HMAC is " +

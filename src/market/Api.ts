@@ -4,18 +4,15 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { ParseResult, Schema } from "effect"
-import { NotFoundError, wireError } from "../ApiError.js"
+import { ApiError, NotFound } from "../ApiError.js"
 import { Address } from "../chain/Address.js"
 
-export class PriceUnavailable extends Schema.TaggedError<PriceUnavailable>()("PriceUnavailable", {
-  error: Schema.String
-}) {}
-export const PriceUnavailableError = wireError(
-  PriceUnavailable,
+export class PriceUnavailable extends ApiError(
+  "PriceUnavailable",
   "PRICE_UNAVAILABLE",
   502,
   "The token's price feed did not answer in time and no recent price is cached."
-)
+) {}
 
 export const MarketStatus = Schema.Struct({
   openState: Schema.Boolean.annotations({ description: "whether the token can trade now on its platform" }),
@@ -149,8 +146,8 @@ export class MarketApi extends HttpApiGroup.make("market")
     HttpApiEndpoint.get("token", "/market/tokens/:token")
       .setPath(Schema.Struct({ token: Schema.String.annotations({ description: "symbol or token address" }) }))
       .addSuccess(TokenMarket)
-      .addError(NotFoundError)
-      .addError(PriceUnavailableError)
+      .addError(NotFound.wire)
+      .addError(PriceUnavailable.wire)
       .annotate(OpenApi.Description, "One token's market data, by symbol (any case) or address.")
   )
   .annotate(OpenApi.Title, "Market") {}

@@ -1,6 +1,6 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Either, Schema } from "effect"
-import { RateLimitedError, wireError } from "../ApiError.js"
+import { ApiError, RateLimited } from "../ApiError.js"
 import { Address } from "../chain/Address.js"
 import { parseAmount } from "./Money.js"
 import { PaymentRequiredBody, SettleResponse } from "./X402.js"
@@ -30,31 +30,23 @@ export const CreateOrder = Schema.Struct({
   description: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(500))
 })
 
-export class OrderNotFound extends Schema.TaggedError<OrderNotFound>()("OrderNotFound", { error: Schema.String }) {}
-export const OrderNotFoundError = wireError(OrderNotFound, "ORDER_NOT_FOUND", 404, "No order with this id.")
+export class OrderNotFound extends ApiError("OrderNotFound", "ORDER_NOT_FOUND", 404, "No order with this id.") {}
 
-export class OrderExpired extends Schema.TaggedError<OrderExpired>()("OrderExpired", { error: Schema.String }) {}
-export const OrderExpiredError = wireError(OrderExpired, "ORDER_EXPIRED", 409, "The order expired unpaid.")
+export class OrderExpired extends ApiError("OrderExpired", "ORDER_EXPIRED", 409, "The order expired unpaid.") {}
 
-export class OrderAlreadyPaid extends Schema.TaggedError<OrderAlreadyPaid>()("OrderAlreadyPaid", {
-  error: Schema.String
-}) {}
-export const OrderAlreadyPaidError = wireError(
-  OrderAlreadyPaid,
+export class OrderAlreadyPaid extends ApiError(
+  "OrderAlreadyPaid",
   "ORDER_ALREADY_PAID",
   409,
   "The order was paid by another payment."
-)
+) {}
 
-export class PaymentInProgress extends Schema.TaggedError<PaymentInProgress>()("PaymentInProgress", {
-  error: Schema.String
-}) {}
-export const PaymentInProgressError = wireError(
-  PaymentInProgress,
+export class PaymentInProgress extends ApiError(
+  "PaymentInProgress",
   "PAYMENT_IN_PROGRESS",
   409,
   "A payment for this order is being settled."
-)
+) {}
 
 export const PaymentRequiredCode = Schema.Literal("PAYMENT_REQUIRED", "PAYMENT_INVALID", "SETTLEMENT_FAILED")
 
@@ -66,23 +58,23 @@ export class PaymentRequired extends Schema.TaggedError<PaymentRequired>()("Paym
   body: PaymentRequiredBody,
   code: PaymentRequiredCode,
   settlement: Schema.optional(SettleResponse)
-}) {}
-
-export const PaymentRequiredError = Schema.transform(
-  Schema.Struct({ ...PaymentRequiredBody.fields, code: PaymentRequiredCode }).annotations({
-    identifier: "PaymentRequired",
-    description:
-      "x402 v2 PaymentRequired (same JSON as the PAYMENT-REQUIRED header). PAYMENT_REQUIRED: no payment sent; " +
-      "PAYMENT_INVALID: the payment was refused, `error` is the reason; SETTLEMENT_FAILED: the transfer failed " +
-      "(PAYMENT-RESPONSE says why)."
-  }),
-  Schema.typeSchema(PaymentRequired),
-  {
-    strict: true,
-    decode: ({ code, ...body }) => new PaymentRequired({ body, code }),
-    encode: ({ body, code }) => ({ ...body, code })
-  }
-).annotations(HttpApiSchema.annotations({ status: 402 }))
+}) {
+  static readonly wire = Schema.transform(
+    Schema.Struct({ ...PaymentRequiredBody.fields, code: PaymentRequiredCode }).annotations({
+      identifier: "PaymentRequired",
+      description:
+        "x402 v2 PaymentRequired (same JSON as the PAYMENT-REQUIRED header). PAYMENT_REQUIRED: no payment sent; " +
+        "PAYMENT_INVALID: the payment was refused, `error` is the reason; SETTLEMENT_FAILED: the transfer failed " +
+        "(PAYMENT-RESPONSE says why)."
+    }),
+    Schema.typeSchema(PaymentRequired),
+    {
+      strict: true,
+      decode: ({ code, ...body }) => new PaymentRequired({ body, code }),
+      encode: ({ body, code }) => ({ ...body, code })
+    }
+  ).annotations(HttpApiSchema.annotations({ status: 402 }))
+}
 
 const OrderPath = Schema.Struct({ id: Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9_-]{1,64}$/)) })
 const PaymentHeaders = Schema.Struct({
@@ -95,11 +87,11 @@ const payEndpoint = <const Name extends string>(endpoint: HttpApiEndpoint.HttpAp
     .setPath(OrderPath)
     .setHeaders(PaymentHeaders)
     .addSuccess(Order)
-    .addError(OrderNotFoundError)
-    .addError(OrderExpiredError)
-    .addError(OrderAlreadyPaidError)
-    .addError(PaymentInProgressError)
-    .addError(PaymentRequiredError)
+    .addError(OrderNotFound.wire)
+    .addError(OrderExpired.wire)
+    .addError(OrderAlreadyPaid.wire)
+    .addError(PaymentInProgress.wire)
+    .addError(PaymentRequired.wire)
     .annotate(
       OpenApi.Description,
       "x402 v2: without PAYMENT-SIGNATURE answers 402 with PAYMENT-REQUIRED (or 200 with the order once paid); " +
@@ -112,14 +104,14 @@ export class MerchantApi extends HttpApiGroup.make("merchant")
     HttpApiEndpoint.post("createOrder", "/merchant/orders")
       .setPayload(CreateOrder)
       .addSuccess(Order)
-      .addError(RateLimitedError)
+      .addError(RateLimited.wire)
       .annotate(OpenApi.Description, "Creates an open order payable in USD1.")
   )
   .add(
     HttpApiEndpoint.get("getOrder", "/merchant/orders/:id")
       .setPath(OrderPath)
       .addSuccess(Order)
-      .addError(OrderNotFoundError)
+      .addError(OrderNotFound.wire)
   )
   .add(payEndpoint(HttpApiEndpoint.get("payGet", "/merchant/orders/:id/pay")))
   .add(payEndpoint(HttpApiEndpoint.post("pay", "/merchant/orders/:id/pay")))
