@@ -17,8 +17,9 @@ import { createPublicClient, createWalletClient, type Hex, http, parseSignature 
 import { privateKeyToAccount } from "viem/accounts"
 import { Usd1Artifact } from "../src/chain/contracts/artifacts.js"
 import { ANVIL_ACCOUNT_KEYS, startDevnet } from "../src/chain/Devnet.js"
+import { transferWithAuthorizationTypedData } from "../src/chain/Eip3009.js"
 import { freePort, startEmbeddedPostgres } from "../src/EmbeddedPostgres.js"
-import { encodeHeader, type PaymentRequirements, transferWithAuthorizationTypedData } from "../src/merchant/X402.js"
+import { authorizationOf, encodeHeader, type PaymentRequirements } from "../src/merchant/X402.js"
 
 const N = Number(process.argv[2] ?? 100)
 const payer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[1]!)
@@ -82,11 +83,16 @@ const program = Effect.gen(function* () {
 
   const reader = createPublicClient({ transport: http(devnet.rpcUrl), pollingInterval: 20 })
   const wallet = createWalletClient({ account: baselineRelayer, transport: http(devnet.rpcUrl, { retryCount: 0 }) })
-  const domain = { name: "World Liberty Financial USD", version: "1", chainId: devnet.chainId, asset: devnet.usd1 }
+  const domain = {
+    chainId: devnet.chainId,
+    usd1: { address: devnet.usd1, decimals: 18, name: "World Liberty Financial USD", version: "1" }
+  }
 
   const baseline = async () => {
     const authorization = authorizationFor(merchant, "1000000000000000000")
-    const signature = await payer.signTypedData(transferWithAuthorizationTypedData(authorization, domain))
+    const signature = await payer.signTypedData(
+      transferWithAuthorizationTypedData(authorizationOf(authorization), domain)
+    )
     const { v, r, s } = parseSignature(signature)
     const hash = await wallet.writeContract({
       chain: null,
@@ -117,7 +123,9 @@ const program = Effect.gen(function* () {
     const offer = await fetch(`${base}/merchant/orders/${order.id}/pay`)
     const requirements = ((await offer.json()) as { accepts: Array<PaymentRequirements> }).accepts[0]!
     const authorization = authorizationFor(requirements.payTo, requirements.amount)
-    const signature = await payer.signTypedData(transferWithAuthorizationTypedData(authorization, domain))
+    const signature = await payer.signTypedData(
+      transferWithAuthorizationTypedData(authorizationOf(authorization), domain)
+    )
     const paid = await fetch(`${base}/merchant/orders/${order.id}/pay`, {
       method: "POST",
       headers: {

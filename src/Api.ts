@@ -7,7 +7,8 @@
  */
 import { HttpApi, OpenApi } from "@effect/platform"
 import { BadRequest, InternalError, NotFound, openApiWithServiceErrors, PayloadTooLarge } from "./ApiError.js"
-import { AccountApi, AuthApi } from "./auth/Api.js"
+import { AccountApi } from "./account/Api.js"
+import { AuthApi } from "./auth/Api.js"
 import { StatementApi } from "./cards/Api.js"
 import { HealthApi } from "./health/Api.js"
 import { KycApi, KycSandboxApi, KycWebhookApi } from "./kyc/Api.js"

@@ -3,7 +3,7 @@
  * A bad value fails start-up with a ConfigError that names the variable and the expected form.
  * Domain-specific settings (chain, identity provider, ...) live beside their domain.
  */
-import { Config, ConfigError, Context, Either, Layer, LogLevel, Option, type Redacted } from "effect"
+import { Config, ConfigError, Context, Duration, Either, Layer, LogLevel, Option, type Redacted } from "effect"
 import { getAddress, isAddress } from "viem"
 
 /** An origin is `scheme://host[:port]` with nothing after it. */
@@ -49,6 +49,35 @@ const origins = (name: string) =>
           )
         : Either.right(parsed as ReadonlyArray<string>)
     })
+  )
+
+const SHORT_DURATION = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h)$/
+const SHORT_UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const
+
+/**
+ * A positive duration setting, one grammar for all of them: milliseconds (`5000`),
+ * `500ms`/`5s`/`1m`/`1h`, or effect's form (`5 seconds`, `300 millis`).
+ */
+export const durationConfig = (name: string, fallback: Duration.DurationInput) =>
+  Config.string(name).pipe(
+    Config.mapOrFail((text) => {
+      const trimmed = text.trim()
+      const short = SHORT_DURATION.exec(trimmed)
+      const parsed = /^\d+$/.test(trimmed)
+        ? Option.some(Duration.millis(Number(trimmed)))
+        : short !== null
+          ? Option.some(Duration.millis(Number(short[1]) * SHORT_UNIT_MS[short[2] as keyof typeof SHORT_UNIT_MS]))
+          : Duration.decodeUnknown(trimmed)
+      return Option.isSome(parsed) && Duration.toMillis(parsed.value) > 0 && Duration.isFinite(parsed.value)
+        ? Either.right(parsed.value)
+        : Either.left(
+            ConfigError.InvalidData(
+              [name],
+              `Expected ${name} to be a positive duration such as 5000 (ms), 5s or "5 seconds", got "${text}"`
+            )
+          )
+    }),
+    Config.withDefault(Duration.decode(fallback))
   )
 
 /** An EVM address in any case, normalised to its EIP-55 checksum form. */

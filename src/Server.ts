@@ -1,7 +1,8 @@
 /**
- * The HTTP application: the API with every handler, the error normaliser, CORS, OpenAPI,
- * the docs page, request ids and access logs. `httpLive` takes the `HttpServer` layer; main.ts gives
- * it a Node server on PORT, tests one on a free port.
+ * The HTTP application: the API with every handler and domain service, the background loops, the
+ * error normaliser, CORS, OpenAPI, the docs page, request ids and access logs. `httpLive` takes the
+ * `HttpServer` layer (main.ts gives it a Node server on PORT, tests one on a free port) and requires
+ * the ports (Ports.ts), the database and the configuration from outside.
  */
 import { createServer } from "node:http"
 import {
@@ -16,22 +17,26 @@ import {
   HttpServerResponse
 } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Cause, Config, Deferred, Duration, Effect, Layer, Option } from "effect"
+import { Cause, Deferred, Duration, Effect, Layer, Option } from "effect"
 import { Api, CoreApi, MerchantEnabledApi } from "./Api.js"
 import { BadRequest, InternalError, NotFound, PayloadTooLarge } from "./ApiError.js"
+import { Account } from "./account/Account.js"
+import { AccountHttpLive } from "./account/Http.js"
 import { Auth } from "./auth/Auth.js"
-import { AccountHttpLive, AuthHttpLive } from "./auth/Http.js"
-import { AppConfig } from "./Config.js"
+import { AuthHttpLive } from "./auth/Http.js"
+import { AppConfig, durationConfig } from "./Config.js"
+import { Cards } from "./cards/Cards.js"
 import { StatementHttpLive } from "./cards/Http.js"
-import { ChainClient } from "./chain/Chain.js"
+import { Statement } from "./cards/Statement.js"
 import { HealthHttpLive } from "./health/Http.js"
 import { KycHttpLive, KycSandboxHttpLive, KycWebhookHttpLive } from "./kyc/Http.js"
 import { Kyc } from "./kyc/Kyc.js"
-import { SandboxDeskLive } from "./kyc/SandboxProvider.js"
+import { KycConfig } from "./kyc/KycConfig.js"
+import { SandboxDeskLive } from "./kyc/SandboxDesk.js"
 import { MarketHttpLive } from "./market/Http.js"
 import { Market, MarketRefreshLive } from "./market/Market.js"
-import { PriceFeed } from "./market/PriceFeed.js"
-import { MerchantLive } from "./merchant/Http.js"
+import { MerchantHttpLive } from "./merchant/Http.js"
+import { Merchant, SettlementReconcilerLive } from "./merchant/Merchant.js"
 import { RateLimiter } from "./RateLimit.js"
 import { ServerAddress } from "./ServerAddress.js"
 
@@ -120,7 +125,14 @@ const withRequestId = HttpMiddleware.make((app) =>
   })
 )
 
-const CoreHandlersLive = Layer.mergeAll(
+/** The domain services, each with its own repositories; the ports they use come from outside. */
+const DomainLive = Layer.mergeAll(Account.Default, Statement.Default, Market.Default, RateLimiter.Default).pipe(
+  Layer.provideMerge(Layer.mergeAll(Auth.Default, Kyc.Default, SandboxDeskLive)),
+  Layer.provideMerge(Cards.Default),
+  Layer.provide(KycConfig.layer)
+)
+
+const CoreLive = Layer.mergeAll(
   HealthHttpLive,
   AuthHttpLive,
   AccountHttpLive,
@@ -128,14 +140,12 @@ const CoreHandlersLive = Layer.mergeAll(
   KycWebhookHttpLive,
   KycSandboxHttpLive,
   MarketHttpLive,
-  MarketRefreshLive,
   StatementHttpLive,
-  ErrorNormalizerLive
-).pipe(
-  Layer.provide([Auth.Default, Kyc.Default, SandboxDeskLive, Market.Default, RateLimiter.Default]),
-  Layer.provide(PriceFeed.onchain),
-  Layer.provide(ChainClient.Default)
+  ErrorNormalizerLive,
+  MarketRefreshLive
 )
+
+const MerchantLive = Layer.merge(MerchantHttpLive, SettlementReconcilerLive).pipe(Layer.provide(Merchant.Default))
 
 /** The API in force: the core, plus the merchant when `MERCHANT_PAY_TO` is set. */
 export const ApiLive = Layer.unwrapEffect(
@@ -144,7 +154,7 @@ export const ApiLive = Layer.unwrapEffect(
       ? HttpApiBuilder.api(MerchantEnabledApi).pipe(Layer.provide(MerchantLive))
       : HttpApiBuilder.api(CoreApi)
   )
-).pipe(Layer.provide(CoreHandlersLive))
+).pipe(Layer.provide(CoreLive), Layer.provide(DomainLive))
 
 const CorsLive = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) =>
@@ -196,7 +206,7 @@ export const httpLive = <A, E, R>(server: Layer.Layer<A | HttpServer.HttpServer,
 export const NodeServerLive = Layer.unwrapEffect(
   Effect.gen(function* () {
     const config = yield* AppConfig
-    const grace = yield* Config.duration("SHUTDOWN_GRACE").pipe(Config.withDefault(Duration.seconds(10)))
+    const grace = yield* durationConfig("SHUTDOWN_GRACE", "10 seconds")
     const server = createServer()
     const deadline = Layer.scopedDiscard(
       // Registered after the server's own finalizer, so it runs first: it only arms the timer.

@@ -1,19 +1,20 @@
 /**
  * Entry point: `npm start`. Serves the whole API on embedded defaults when nothing is configured.
  * SIGTERM/SIGINT interrupt the main fiber: the server stops accepting, in-flight requests finish,
- * then the database pool and any embedded servers are released in reverse order.
+ * then the background loops, the database pool and any embedded servers are released in reverse
+ * order.
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Layer } from "effect"
 import { AppConfig } from "./Config.js"
-import { ChainDeployment } from "./chain/Chain.js"
 import { SqlLive } from "./Database.js"
 import { ObservabilityLive } from "./Observability.js"
+import { PortsLive } from "./Ports.js"
 import { httpLive, NodeServerLive } from "./Server.js"
 
 const MainLive = httpLive(NodeServerLive).pipe(
+  Layer.provide(PortsLive),
   Layer.provide(SqlLive),
-  Layer.provide(ChainDeployment.layer),
   Layer.provide(ObservabilityLive),
   Layer.provide(AppConfig.layer)
 )

@@ -1,11 +1,4 @@
-import {
-  HttpApiEndpoint,
-  HttpApiGroup,
-  HttpApiMiddleware,
-  HttpApiSchema,
-  HttpApiSecurity,
-  OpenApi
-} from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSecurity, OpenApi } from "@effect/platform"
 import { Context, Schema } from "effect"
 import { ApiError, RateLimited, Unauthorized } from "../ApiError.js"
 import { Card } from "../cards/Card.js"
@@ -50,13 +43,6 @@ export const Hex = Schema.String.pipe(
   Schema.maxLength(100_000)
 )
 
-export class Me extends Schema.Class<Me>("Me")({
-  address: Address,
-  kyc: KycState,
-  card: Schema.NullOr(Card),
-  createdAt: Schema.Number.annotations({ description: "ms since epoch" })
-}) {}
-
 export class SignInResult extends Schema.Class<SignInResult>("SignInResult")({
   token: Schema.String.annotations({ description: "Bearer token, valid 30 days" }),
   address: Address,
@@ -85,17 +71,3 @@ export class AuthApi extends HttpApiGroup.make("auth")
       .annotate(OpenApi.Description, "Exchanges a signed challenge for a 30-day bearer token.")
   )
   .annotate(OpenApi.Title, "Sign-in") {}
-
-export class AccountApi extends HttpApiGroup.make("account")
-  .add(
-    HttpApiEndpoint.post("signout", "/auth/signout")
-      .addSuccess(HttpApiSchema.NoContent)
-      .annotate(OpenApi.Description, "Revokes the bearer token.")
-  )
-  .add(
-    HttpApiEndpoint.get("me", "/me")
-      .addSuccess(Me)
-      .annotate(OpenApi.Description, "The signed-in user; poll while kyc is pending.")
-  )
-  .middleware(Authentication)
-  .annotate(OpenApi.Title, "Account") {}

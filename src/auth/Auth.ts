@@ -1,45 +1,34 @@
 /**
  * Sign-in with a wallet key: SIWE challenges, signature checks and opaque bearer sessions.
  * Challenges are stored and single use; tokens are 32 random bytes kept only as SHA-256.
+ * The challenge's chain id is the chain's own (from the `ChainClient` port).
  */
 import { createHash, randomBytes } from "node:crypto"
-import { Clock, Config, Effect, Option } from "effect"
-import { verifyMessage } from "viem"
+import { Clock, Effect, Option } from "effect"
 import { Unauthorized } from "../ApiError.js"
 import { AppConfig } from "../Config.js"
 import type { Address } from "../chain/Address.js"
-import { ChainClient } from "../chain/Chain.js"
-import { Kyc } from "../kyc/Kyc.js"
-import { ChallengeExpired, ChallengeUnknown, InvalidSignature, Me, SignInResult } from "./Api.js"
+import { ChainClient } from "../chain/ChainClient.js"
+import { ChallengeExpired, ChallengeUnknown, InvalidSignature } from "./Api.js"
 import { AuthRepo } from "./AuthRepo.js"
 import { buildChallenge, nonceOf } from "./Siwe.js"
 
 export const SESSION_TTL_MS = 30 * 24 * 60 * 60 * 1000
 const CHALLENGE_RETENTION_MS = 24 * 60 * 60 * 1000
 
+/** Session ids are the SHA-256 of their token: a leaked table holds no usable token. */
 const sha256 = (token: string): Uint8Array => createHash("sha256").update(token, "utf8").digest()
 
 export class Auth extends Effect.Service<Auth>()("app/Auth", {
   effect: Effect.gen(function* () {
     const repo = yield* AuthRepo
-    const kyc = yield* Kyc
-    const { appUrl } = yield* AppConfig
-    const chainId = yield* Config.integer("CHAIN_ID").pipe(Config.withDefault(31337))
     const chain = yield* ChainClient
-
-    /**
-     * An EOA signature recovers locally; otherwise the chain is asked (ERC-1271 contract wallets,
-     * ERC-6492 for wallets not deployed yet). A malformed signature is simply "not signed".
-     */
-    const isSignedBy = (address: Address, message: string, signature: `0x${string}`) =>
-      Effect.promise(async () => {
-        if (await verifyMessage({ address, message, signature }).catch(() => false)) return true
-        return chain.publicClient.verifyMessage({ address, message, signature }).catch(() => false)
-      })
+    const { appUrl } = yield* AppConfig
+    const site = { appUrl, chainId: chain.chainId }
 
     const challenge = Effect.fn("Auth.challenge")(function* (address: Address) {
       const now = yield* Clock.currentTimeMillis
-      const issued = buildChallenge({ appUrl, chainId }, address, randomBytes(16).toString("hex"), now)
+      const issued = buildChallenge(site, address, randomBytes(16).toString("hex"), now)
       yield* repo.pruneChallenges(new Date(now - CHALLENGE_RETENTION_MS))
       yield* repo.insertChallenge({
         nonce: issued.nonce,
@@ -51,13 +40,7 @@ export class Auth extends Effect.Service<Auth>()("app/Auth", {
       return { message: issued.message }
     })
 
-    const profile = Effect.fn("Auth.profile")(function* (address: Address) {
-      const user = yield* repo.findUser(address).pipe(Effect.flatMap(Effect.orDieWith(() => "user row missing")))
-      // The identity-check state and card, reconciled with the provider when a check is pending.
-      const { kyc: state, card } = yield* kyc.standing(address)
-      return new Me({ address: user.address, kyc: state, card, createdAt: user.createdAt.getTime() })
-    })
-
+    /** Exchanges a signed challenge for a new session: the bearer token and whose it is. */
     const verify = Effect.fn("Auth.verify")(function* (message: string, signature: `0x${string}`) {
       const unknown = new ChallengeUnknown({ error: "the message is not a challenge issued by this server" })
       const nonce = nonceOf(message)
@@ -70,7 +53,8 @@ export class Auth extends Effect.Service<Auth>()("app/Auth", {
       if (now >= issued.expiresAt.getTime()) {
         return yield* new ChallengeExpired({ error: "the challenge expired; request a new one" })
       }
-      if (!(yield* isSignedBy(issued.address, message, signature))) {
+      const signed = yield* chain.verifyMessage(issued.address, message, signature).pipe(Effect.orDie)
+      if (!signed) {
         return yield* new InvalidSignature({ error: `the signature is not from ${issued.address}` })
       }
       const token = randomBytes(32).toString("base64url")
@@ -88,8 +72,7 @@ export class Auth extends Effect.Service<Auth>()("app/Auth", {
         })
       }).pipe(repo.withTransaction)
       yield* Effect.annotateCurrentSpan("user.address", issued.address)
-      const me = yield* profile(issued.address)
-      return new SignInResult({ token, address: me.address, kyc: me.kyc, card: me.card })
+      return { token, address: issued.address }
     })
 
     const authenticate = Effect.fn("Auth.authenticate")(function* (token: string) {
@@ -103,11 +86,7 @@ export class Auth extends Effect.Service<Auth>()("app/Auth", {
       return { address: session.value.address, sessionId: Buffer.from(tokenHash).toString("hex") }
     })
 
-    const signout = Effect.fn("Auth.signout")(function* (sessionId: string) {
-      yield* repo.deleteSession(Buffer.from(sessionId, "hex"))
-    })
-
-    return { challenge, verify, authenticate, signout, profile }
+    return { challenge, verify, authenticate }
   }),
-  dependencies: [AuthRepo.Default, Kyc.Default]
+  dependencies: [AuthRepo.Default]
 }) {}

@@ -1,8 +1,8 @@
 /** SQL for challenges, users and sessions. Infrastructure failures die here. */
 import { SqlClient, SqlSchema } from "@effect/sql"
-import { Effect, flow, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import { Address } from "../chain/Address.js"
-import { transactionally } from "../Sql.js"
+import { repository, transactionally } from "../Sql.js"
 
 const ChallengeRow = Schema.Struct({
   nonce: Schema.String,
@@ -80,15 +80,17 @@ export class AuthRepo extends Effect.Service<AuthRepo>()("app/AuthRepo", {
     const deleteSession = (tokenHash: Uint8Array) => sql`DELETE FROM sessions WHERE token_hash = ${tokenHash}`
 
     return {
-      insertChallenge: flow(insertChallenge, Effect.orDie),
-      findChallenge: flow(findChallenge, Effect.orDie),
-      consumeChallenge: flow(consumeChallenge, Effect.orDie),
-      pruneChallenges: flow(pruneChallenges, Effect.orDie),
-      upsertUser: flow(upsertUser, Effect.orDie),
-      findUser: flow(findUser, Effect.orDie),
-      insertSession: flow(insertSession, Effect.orDie),
-      findSession: flow(findSession, Effect.orDie),
-      deleteSession: flow(deleteSession, Effect.orDie),
+      ...repository("AuthRepo", {
+        insertChallenge,
+        findChallenge,
+        consumeChallenge,
+        pruneChallenges,
+        upsertUser,
+        findUser,
+        insertSession,
+        findSession,
+        deleteSession
+      }),
       withTransaction: transactionally(sql)
     }
   })

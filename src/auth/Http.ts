@@ -1,8 +1,9 @@
 import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer, Redacted } from "effect"
 import { Api } from "../Api.js"
+import { Account } from "../account/Account.js"
 import { RateLimiter } from "../RateLimit.js"
-import { Authentication, CurrentUser } from "./Api.js"
+import { Authentication } from "./Api.js"
 import { Auth } from "./Auth.js"
 
 export const AuthenticationLive = Layer.effect(
@@ -27,6 +28,7 @@ export const AuthenticationLive = Layer.effect(
 export const AuthHttpLive = HttpApiBuilder.group(Api, "auth", (handlers) =>
   Effect.gen(function* () {
     const auth = yield* Auth
+    const account = yield* Account
     const limiter = yield* RateLimiter
     return handlers
       .handle("challenge", ({ payload }) =>
@@ -35,16 +37,7 @@ export const AuthHttpLive = HttpApiBuilder.group(Api, "auth", (handlers) =>
       .handle("verify", ({ payload }) =>
         limiter
           .consume("signin")
-          .pipe(Effect.zipRight(auth.verify(payload.message, payload.signature as `0x${string}`)))
+          .pipe(Effect.zipRight(account.signIn(payload.message, payload.signature as `0x${string}`)))
       )
   })
 )
-
-export const AccountHttpLive = HttpApiBuilder.group(Api, "account", (handlers) =>
-  Effect.gen(function* () {
-    const auth = yield* Auth
-    return handlers
-      .handle("signout", () => Effect.flatMap(CurrentUser, (user) => auth.signout(user.sessionId)))
-      .handle("me", () => Effect.flatMap(CurrentUser, (user) => auth.profile(user.address)))
-  })
-).pipe(Layer.provide(AuthenticationLive))

@@ -1,11 +1,12 @@
 /**
- * SQL for cards. Number and CVV arrive here already sealed (see CardCrypto); the table has a
+ * SQL for cards. Number and CVV arrive here already sealed (see Cards and Secrets); the table has a
  * unique user (`cards_address_key`) and a unique document hash (`cards_document_hash_key`), so the
  * database itself guarantees one card per user and per identity document. Infrastructure failures die here.
  */
 import { SqlClient, SqlSchema } from "@effect/sql"
-import { Effect, flow, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import { Address } from "../chain/Address.js"
+import { repository } from "../Sql.js"
 
 export const CardRow = Schema.Struct({
   id: Schema.String,
@@ -65,11 +66,6 @@ export class CardRepo extends Effect.Service<CardRepo>()("app/CardRepo", {
         Effect.map((rows) => rows.length === 1)
       )
 
-    return {
-      findByAddress: flow(findByAddress, Effect.orDie),
-      holderOfDocument: flow(holderOfDocument, Effect.orDie),
-      hasCard: flow(hasCard, Effect.orDie),
-      insertIfAbsent: flow(insertIfAbsent, Effect.orDie)
-    }
+    return repository("CardRepo", { findByAddress, holderOfDocument, hasCard, insertIfAbsent })
   })
 }) {}

@@ -6,9 +6,10 @@
 import { randomBytes } from "node:crypto"
 import { Clock, Effect, Option, Redacted } from "effect"
 import type { Address } from "../chain/Address.js"
+import { normalizeDocumentNumber } from "../kyc/Document.js"
+import { keyedHash, open as openSealed, Secrets, seal } from "../Secrets.js"
 import { Card } from "./Card.js"
-import { CardDataKey, decrypt, documentHash, encrypt } from "./CardCrypto.js"
-import { CardIssuer, LocalCardIssuer } from "./CardIssuer.js"
+import { CardIssuer } from "./CardIssuer.js"
 import { CardRepo, type CardRow } from "./CardRepo.js"
 
 /** What an approval did: a new card, the user's existing card, or none because the document holds one. */
@@ -17,19 +18,25 @@ export type IssueOutcome = "issued" | "already-issued" | "duplicate"
 /** Additional authenticated data: binds a sealed value to its card and field. */
 export const cardAad = (cardId: string, field: "number" | "cvv") => `card:${cardId}:${field}`
 
+/** HMAC of the normalised document number: equal documents, equal hashes; no way back. */
+export const documentHash = (key: Uint8Array, documentNumber: string) =>
+  keyedHash(key, normalizeDocumentNumber(documentNumber))
+
 /** The holder name as printed: trimmed, inner whitespace collapsed. */
 export const holderName = (fullName: string) => fullName.trim().replace(/\s+/g, " ")
 
 export class Cards extends Effect.Service<Cards>()("app/Cards", {
   effect: Effect.gen(function* () {
     const repo = yield* CardRepo
-    const keys = yield* CardDataKey
+    const secrets = yield* Secrets
     const issuer = yield* CardIssuer
+    const cardKey = secrets.key("cardData")
+    const documentKey = secrets.key("documentHash")
 
     const open = (row: CardRow): Card => {
       const reveal = (sealed: Uint8Array, field: "number" | "cvv") =>
         Option.getOrThrowWith(
-          decrypt(keys.encryption, sealed, cardAad(row.id, field)),
+          openSealed(cardKey, sealed, cardAad(row.id, field)),
           () =>
             new Error(`card ${row.id}: the ${field} does not decrypt (is CARD_DATA_KEY the key it was sealed with?)`)
         )
@@ -62,7 +69,7 @@ export class Cards extends Effect.Service<Cards>()("app/Cards", {
       readonly documentNumber: Redacted.Redacted<string>
     }) {
       yield* Effect.annotateCurrentSpan("user.address", request.address)
-      const hash = documentHash(keys.documentHash, Redacted.value(request.documentNumber))
+      const hash = documentHash(documentKey, Redacted.value(request.documentNumber))
       const owner = yield* repo.holderOfDocument(hash)
       if (owner !== undefined) return owner === request.address ? "already-issued" : ("duplicate" as IssueOutcome)
       if (yield* repo.hasCard(request.address)) return "already-issued" as IssueOutcome
@@ -77,8 +84,8 @@ export class Cards extends Effect.Service<Cards>()("app/Cards", {
         issuer: issuer.name,
         issuerRef: issued.issuerRef,
         holder,
-        numberSealed: encrypt(keys.encryption, number, cardAad(id, "number")),
-        cvvSealed: encrypt(keys.encryption, Redacted.value(issued.cvv), cardAad(id, "cvv")),
+        numberSealed: seal(cardKey, number, cardAad(id, "number")),
+        cvvSealed: seal(cardKey, Redacted.value(issued.cvv), cardAad(id, "cvv")),
         last4: number.slice(-4),
         expiry: issued.expiry,
         documentHash: hash,
@@ -97,5 +104,5 @@ export class Cards extends Effect.Service<Cards>()("app/Cards", {
 
     return { forOwner, issueOnApproval }
   }),
-  dependencies: [CardRepo.Default, CardDataKey.layer, LocalCardIssuer]
+  dependencies: [CardRepo.Default]
 }) {}

@@ -20,8 +20,9 @@ import { FetchHttpClient, HttpClient, HttpClientRequest, HttpClientResponse } fr
 import { Effect, Either, Layer, Option, Redacted, Schema } from "effect"
 import { BadRequest } from "../ApiError.js"
 import { KycProviderFailed, WebhookSignatureInvalid, WebhookTimestampStale } from "./Api.js"
+import type { VerifiedDocument } from "./Document.js"
 import { type DiditSettings, KycConfig } from "./KycConfig.js"
-import { KycProvider, type SessionUpdate, type VerifiedDocument } from "./KycProvider.js"
+import { KycProvider, type SessionUpdate } from "./KycProvider.js"
 import type { SessionStatus } from "./KycState.js"
 import { bodyDigest, verifyDidit } from "./Webhook.js"
 

@@ -4,7 +4,7 @@ import { Api } from "../Api.js"
 import { CurrentUser } from "../auth/Api.js"
 import { AuthenticationLive } from "../auth/Http.js"
 import { Kyc } from "./Kyc.js"
-import { SandboxDesk } from "./SandboxProvider.js"
+import { SandboxDesk } from "./SandboxDesk.js"
 
 export const KycHttpLive = HttpApiBuilder.group(Api, "kyc", (handlers) =>
   Effect.gen(function* () {

@@ -19,20 +19,16 @@
  * late, repeated or out-of-order event never overwrites a terminal result. Events about a session
  * that is no longer the user's current one update that session only.
  */
-import { Clock, type Duration, Effect, Layer, Option } from "effect"
+import { Clock, type Duration, Effect, Option } from "effect"
 import { NotFound } from "../ApiError.js"
 import { AppConfig } from "../Config.js"
-import { CardDataKey } from "../cards/CardCrypto.js"
 import { Cards } from "../cards/Cards.js"
 import type { Address } from "../chain/Address.js"
 import { KycAlreadyApproved, KycDuplicate, KycProviderFailed } from "./Api.js"
-import { DiditProviderLive } from "./DiditProvider.js"
-import { KycConfig } from "./KycConfig.js"
 import { KycProvider, type SessionUpdate } from "./KycProvider.js"
 import { KycRepo } from "./KycRepo.js"
-import { accountStateOf, advances, type KycState } from "./KycState.js"
+import { accountStateOf, advances, canStartSession, type KycState } from "./KycState.js"
 import { resolveReturnUrl } from "./ReturnUrl.js"
-import { SandboxProviderLive } from "./SandboxProvider.js"
 import type { HeaderBag } from "./Webhook.js"
 
 /** At most one provider call per user per this window, whatever the number of polls and replicas. */
@@ -43,11 +39,6 @@ const PROVIDER_TIMEOUT = "10 seconds"
 const RECONCILE_TIMEOUT = "3 seconds"
 
 export type WebhookOutcome = "applied" | "unchanged" | "duplicate" | "ignored"
-
-/** The provider chosen by `KYC_PROVIDER`. */
-export const KycProviderLive = Layer.unwrapEffect(
-  Effect.map(KycConfig, (config) => (config.provider === "didit" ? DiditProviderLive : SandboxProviderLive))
-).pipe(Layer.provide(KycConfig.layer), Layer.provide(CardDataKey.layer))
 
 export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
   effect: Effect.gen(function* () {
@@ -182,18 +173,21 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
         const now = new Date(yield* Clock.currentTimeMillis)
         yield* repo.ensureAccount(address, now)
         const account = yield* repo.lockAccount(address).pipe(Effect.map(Option.getOrThrow))
-        if (account.status === "approved") {
-          return yield* new KycAlreadyApproved({ error: "the identity check is already approved" })
-        }
-        if (account.status === "duplicate") {
-          return yield* new KycDuplicate({ error: "this identity document already holds another card" })
-        }
-        if (account.status === "pending" && account.provider === provider.name && account.sessionId !== null) {
-          const session = yield* repo.findSession({ provider: provider.name, sessionId: account.sessionId })
+        if (account.status === "pending") {
+          // Resumed: the same session's page again (a check pending at a provider no longer in
+          // force starts over with this one).
+          const session =
+            account.provider === provider.name && account.sessionId !== null
+              ? yield* repo.findSession({ provider: provider.name, sessionId: account.sessionId })
+              : Option.none()
           if (Option.isSome(session)) {
-            yield* Effect.annotateCurrentSpan("kyc.session_id", account.sessionId)
+            yield* Effect.annotateCurrentSpan("kyc.session_id", session.value.sessionId)
             return { url: session.value.url }
           }
+        } else if (!canStartSession(account.status)) {
+          return yield* account.status === "approved"
+            ? new KycAlreadyApproved({ error: "the identity check is already approved" })
+            : new KycDuplicate({ error: "this identity document already holds another card" })
         }
         const created = yield* timed(provider.createSession({ address, returnUrl: target }))
         yield* Effect.annotateCurrentSpan("kyc.session_id", created.sessionId)
@@ -262,5 +256,5 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
 
     return { startSession, receiveWebhook, standing, reconcile }
   }),
-  dependencies: [KycRepo.Default, Cards.Default, KycProviderLive]
+  dependencies: [KycRepo.Default]
 }) {}

@@ -4,7 +4,6 @@
  *
  * | Variable | Default | Meaning |
  * | `KYC_PROVIDER` | `sandbox` | `sandbox` (built-in test provider) or `didit` |
- * | `KYC_SANDBOX_SECRET` | generated into `<DATA_DIR>/kyc-sandbox.secret` | sandbox webhook HMAC secret |
  * | `KYC_SANDBOX_WEBHOOK_URL` | this process's own listener | where the sandbox delivers its webhooks |
  * | `DIDIT_API_KEY`, `DIDIT_WEBHOOK_SECRET`, `DIDIT_WORKFLOW_ID` | - | required when `KYC_PROVIDER=didit` |
  * | `DIDIT_BASE_URL` | `https://verification.didit.me` | Didit's API base |
@@ -12,8 +11,9 @@
 import { Config, Context, Effect, Layer, Option, type Redacted } from "effect"
 import { AppConfig, httpUrl } from "../Config.js"
 
+/** The built-in providers `KYC_PROVIDER` chooses from; another provider is another `KycProvider` Layer. */
 export type ProviderName = "sandbox" | "didit"
-export const PROVIDER_NAMES: ReadonlyArray<ProviderName> = ["sandbox", "didit"]
+const PROVIDER_NAMES: ReadonlyArray<ProviderName> = ["sandbox", "didit"]
 
 export const DIDIT_DEFAULT_BASE_URL = "https://verification.didit.me"
 
@@ -28,7 +28,6 @@ export interface KycSettings {
   readonly provider: ProviderName
   /** Public base URL of this service, without a trailing slash. */
   readonly apiUrl: string
-  readonly sandboxSecret: Option.Option<Redacted.Redacted<string>>
   readonly sandboxWebhookUrl: Option.Option<string>
   readonly didit: Option.Option<DiditSettings>
 }
@@ -52,11 +51,10 @@ export const kycSettings = Effect.gen(function* () {
   const provider = yield* Config.literal(...PROVIDER_NAMES)("KYC_PROVIDER").pipe(
     Config.withDefault("sandbox" as ProviderName)
   )
-  const sandboxSecret = yield* Config.option(nonEmpty("KYC_SANDBOX_SECRET"))
   const sandboxWebhookUrl = yield* Config.option(httpUrl("KYC_SANDBOX_WEBHOOK_URL"))
   // Didit's settings are required only when it is the active provider.
   const didit = provider === "didit" ? Option.some(yield* diditSettings) : Option.none()
-  return { provider, apiUrl, sandboxSecret, sandboxWebhookUrl, didit } satisfies KycSettings
+  return { provider, apiUrl, sandboxWebhookUrl, didit } satisfies KycSettings
 })
 
 export class KycConfig extends Context.Tag("app/KycConfig")<KycConfig, KycSettings>() {

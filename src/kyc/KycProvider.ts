@@ -2,22 +2,16 @@
  * The identity-provider port. The `Kyc` service speaks only this vocabulary; each adapter maps its
  * provider's sessions, statuses, webhooks and decisions onto it.
  *
- * Implementations: `SandboxProvider` (built in, the default) and `DiditProvider` (Didit's hosted
- * verification). `KycProviderLive` picks one from `KYC_PROVIDER`.
+ * Implementations: `SandboxProvider` (built in, the default), `DiditProvider` (Didit's hosted
+ * verification) and `ScriptedKycProvider` (tests). Ports.ts picks one from `KYC_PROVIDER`.
  */
-import { Context, type Effect, type Option, type Redacted } from "effect"
+import { Context, type Effect, type Option } from "effect"
 import type { BadRequest } from "../ApiError.js"
 import type { Address } from "../chain/Address.js"
 import type { KycProviderFailed, WebhookSignatureInvalid, WebhookTimestampStale } from "./Api.js"
-import type { ProviderName } from "./KycConfig.js"
+import type { VerifiedDocument } from "./Document.js"
 import type { SessionStatus } from "./KycState.js"
 import type { HeaderBag } from "./Webhook.js"
-
-/** What the provider read from the identity document. The number is never logged. */
-export interface VerifiedDocument {
-  readonly fullName: string
-  readonly documentNumber: Redacted.Redacted<string>
-}
 
 /** A provider's current view of one session. */
 export interface SessionReport {
@@ -46,7 +40,8 @@ export interface NewSession {
 }
 
 export interface KycProviderShape {
-  readonly name: ProviderName
+  /** The name in webhook paths (`/kyc/webhook/{name}`) and in stored sessions. */
+  readonly name: string
   /** Opens a provider session for the user; the person is sent back to `returnUrl` afterwards. */
   readonly createSession: (request: {
     readonly address: Address

@@ -4,9 +4,9 @@
  * provider's own records (`kyc_sandbox_sessions`). Infrastructure failures die here.
  */
 import { SqlClient, SqlSchema } from "@effect/sql"
-import { Effect, flow, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import { Address } from "../chain/Address.js"
-import { transactionally } from "../Sql.js"
+import { repository, transactionally } from "../Sql.js"
 import { SandboxOutcome } from "./Api.js"
 import { KycState, SessionStatus } from "./KycState.js"
 
@@ -135,17 +135,19 @@ export class KycRepo extends Effect.Service<KycRepo>()("app/KycRepo", {
           RETURNING delivery_id`.pipe(Effect.map((rows) => rows.length === 1))
 
     return {
-      ensureAccount: flow(ensureAccount, Effect.orDie),
-      findAccount: flow(findAccount, Effect.orDie),
-      lockAccount: flow(lockAccount, Effect.orDie),
-      updateAccount: flow(updateAccount, Effect.orDie),
-      setAccountStatus: flow(setAccountStatus, Effect.orDie),
-      claimCheck: flow(claimCheck, Effect.orDie),
-      insertSession: flow(insertSession, Effect.orDie),
-      findSession: flow(findSession, Effect.orDie),
-      lockSession: flow(lockSession, Effect.orDie),
-      updateSession: flow(updateSession, Effect.orDie),
-      insertDelivery: flow(insertDelivery, Effect.orDie),
+      ...repository("KycRepo", {
+        ensureAccount,
+        findAccount,
+        lockAccount,
+        updateAccount,
+        setAccountStatus,
+        claimCheck,
+        insertSession,
+        findSession,
+        lockSession,
+        updateSession,
+        insertDelivery
+      }),
       withTransaction: transactionally(sql)
     }
   })
@@ -201,10 +203,6 @@ export class SandboxRepo extends Effect.Service<SandboxRepo>()("app/SandboxRepo"
           WHERE id = ${row.id} AND outcome IS NULL AND expires_at > ${row.now}
           RETURNING id`.pipe(Effect.map((rows) => rows.length === 1))
 
-    return {
-      insert: flow(insert, Effect.orDie),
-      find: flow(find, Effect.orDie),
-      complete: flow(complete, Effect.orDie)
-    }
+    return repository("SandboxRepo", { insert, find, complete })
   })
 }) {}

@@ -16,8 +16,6 @@ export type SessionStatus = typeof SessionStatus.Type
 /** pending < every terminal result. */
 export const rank = (status: SessionStatus): number => (status === "pending" ? 0 : 1)
 
-export const isTerminal = (status: SessionStatus): boolean => rank(status) > 0
-
 /**
  * Whether a session at `current` moves to `next`. Only forward: pending to a terminal result.
  * A terminal result is final, so a late, repeated or out-of-order event never overwrites it, and

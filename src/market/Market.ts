@@ -13,15 +13,17 @@
  *
  * Rules and configuration are documented in docs/market.md.
  */
-import { Cause, Clock, Config, ConfigError, Duration, Effect, Either, Layer, Option, Ref, Schedule } from "effect"
+import { Clock, Config, ConfigError, Duration, Effect, Either, Option, Ref } from "effect"
 import { NotFound } from "../ApiError.js"
+import { backgroundLoop } from "../BackgroundLoop.js"
+import { durationConfig } from "../Config.js"
 import type { Address } from "../chain/Address.js"
-import { ChainDeployment, type Deployment } from "../chain/Chain.js"
+import { type StockToken, TokenRegistry } from "../chain/Tokens.js"
 import type { CloseRef, MarketData, TokenMarket } from "./Api.js"
 import { PriceUnavailable } from "./Api.js"
 import { type AdHocClosure, defaultAdHocClosures, isIsoDate, type MarketStatus, marketStatusAt } from "./Calendar.js"
 import { type CloseRefRow, MarketRepo } from "./MarketRepo.js"
-import { type MarketToken, type PlatformStatus, PriceFeed, type Quote } from "./PriceFeed.js"
+import { type PlatformStatus, PriceFeed, type Quote } from "./PriceFeed.js"
 
 // ---------------------------------------------------------------------------------------------------
 // Pure rules
@@ -41,7 +43,7 @@ export const spreadVsClose = (tokenPrice: number, closeRef: CloseRef | null): nu
   closeRef === null ? null : tokenPrice / closeRef.price - 1
 
 export const marketDataOf = (
-  token: MarketToken,
+  token: StockToken,
   quote: Quote,
   closeRef: CloseRef | null,
   status: MarketStatus
@@ -53,18 +55,6 @@ export const marketDataOf = (
   closeRef,
   spreadVsClose: spreadVsClose(quote.price, closeRef)
 })
-
-/** The token registry: the deployment's stock tokens; devnet tokens are on platform "devnet". */
-export const registryOf = (deployment: Deployment): ReadonlyArray<MarketToken> =>
-  deployment.stocks.map((s) => ({
-    symbol: s.symbol,
-    ticker: s.ticker,
-    name: s.name,
-    address: s.address,
-    feed: s.feed,
-    decimals: s.decimals,
-    platform: s.platform ?? (deployment.local ? "devnet" : "onchain")
-  }))
 
 // ---------------------------------------------------------------------------------------------------
 // Configuration
@@ -79,32 +69,6 @@ export interface MarketSettings {
   /** The calendar's ad-hoc closure table: the built-in one plus MARKET_CLOSURES. */
   readonly closures: ReadonlyArray<AdHocClosure>
 }
-
-const SHORT_DURATION = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h)$/
-
-/** A positive duration: milliseconds (`5000`), `500ms`/`5s`/`1m`/`1h`, or effect's form (`5 seconds`). */
-export const durationConfig = (name: string, fallback: Duration.DurationInput) =>
-  Config.string(name).pipe(
-    Config.mapOrFail((text) => {
-      const trimmed = text.trim()
-      const short = SHORT_DURATION.exec(trimmed)
-      const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const
-      const parsed = /^\d+$/.test(trimmed)
-        ? Option.some(Duration.millis(Number(trimmed)))
-        : short !== null
-          ? Option.some(Duration.millis(Number(short[1]) * unit[short[2] as keyof typeof unit]))
-          : Duration.decodeUnknown(trimmed)
-      return Option.isSome(parsed) && Duration.toMillis(parsed.value) > 0 && Duration.isFinite(parsed.value)
-        ? Either.right(parsed.value)
-        : Either.left(
-            ConfigError.InvalidData(
-              [name],
-              `Expected ${name} to be a positive duration such as 5000 (ms), 5s or "5 seconds", got "${text}"`
-            )
-          )
-    }),
-    Config.withDefault(Duration.decode(fallback))
-  )
 
 /** MARKET_CLOSURES: extra full closures as comma-separated ET dates, `YYYY-MM-DD[=name]`. */
 const closuresConfig = Config.string("MARKET_CLOSURES").pipe(
@@ -160,13 +124,10 @@ export interface RefreshResult {
 
 export class Market extends Effect.Service<Market>()("app/Market", {
   effect: Effect.gen(function* () {
-    const deployment = yield* ChainDeployment
+    const { chainId, tokens } = yield* TokenRegistry
     const feed = yield* PriceFeed
     const repo = yield* MarketRepo
     const settings = yield* marketSettings
-    const { chainId } = deployment
-
-    const tokens = registryOf(deployment)
     const bySymbol = new Map(tokens.map((t) => [t.symbol.toUpperCase(), t]))
     const byAddress = new Map(tokens.map((t) => [t.address.toLowerCase(), t]))
     if (bySymbol.size !== tokens.length || byAddress.size !== tokens.length) {
@@ -204,7 +165,7 @@ export class Market extends Effect.Service<Market>()("app/Market", {
     yield* loadCloseRefs
 
     /** The latest read wins. */
-    const store = (observations: ReadonlyArray<readonly [MarketToken, Observation]>) =>
+    const store = (observations: ReadonlyArray<readonly [StockToken, Observation]>) =>
       Ref.update(cache, (current) => {
         const next = new Map(current)
         for (const [token, observation] of observations) next.set(token.address, observation)
@@ -212,7 +173,7 @@ export class Market extends Effect.Service<Market>()("app/Market", {
       })
 
     /** Records the observations made while their token was in the regular session. */
-    const recordCloseRefs = (observations: ReadonlyArray<readonly [MarketToken, Observation]>) =>
+    const recordCloseRefs = (observations: ReadonlyArray<readonly [StockToken, Observation]>) =>
       Effect.gen(function* () {
         const rows: Array<CloseRefRow> = observations
           .filter(
@@ -233,7 +194,7 @@ export class Market extends Effect.Service<Market>()("app/Market", {
         return rows.map((row) => row.symbol)
       })
 
-    const freshObservation = (token: MarketToken) =>
+    const freshObservation = (token: StockToken) =>
       Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
         const cached = (yield* Ref.get(cache)).get(token.address)
@@ -243,11 +204,11 @@ export class Market extends Effect.Service<Market>()("app/Market", {
           : Option.none<Observation>()
       })
 
-    const unavailable = (token: MarketToken, why: string) =>
+    const unavailable = (token: StockToken, why: string) =>
       new PriceUnavailable({ error: `no current price for ${token.symbol}: ${why}` })
 
     /** The cached observation if fresh enough, else one read from the feed within the read timeout. */
-    const observation = (token: MarketToken) =>
+    const observation = (token: StockToken) =>
       Effect.gen(function* () {
         const cached = yield* freshObservation(token)
         if (Option.isSome(cached)) return cached.value
@@ -281,10 +242,10 @@ export class Market extends Effect.Service<Market>()("app/Market", {
         return read.observed
       })
 
-    const resolve = (symbolOrAddress: string): Option.Option<MarketToken> =>
+    const resolve = (symbolOrAddress: string): Option.Option<StockToken> =>
       Option.fromNullable(bySymbol.get(symbolOrAddress.toUpperCase()) ?? byAddress.get(symbolOrAddress.toLowerCase()))
 
-    const dataOf = (token: MarketToken) =>
+    const dataOf = (token: StockToken) =>
       Effect.gen(function* () {
         const { quote } = yield* observation(token)
         const now = yield* Clock.currentTimeMillis
@@ -292,7 +253,7 @@ export class Market extends Effect.Service<Market>()("app/Market", {
         return marketDataOf(token, quote, closeRef, tokenStatus(calendarAt(now), quote.platformStatus))
       })
 
-    const tokenMarketOf = (token: MarketToken, market: MarketData | null): TokenMarket => ({
+    const tokenMarketOf = (token: StockToken, market: MarketData | null): TokenMarket => ({
       symbol: token.symbol,
       address: token.address,
       ticker: token.ticker,
@@ -402,21 +363,8 @@ export class Market extends Effect.Service<Market>()("app/Market", {
   dependencies: [MarketRepo.Default]
 }) {}
 
-/**
- * Refreshes prices every PRICE_REFRESH_INTERVAL (first run at start-up) in a fiber owned by the
- * layer's scope. A failed run is logged and traced; the next one runs on schedule.
- */
-export const MarketRefreshLive = Layer.scopedDiscard(
-  Effect.gen(function* () {
-    const market = yield* Market
-    yield* market.refresh.pipe(
-      Effect.withSpan("job.market-refresh", { root: true }),
-      Effect.catchAllCause((cause) =>
-        Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("market price refresh failed", cause)
-      ),
-      Effect.repeat(Schedule.spaced(market.settings.refreshInterval)),
-      Effect.annotateLogs("job", "market-refresh"),
-      Effect.forkScoped
-    )
-  })
+/** Refreshes prices every PRICE_REFRESH_INTERVAL, the first time at start-up. */
+export const MarketRefreshLive = backgroundLoop(
+  "market-refresh",
+  Effect.map(Market, (market) => ({ tick: market.refresh, every: market.settings.refreshInterval }))
 )

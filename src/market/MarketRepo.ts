@@ -1,7 +1,8 @@
 /** SQL for the market's close references. Infrastructure failures die here. */
 import { SqlClient, SqlSchema } from "@effect/sql"
-import { Effect, flow, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import { Address } from "../chain/Address.js"
+import { repository } from "../Sql.js"
 
 /** One observation of a token's price in the regular session. */
 export const CloseRefRow = Schema.Struct({
@@ -43,10 +44,10 @@ export class MarketRepo extends Effect.Service<MarketRepo>()("app/MarketRepo", {
     const record = (chainId: number, rows: ReadonlyArray<CloseRefRow>) =>
       rows.length === 0 ? Effect.void : upsert({ chainId, rows })
 
-    return {
-      record: flow(record, Effect.orDie),
+    return repository("MarketRepo", {
+      record,
       /** Every stored close reference of the chain. */
-      all: flow(findAll, Effect.orDie)
-    }
+      all: findAll
+    })
   })
 }) {}

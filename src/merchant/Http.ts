@@ -1,12 +1,9 @@
 import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
-import { Effect, Layer, Option } from "effect"
+import { Effect, Option } from "effect"
 import { Api } from "../Api.js"
-import { ChainClient } from "../chain/Chain.js"
 import { RateLimiter } from "../RateLimit.js"
 import type { PaymentRequired } from "./Api.js"
-import { Merchant, type PaidOrder, scheduleReconcile } from "./Merchant.js"
-import { OrderRepo } from "./OrderRepo.js"
-import { PaymentProcessorLive } from "./PaymentProcessor.js"
+import { Merchant, type PaidOrder } from "./Merchant.js"
 import { encodeHeader } from "./X402.js"
 
 const setHeaders = (headers: Record<string, string>) =>
@@ -48,16 +45,4 @@ export const MerchantHttpLive = HttpApiBuilder.group(Api, "merchant", (handlers)
       .handle("payGet", pay)
       .handle("pay", pay)
   })
-)
-
-/** The reconciler: at start-up and then every RECONCILE_INTERVAL, on every replica. */
-const ReconcilerLive = Layer.scopedDiscard(
-  Effect.flatMap(Merchant, (merchant) => Effect.forkScoped(scheduleReconcile(merchant)))
-)
-
-export const MerchantLive = Layer.merge(MerchantHttpLive, ReconcilerLive).pipe(
-  Layer.provide([Merchant.Default, RateLimiter.Default]),
-  Layer.provide(PaymentProcessorLive),
-  Layer.provide(OrderRepo.Default),
-  Layer.provide(ChainClient.Default)
 )

@@ -9,16 +9,16 @@
  * never execute any more.
  */
 import { randomBytes } from "node:crypto"
-import { Clock, Config, Duration, Effect, Either, Option, Schedule } from "effect"
-import { domainSeparator, getAddress, type Hash, type Hex, parseAbiItem } from "viem"
-import { AppConfig } from "../Config.js"
+import { Clock, Config, Duration, Effect, Either, Option } from "effect"
+import { domainSeparator, getAddress, type Hash, type Hex } from "viem"
+import { backgroundLoop } from "../BackgroundLoop.js"
+import { AppConfig, durationConfig } from "../Config.js"
 import type { Address } from "../chain/Address.js"
-import { ChainClient } from "../chain/Chain.js"
-import { Usd1Artifact } from "../chain/contracts/artifacts.js"
+import { ChainClient, type ChainClientShape, receiptShowsTransfer } from "../chain/ChainClient.js"
 import { Order, OrderAlreadyPaid, OrderExpired, OrderNotFound, PaymentInProgress, PaymentRequired } from "./Api.js"
 import { microsToAtomic, parseAmount } from "./Money.js"
 import { OrderRepo, type OrderRow, type SettlementRow } from "./OrderRepo.js"
-import { confirmsTransfer, PaymentProcessor, SettlementAbandoned, type SettleOutcome } from "./PaymentProcessor.js"
+import { PaymentProcessor, SettlementAbandoned, type SettleOutcome } from "./PaymentProcessor.js"
 import {
   checkAuthorization,
   decodePaymentHeader,
@@ -34,10 +34,10 @@ import {
 const MAX_TIMEOUT_SECONDS = 300
 
 export const merchantSettings = Config.all({
-  orderTtl: Config.duration("ORDER_TTL").pipe(Config.withDefault(Duration.minutes(30))),
-  reconcileInterval: Config.duration("RECONCILE_INTERVAL").pipe(Config.withDefault(Duration.seconds(5))),
+  orderTtl: durationConfig("ORDER_TTL", "30 minutes"),
+  reconcileInterval: durationConfig("RECONCILE_INTERVAL", "5 seconds"),
   /** Settlements untouched this long are the reconciler's; a live request finishes well before. */
-  reconcileAfter: Config.duration("SETTLEMENT_RECONCILE_AFTER").pipe(Config.withDefault(Duration.seconds(45)))
+  reconcileAfter: durationConfig("SETTLEMENT_RECONCILE_AFTER", "45 seconds")
 })
 
 /**
@@ -46,16 +46,10 @@ export const merchantSettings = Config.all({
  * DOMAIN_SEPARATOR, checked once at start-up (a token without that function is trusted, with a
  * warning).
  */
-const checkTokenDomain = (chain: ChainClient) =>
+const checkTokenDomain = (chain: ChainClientShape) =>
   Effect.gen(function* () {
-    const { usd1, chainId } = chain.deployment
-    const onChain = yield* Effect.tryPromise(() =>
-      chain.publicClient.readContract({
-        address: usd1.address,
-        abi: Usd1Artifact.abi,
-        functionName: "DOMAIN_SEPARATOR"
-      })
-    ).pipe(Effect.option)
+    const { usd1, chainId } = chain
+    const onChain = yield* chain.usd1DomainSeparator.pipe(Effect.orDie)
     if (Option.isNone(onChain)) {
       return yield* Effect.logWarning("USD1 has no readable DOMAIN_SEPARATOR; its EIP-712 domain is not checked")
     }
@@ -97,13 +91,12 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
     const { apiUrl, merchantPayTo } = yield* AppConfig
     const settings = yield* merchantSettings
     const payTo = yield* Effect.orDieWith(merchantPayTo, () => "MERCHANT_PAY_TO is required for the merchant")
-    const { usd1 } = chain.deployment
-    const network = chain.network
+    const { usd1, network } = chain
     yield* checkTokenDomain(chain)
 
     const requirementsOf = (row: OrderRow): PaymentRequirements =>
       requirementsFor({
-        chainId: chain.deployment.chainId,
+        chainId: chain.chainId,
         asset: usd1.address,
         payTo,
         amountAtomic: microsToAtomic(row.amountMicros, usd1.decimals),
@@ -219,8 +212,6 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
         return settlementId
       }).pipe(repo.withTransaction)
 
-    const authorizationUsed = parseAbiItem("event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)")
-
     /**
      * What the chain says about an authorization, whoever sent the transaction: "unused"; Settled
      * when the transaction that used it moved the amount to us; Rejected when it was used otherwise
@@ -234,31 +225,24 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
     }) =>
       Effect.gen(function* () {
         const nonce = settlement.nonce as Hex
-        const used = yield* Effect.tryPromise(() =>
-          chain.publicClient.readContract({
-            address: usd1.address,
-            abi: Usd1Artifact.abi,
-            functionName: "authorizationState",
-            args: [settlement.payer, nonce]
-          })
-        )
-        if (!used) return "unused" as const
-        const logs = yield* Effect.tryPromise(() =>
-          chain.publicClient.getLogs({
-            address: usd1.address,
-            event: authorizationUsed,
-            args: { authorizer: settlement.payer, nonce },
-            fromBlock: 0n
-          })
-        )
-        const hash = logs[0]?.transactionHash
-        if (hash === undefined) return { _tag: "Rejected", reason: Reason.nonceUsed } satisfies SettleOutcome
-        const receipt = yield* chain.receipt(hash, 5_000)
-        if (Option.isNone(receipt)) return { _tag: "Pending", transaction: hash } satisfies SettleOutcome
-        const to = settlement.payTo as Address
-        return (confirmsTransfer(receipt.value, usd1.address, settlement.payer, to, settlement.amountAtomic)
-          ? { _tag: "Settled", transaction: hash }
-          : { _tag: "Rejected", reason: Reason.nonceUsed, transaction: hash }) satisfies SettleOutcome as SettleOutcome
+        if (!(yield* chain.authorizationState(settlement.payer, nonce))) return "unused" as const
+        const hash = yield* chain.authorizationUsedIn(settlement.payer, nonce)
+        if (Option.isNone(hash)) return { _tag: "Rejected", reason: Reason.nonceUsed } satisfies SettleOutcome
+        const receipt = yield* chain.receipt(hash.value, 5_000)
+        if (Option.isNone(receipt)) return { _tag: "Pending", transaction: hash.value } satisfies SettleOutcome
+        const paid = receiptShowsTransfer(receipt.value, {
+          token: usd1.address,
+          from: settlement.payer,
+          to: getAddress(settlement.payTo),
+          value: settlement.amountAtomic
+        })
+        return (paid
+          ? { _tag: "Settled", transaction: hash.value }
+          : {
+              _tag: "Rejected",
+              reason: Reason.nonceUsed,
+              transaction: hash.value
+            }) satisfies SettleOutcome as SettleOutcome
       })
 
     const pay = Effect.fn("Merchant.pay")(function* (id: string, header: Option.Option<string>) {
@@ -377,8 +361,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
             })
           }
         }
-        const block = yield* Effect.tryPromise(() => chain.publicClient.getBlock())
-        if (block.timestamp >= settlement.validBefore) {
+        if ((yield* chain.blockTime) >= settlement.validBefore) {
           // The authorization can never execute any more: nothing was or will be charged.
           return yield* finish(settlement, { _tag: "Rejected", reason: Reason.validBefore })
         }
@@ -403,11 +386,12 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
     }).pipe(Effect.withSpan("Merchant.reconcile"))
 
     return { createOrder, getOrder, pay, reconcile, reconcileInterval: settings.reconcileInterval }
-  })
+  }),
+  dependencies: [OrderRepo.Default]
 }) {}
 
-export const scheduleReconcile = (merchant: Merchant) =>
-  merchant.reconcile.pipe(
-    Effect.catchAllCause((cause) => Effect.logError("reconcile failed", cause)),
-    Effect.repeat(Schedule.spaced(merchant.reconcileInterval))
-  )
+/** The reconciler: at start-up and then every RECONCILE_INTERVAL, on every replica. */
+export const SettlementReconcilerLive = backgroundLoop(
+  "settlement-reconciler",
+  Effect.map(Merchant, (merchant) => ({ tick: merchant.reconcile, every: merchant.reconcileInterval }))
+)

@@ -1,8 +1,8 @@
 /** SQL for orders and their settlements. Infrastructure failures die here. */
 import { SqlClient, SqlSchema } from "@effect/sql"
-import { Effect, flow, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import { Address } from "../chain/Address.js"
-import { isSqlError, isUniqueViolation, transactionally } from "../Sql.js"
+import { isUniqueViolation, repository, transactionally } from "../Sql.js"
 import { OrderStatus } from "./Api.js"
 import { PaymentPayload } from "./X402.js"
 
@@ -105,12 +105,6 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
         )
       )
 
-    const findSettlement = SqlSchema.findOne({
-      Request: Schema.Number,
-      Result: SettlementRow,
-      execute: (id) => sql`SELECT * FROM settlements WHERE id = ${id}`
-    })
-
     const findSucceededSettlement = SqlSchema.findOne({
       Request: Schema.String,
       Result: SettlementRow,
@@ -146,19 +140,19 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
     })
 
     return {
-      insertOrder: flow(insertOrder, Effect.orDie),
-      findOrder: flow(findOrder, Effect.orDie),
-      lockOrder: flow(lockOrder, Effect.orDie),
-      expireIfDue: flow(expireIfDue, Effect.orDie),
-      setOrderStatus: flow(setOrderStatus, Effect.orDie),
-      markOrderPaid: flow(markOrderPaid, Effect.orDie),
-      insertSettlement: (row: Parameters<typeof insertSettlement>[0]) =>
-        insertSettlement(row).pipe(Effect.catchIf(isSqlError, Effect.die)),
-      findSettlement: flow(findSettlement, Effect.orDie),
-      findSucceededSettlement: flow(findSucceededSettlement, Effect.orDie),
-      recordBroadcast: flow(recordBroadcast, Effect.orDie),
-      finishSettlement: flow(finishSettlement, Effect.orDie),
-      lockStaleUnfinished: flow(lockStaleUnfinished, Effect.orDie),
+      ...repository("OrderRepo", {
+        insertOrder,
+        findOrder,
+        lockOrder,
+        expireIfDue,
+        setOrderStatus,
+        markOrderPaid,
+        insertSettlement,
+        findSucceededSettlement,
+        recordBroadcast,
+        finishSettlement,
+        lockStaleUnfinished
+      }),
       withTransaction: transactionally(sql)
     }
   })

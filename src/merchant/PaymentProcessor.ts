@@ -1,35 +1,24 @@
 /**
  * Verifies and settles x402 `exact` payments: the port and its two implementations.
  *
- * - `LocalProcessor` (default): checks the EIP-712 signature and the chain state itself and sends
+ * - `RelayerProcessor` (default): checks the EIP-712 signature and the chain state itself and sends
  *   `transferWithAuthorization` from our relayer. The signed transaction is recorded before it is
  *   broadcast, so a crash can always be reconciled.
  * - `FacilitatorProcessor` (`FACILITATOR_URL`): an x402 facilitator's `/verify` and `/settle`.
  *
  * Both confirm a success from the receipt: status success and the token's Transfer(from, to, value).
  */
-import { FetchHttpClient, HttpClient, HttpClientRequest, HttpClientResponse } from "@effect/platform"
-import { Config, Context, Data, Effect, Layer, Option, Schema } from "effect"
+import { HttpClient, HttpClientRequest, HttpClientResponse } from "@effect/platform"
+import { Context, Data, Effect, Layer, Option, Schema } from "effect"
+import type { Hash, Hex } from "viem"
 import {
-  type Hash,
-  type Hex,
-  isAddressEqual,
-  parseEventLogs,
-  parseSignature,
-  recoverTypedDataAddress,
-  type TransactionReceipt
-} from "viem"
-import { verifyTypedData } from "viem/actions"
-import type { Address } from "../chain/Address.js"
-import { CallReverted, ChainClient, type ChainError } from "../chain/Chain.js"
-import { Usd1Artifact } from "../chain/contracts/artifacts.js"
-import {
-  type PaymentPayload,
-  type PaymentRequirements,
-  Reason,
-  SettleResponse,
-  transferWithAuthorizationTypedData
-} from "./X402.js"
+  CallReverted,
+  ChainClient,
+  type ChainClientShape,
+  type ChainError,
+  receiptShowsTransfer
+} from "../chain/ChainClient.js"
+import { authorizationOf, type PaymentPayload, type PaymentRequirements, Reason, SettleResponse } from "./X402.js"
 
 /** The outcome of a settlement attempt. `Pending`: broadcast, not confirmed within the wait. */
 export type SettleOutcome =
@@ -75,34 +64,17 @@ export const reasonForRevert = (message: string): string => {
   return Reason.transactionFailed
 }
 
-/** A receipt proves the payment only with status success and the exact Transfer log of the token. */
-export const confirmsTransfer = (
-  receipt: TransactionReceipt,
-  token: Address,
-  from: Address,
-  to: Address,
-  value: bigint
-): boolean =>
-  receipt.status === "success" &&
-  parseEventLogs({ abi: Usd1Artifact.abi, eventName: "Transfer", logs: receipt.logs }).some(
-    (log) =>
-      isAddressEqual(log.address, token) &&
-      isAddressEqual(log.args.from, from) &&
-      isAddressEqual(log.args.to, to) &&
-      log.args.value === value
-  )
-
 /** Waits for the receipt of a broadcast settlement and judges it. */
-const confirm = (chain: ChainClient, hash: Hash, payload: PaymentPayload, requirements: PaymentRequirements) =>
+const confirm = (chain: ChainClientShape, hash: Hash, payload: PaymentPayload) =>
   chain.receipt(hash, RECEIPT_WAIT_MS).pipe(
     Effect.map(
       Option.match({
         onNone: (): SettleOutcome => ({ _tag: "Pending", transaction: hash }),
         onSome: (receipt): SettleOutcome => {
-          const { from, to, value } = payload.payload.authorization
+          const { from, to, value } = authorizationOf(payload.payload.authorization)
           if (receipt.status !== "success")
             return { _tag: "Rejected", reason: Reason.transactionFailed, transaction: hash }
-          return confirmsTransfer(receipt, requirements.asset as Address, from as Address, to as Address, BigInt(value))
+          return receiptShowsTransfer(receipt, { token: chain.usd1.address, from, to, value })
             ? { _tag: "Settled", transaction: hash }
             : { _tag: "Rejected", reason: Reason.transferEventMismatch, transaction: hash }
         }
@@ -111,49 +83,24 @@ const confirm = (chain: ChainClient, hash: Hash, payload: PaymentPayload, requir
     Effect.catchAll(() => Effect.succeed<SettleOutcome>({ _tag: "Pending", transaction: hash }))
   )
 
-export const LocalProcessor = Layer.effect(
+/** Verifies the payment itself and settles it from our relayer. */
+export const RelayerProcessor = Layer.effect(
   PaymentProcessor,
   Effect.gen(function* () {
     const chain = yield* ChainClient
-    const { usd1 } = chain.deployment
-    const token = { address: usd1.address, abi: Usd1Artifact.abi } as const
 
     const verify = (payload: PaymentPayload, requirements: PaymentRequirements) =>
       Effect.gen(function* () {
-        const authorization = payload.payload.authorization
-        const from = authorization.from as Address
-        const typed = {
-          signature: payload.payload.signature as Hex,
-          ...transferWithAuthorizationTypedData(authorization, {
-            name: usd1.name,
-            version: usd1.version,
-            chainId: chain.deployment.chainId,
-            asset: usd1.address
-          })
-        }
-        // An EOA signature recovers locally; anything else (a contract wallet) is asked of the
-        // chain through ERC-1271/6492.
-        const signed = yield* Effect.promise(async () => {
-          const recovered = await recoverTypedDataAddress(typed).catch(() => undefined)
-          if (recovered !== undefined && isAddressEqual(recovered, from)) return true
-          return verifyTypedData(chain.publicClient, { address: from, ...typed }).catch(() => false)
-        })
+        const authorization = authorizationOf(payload.payload.authorization)
+        const signed = yield* chain.verifyAuthorization(authorization, payload.payload.signature as Hex)
         if (!signed) return Option.some<string>(Reason.signature)
         const [used, balance] = yield* Effect.all(
           [
-            Effect.tryPromise({
-              try: () =>
-                chain.publicClient.readContract({
-                  ...token,
-                  functionName: "authorizationState",
-                  args: [from, authorization.nonce as Hex]
-                }),
-              catch: (cause) => cause
-            }),
-            chain.balanceOf(usd1.address, from)
+            chain.authorizationState(authorization.from, authorization.nonce),
+            chain.balanceOf(chain.usd1.address, authorization.from)
           ],
           { concurrency: 2 }
-        ).pipe(Effect.orDie)
+        )
         if (used) return Option.some<string>(Reason.nonceUsed)
         if (balance < BigInt(requirements.amount)) return Option.some<string>(Reason.insufficientBalance)
         return Option.none()
@@ -161,39 +108,17 @@ export const LocalProcessor = Layer.effect(
 
     const settle = (
       payload: PaymentPayload,
-      requirements: PaymentRequirements,
+      _requirements: PaymentRequirements,
       record: (tx: BroadcastRecord) => Effect.Effect<void, SettlementAbandoned>
     ) =>
-      Effect.gen(function* () {
-        const a = payload.payload.authorization
-        const signature = payload.payload.signature as Hex
-        const common = [
-          a.from as Address,
-          a.to as Address,
-          BigInt(a.value),
-          BigInt(a.validAfter),
-          BigInt(a.validBefore),
-          a.nonce as Hex
-        ] as const
-        const relayed =
-          signature.length === 132
-            ? (() => {
-                const { v, r, s, yParity } = parseSignature(signature)
-                return chain.relay(
-                  {
-                    ...token,
-                    functionName: "transferWithAuthorization",
-                    args: [...common, Number(v ?? 27n + BigInt(yParity)), r, s]
-                  },
-                  (signed) => record({ hash: signed.hash, raw: signed.raw })
-                )
-              })()
-            : chain.relay(
-                { ...token, functionName: "transferWithAuthorization", args: [...common, signature] },
-                (signed) => record({ hash: signed.hash, raw: signed.raw })
-              )
-        return yield* relayed.pipe(
-          Effect.flatMap((signed) => confirm(chain, signed.hash, payload, requirements)),
+      chain
+        .transferWithAuthorization(
+          authorizationOf(payload.payload.authorization),
+          payload.payload.signature as Hex,
+          (signed) => record({ hash: signed.hash, raw: signed.raw })
+        )
+        .pipe(
+          Effect.flatMap((signed) => confirm(chain, signed.hash, payload)),
           Effect.catchAll((error): Effect.Effect<SettleOutcome> => {
             if (error instanceof CallReverted) {
               return Effect.succeed({ _tag: "Rejected", reason: reasonForRevert(error.reason) })
@@ -205,9 +130,9 @@ export const LocalProcessor = Layer.effect(
             return Effect.logWarning("settlement broadcast failed", error).pipe(
               Effect.as<SettleOutcome>({ _tag: "Pending" })
             )
-          })
+          }),
+          Effect.withSpan("PaymentProcessor.settle")
         )
-      }).pipe(Effect.withSpan("PaymentProcessor.settle"))
 
     return { recordsBeforeBroadcast: true, verify, settle }
   })
@@ -264,10 +189,7 @@ export const FacilitatorProcessor = (baseUrl: string) =>
             }
             const hash = response.transaction as Hash
             // Already sent by the facilitator: if the reconciler decided meanwhile, it read the chain.
-            return record({ hash, raw: null }).pipe(
-              Effect.ignore,
-              Effect.zipRight(confirm(chain, hash, payload, requirements))
-            )
+            return record({ hash, raw: null }).pipe(Effect.ignore, Effect.zipRight(confirm(chain, hash, payload)))
           }),
           Effect.catchAll((error) =>
             Effect.logWarning("facilitator settle failed", error).pipe(Effect.as<SettleOutcome>({ _tag: "Pending" }))
@@ -278,10 +200,3 @@ export const FacilitatorProcessor = (baseUrl: string) =>
       return { recordsBeforeBroadcast: false, verify, settle }
     })
   )
-
-/** `FACILITATOR_URL` selects the facilitator; otherwise the local relayer settles. */
-export const PaymentProcessorLive = Layer.unwrapEffect(
-  Effect.map(Config.option(Config.string("FACILITATOR_URL")), (url) =>
-    Option.isSome(url) ? FacilitatorProcessor(url.value).pipe(Layer.provide(FetchHttpClient.layer)) : LocalProcessor
-  )
-)

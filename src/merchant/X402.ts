@@ -6,6 +6,7 @@
 import { Either, Schema } from "effect"
 import { getAddress } from "viem"
 import type { Address } from "../chain/Address.js"
+import type { TransferAuthorization } from "../chain/ChainClient.js"
 
 export const X402_VERSION = 2
 /** Seconds a signed authorization must still be valid for when it reaches us (block time). */
@@ -177,30 +178,12 @@ export const checkAuthorization = (
   return Either.void
 }
 
-/** EIP-712 typed data of the authorization under the token's domain. */
-export const transferWithAuthorizationTypedData = (
-  authorization: Authorization,
-  domain: { readonly name: string; readonly version: string; readonly chainId: number; readonly asset: Address }
-) =>
-  ({
-    domain: { name: domain.name, version: domain.version, chainId: domain.chainId, verifyingContract: domain.asset },
-    types: {
-      TransferWithAuthorization: [
-        { name: "from", type: "address" },
-        { name: "to", type: "address" },
-        { name: "value", type: "uint256" },
-        { name: "validAfter", type: "uint256" },
-        { name: "validBefore", type: "uint256" },
-        { name: "nonce", type: "bytes32" }
-      ]
-    },
-    primaryType: "TransferWithAuthorization",
-    message: {
-      from: authorization.from as Address,
-      to: authorization.to as Address,
-      value: BigInt(authorization.value),
-      validAfter: BigInt(authorization.validAfter),
-      validBefore: BigInt(authorization.validBefore),
-      nonce: authorization.nonce as `0x${string}`
-    }
-  }) as const
+/** The authorization as the chain reads it (integers and checksummed addresses). */
+export const authorizationOf = (authorization: Authorization): TransferAuthorization => ({
+  from: getAddress(authorization.from),
+  to: getAddress(authorization.to),
+  value: BigInt(authorization.value),
+  validAfter: BigInt(authorization.validAfter),
+  validBefore: BigInt(authorization.validBefore),
+  nonce: authorization.nonce as `0x${string}`
+})

@@ -1,30 +1,27 @@
 import { expect, layer } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, TestClock } from "effect"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { Account } from "../../src/account/Account.js"
 import { Auth, SESSION_TTL_MS } from "../../src/auth/Auth.js"
 import { AppConfig } from "../../src/Config.js"
-import { ChainClient } from "../../src/chain/Chain.js"
-import { CARD_KEY_HEX, SANDBOX_SECRET } from "../kyc/helpers.js"
+import { LocalCardIssuer } from "../../src/cards/CardIssuer.js"
+import { Cards } from "../../src/cards/Cards.js"
+import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
+import { Kyc } from "../../src/kyc/Kyc.js"
+import { ScriptedKycProvider } from "../../src/kyc/ScriptedKycProvider.js"
+import { Secrets } from "../../src/Secrets.js"
 import { sessionCount } from "../support/auth.js"
-import { TestChain } from "../support/TestChain.js"
 import { TestDatabase } from "../support/TestDatabase.js"
 
-const AuthTest = Auth.Default.pipe(
-  Layer.provide(ChainClient.Default),
-  Layer.provide(TestChain),
+// The real services over the in-memory chain and the scripted identity provider.
+const AuthTest = Account.Default.pipe(
+  Layer.provideMerge(Auth.Default),
+  Layer.provide(Kyc.Default),
+  Layer.provide(Cards.Default),
+  Layer.provide([InMemoryChain.layer(), ScriptedKycProvider.layer(), LocalCardIssuer, Secrets.ephemeral]),
   Layer.provideMerge(TestDatabase),
   Layer.provide(AppConfig.layer),
-  Layer.provide(
-    Layer.setConfigProvider(
-      ConfigProvider.fromMap(
-        new Map([
-          ["APP_URL", "https://app.example.com"],
-          ["KYC_SANDBOX_SECRET", SANDBOX_SECRET],
-          ["CARD_DATA_KEY", CARD_KEY_HEX]
-        ])
-      )
-    )
-  )
+  Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["APP_URL", "https://app.example.com"]]))))
 )
 
 const NOW = Date.parse("2026-11-21T12:00:00Z")
@@ -88,7 +85,7 @@ layer(AuthTest)("Auth under a test clock", (it) => {
       })
       const { token: tokenB } = yield* auth.verify(message, signature)
       const sessionA = yield* auth.authenticate(tokenA)
-      yield* auth.signout(sessionA.sessionId)
+      yield* (yield* Account).signOut(sessionA.sessionId)
       expect((yield* Effect.flip(auth.authenticate(tokenA)))._tag).toBe("Unauthorized")
       expect((yield* auth.authenticate(tokenB)).address).toBe(first.account.address)
     })

@@ -5,12 +5,13 @@
 import { createHash } from "node:crypto"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Option } from "effect"
-import { decrypt, deriveKeys, documentHash, parseKey } from "../../src/cards/CardCrypto.js"
-import { cardAad } from "../../src/cards/Cards.js"
+import { cardAad, documentHash } from "../../src/cards/Cards.js"
+import { open as decrypt, deriveKey, parseKey } from "../../src/Secrets.js"
 import { approve, CARD_KEY_HEX, kycEnv, me, openSandboxSession, query, signIn } from "../kyc/helpers.js"
 import { testServer } from "../support/TestServer.js"
 
-const keys = deriveKeys(Option.getOrThrow(parseKey(CARD_KEY_HEX)))
+const master = Option.getOrThrow(parseKey(CARD_KEY_HEX))
+const keys = { encryption: deriveKey(master, "cardData"), documentHash: deriveKey(master, "documentHash") }
 
 interface CardRow {
   readonly id: string

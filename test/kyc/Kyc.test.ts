@@ -7,11 +7,13 @@ import { expect, layer } from "@effect/vitest"
 import { ConfigProvider, Deferred, Effect, Fiber, Layer, Option, Redacted, TestClock } from "effect"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { AppConfig } from "../../src/Config.js"
+import { LocalCardIssuer } from "../../src/cards/CardIssuer.js"
 import { Cards } from "../../src/cards/Cards.js"
 import { KycProviderFailed } from "../../src/kyc/Api.js"
 import { Kyc, RECONCILE_INTERVAL_MS } from "../../src/kyc/Kyc.js"
 import { KycProvider, type SessionReport } from "../../src/kyc/KycProvider.js"
 import { KycRepo } from "../../src/kyc/KycRepo.js"
+import { Secrets } from "../../src/Secrets.js"
 import { TestDatabase } from "../support/TestDatabase.js"
 import { CARD_KEY_HEX } from "./helpers.js"
 
@@ -51,6 +53,7 @@ const FakeProvider = Layer.succeed(
 
 const KycTest = Kyc.DefaultWithoutDependencies.pipe(
   Layer.provide([KycRepo.Default, Cards.Default, FakeProvider]),
+  Layer.provide([LocalCardIssuer, Secrets.layer]),
   Layer.provideMerge(TestDatabase),
   Layer.provide(AppConfig.layer),
   Layer.provide(

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Either, Option, Redacted } from "effect"
+import { checkForm } from "../../src/kyc/SandboxDesk.js"
 import { sandboxPage } from "../../src/kyc/SandboxPage.js"
-import { checkForm, sessionStatusOf } from "../../src/kyc/SandboxProvider.js"
+import { sessionStatusOf } from "../../src/kyc/SandboxProvider.js"
 
 describe("sandbox page", () => {
   it("the open page is a self-contained form with the four outcomes", () => {

@@ -4,8 +4,8 @@
  */
 import { expect, layer } from "@effect/vitest"
 import { Effect, Option } from "effect"
-import { deriveKeys, encrypt, parseKey } from "../../src/cards/CardCrypto.js"
 import { signSandbox } from "../../src/kyc/Webhook.js"
+import { deriveKey, parseKey, seal } from "../../src/Secrets.js"
 import { bearer, send } from "../support/http.js"
 import { testServer } from "../support/TestServer.js"
 import {
@@ -205,12 +205,12 @@ layer(testServer(kycEnv()), { excludeTestServices: true })("sandbox webhooks", (
     Effect.gen(function* () {
       const { account, token, sessionId } = yield* pendingUser
       // The sandbox also reports the approval, so polls reconcile to it while webhooks arrive.
-      const keys = deriveKeys(Option.getOrThrow(parseKey(CARD_KEY_HEX)))
+      const documentKey = deriveKey(Option.getOrThrow(parseKey(CARD_KEY_HEX)), "sandboxDocument")
       yield* query(
         `UPDATE kyc_sandbox_sessions SET outcome = 'approve', full_name = 'Katherine Johnson',
            document_number_sealed = $2, completed_at = now() WHERE id = $1`,
         sessionId,
-        encrypt(keys.encryption, `KJ${sessionId.slice(0, 8)}`, `kyc-sandbox:${sessionId}:document`)
+        seal(documentKey, `KJ${sessionId.slice(0, 8)}`, `kyc-sandbox:${sessionId}:document`)
       )
       const deliveries = Array.from({ length: 8 }, () => deliverSandbox(approval(sessionId)))
       const polls = Array.from({ length: 8 }, () => send("GET", "/me", { headers: bearer(token) }))

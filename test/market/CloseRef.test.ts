@@ -1,7 +1,7 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer, TestClock } from "effect"
-import { ChainClient, ChainDeployment } from "../../src/chain/Chain.js"
+import { ChainDeployment } from "../../src/chain/Deployment.js"
 import { setStockPaused, setStockPrice } from "../../src/chain/Devnet.js"
 import { Market } from "../../src/market/Market.js"
 import { MarketRepo } from "../../src/market/MarketRepo.js"
@@ -14,7 +14,6 @@ import { TestDatabase } from "../support/TestDatabase.js"
  * replica would) over the same devnet and database.
  */
 const Base = Layer.mergeAll(PriceFeed.onchain, MarketRepo.Default).pipe(
-  Layer.provideMerge(ChainClient.Default),
   Layer.provideMerge(TestChain),
   Layer.provideMerge(TestDatabase)
 )

@@ -1,64 +1,9 @@
 import { describe, expect, layer } from "@effect/vitest"
-import {
-  ConfigProvider,
-  Deferred,
-  Duration,
-  Effect,
-  Exit,
-  Fiber,
-  Layer,
-  Option,
-  Redacted,
-  Ref,
-  TestClock
-} from "effect"
-import { ChainDeployment, type StockToken } from "../../src/chain/Chain.js"
+import { ConfigProvider, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Ref, TestClock } from "effect"
+import { type StockToken, TokenRegistry } from "../../src/chain/Tokens.js"
 import { Market, MarketRefreshLive } from "../../src/market/Market.js"
-import { PriceFeed, PriceFeedError, type Quote } from "../../src/market/PriceFeed.js"
+import { ScriptedPriceFeed } from "../../src/market/ScriptedPriceFeed.js"
 import { TestDatabase } from "../support/TestDatabase.js"
-
-// ---------------------------------------------------------------------------------------------------
-// A scripted price feed: each token answers, fails, dies or hangs as the test says.
-
-type Behaviour = "answer" | "fail" | "die" | "hang" | "stubborn"
-
-class FeedScript extends Effect.Service<FeedScript>()("test/FeedScript", {
-  effect: Effect.gen(function* () {
-    const behaviour = yield* Ref.make<Behaviour>("answer")
-    const price = yield* Ref.make(100)
-    const calls = yield* Ref.make(0)
-    /** When set, an answering read waits for it first. */
-    const gate = yield* Ref.make(Option.none<Deferred.Deferred<void>>())
-    return { behaviour, price, calls, gate }
-  })
-}) {}
-
-const ScriptedFeed = Layer.effect(
-  PriceFeed,
-  Effect.gen(function* () {
-    const script = yield* FeedScript
-    return PriceFeed.of({
-      quote: (token) =>
-        Effect.gen(function* () {
-          yield* Ref.update(script.calls, (n) => n + 1)
-          const gate = yield* Ref.get(script.gate)
-          if (Option.isSome(gate)) yield* Deferred.await(gate.value)
-          switch (yield* Ref.get(script.behaviour)) {
-            case "fail":
-              return yield* new PriceFeedError({ message: `${token.symbol}: feed down` })
-            case "die":
-              return yield* Effect.die(new Error("feed bug"))
-            case "hang":
-              return yield* Effect.never
-            case "stubborn": // hangs for a while and cannot be interrupted meanwhile
-              return yield* Effect.uninterruptible(Effect.sleep("1500 millis")).pipe(Effect.zipRight(Effect.never))
-            case "answer":
-              return { price: yield* Ref.get(script.price), updatedAt: 0, platformStatus: "open" } satisfies Quote
-          }
-        })
-    })
-  })
-)
 
 const token = (symbol: string, n: number): StockToken => ({
   symbol,
@@ -66,24 +11,16 @@ const token = (symbol: string, n: number): StockToken => ({
   name: symbol,
   address: `0x${String(n).padStart(40, "0")}`,
   feed: `0x${String(n + 100).padStart(40, "0")}`,
-  decimals: 18
+  decimals: 18,
+  platform: "onchain"
 })
 
-const FakeChain = Layer.succeed(ChainDeployment, {
-  rpcUrl: "http://127.0.0.1:1",
-  chainId: 999_001,
-  usd1: { address: `0x${"0".repeat(39)}1`, decimals: 18, name: "USD1", version: "1" },
-  exchange: Option.none(),
-  stocks: [token("AAA", 1), token("BBB", 2)],
-  relayerKey: Redacted.make<`0x${string}`>(`0x${"1".repeat(64)}`),
-  local: false
-})
+const Registry = Layer.succeed(TokenRegistry, { chainId: 999_001, tokens: [token("AAA", 1), token("BBB", 2)] })
 
 const marketWith = (env: Record<string, string>) =>
   Market.Default.pipe(
-    Layer.provideMerge(ScriptedFeed),
-    Layer.provideMerge(FeedScript.Default),
-    Layer.provide(FakeChain),
+    Layer.provideMerge(ScriptedPriceFeed.layer()),
+    Layer.provide(Registry),
     Layer.provideMerge(TestDatabase),
     Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
   )
@@ -95,7 +32,7 @@ const NOW = Date.parse("2026-11-21T17:00:00Z")
 layer(marketWith({}), { timeout: "30 seconds" })(
   "reads under a test clock (defaults: 30 s staleness, 2 s timeout)",
   (it) => {
-    it.effect("a config-registry token defaults to platform onchain", () =>
+    it.effect("the market serves the registry's tokens; settings have their defaults", () =>
       Effect.gen(function* () {
         const market = yield* Market
         expect(market.tokens.map((t) => [t.symbol, t.platform])).toEqual([
@@ -112,7 +49,7 @@ layer(marketWith({}), { timeout: "30 seconds" })(
       Effect.gen(function* () {
         yield* TestClock.setTime(NOW)
         const market = yield* Market
-        const script = yield* FeedScript
+        const script = yield* ScriptedPriceFeed
         yield* Ref.set(script.behaviour, "answer")
         yield* Ref.set(script.price, 101)
         yield* market.refresh
@@ -130,7 +67,7 @@ layer(marketWith({}), { timeout: "30 seconds" })(
       Effect.gen(function* () {
         yield* TestClock.setTime(NOW)
         const market = yield* Market
-        const script = yield* FeedScript
+        const script = yield* ScriptedPriceFeed
         yield* Ref.set(script.behaviour, "answer")
         yield* market.refresh
         yield* Ref.set(script.behaviour, "hang")
@@ -149,7 +86,7 @@ layer(marketWith({}), { timeout: "30 seconds" })(
       Effect.gen(function* () {
         yield* TestClock.setTime(NOW + 3_600_000)
         const market = yield* Market
-        const script = yield* FeedScript
+        const script = yield* ScriptedPriceFeed
         yield* Ref.set(script.behaviour, "fail")
         const error = yield* Effect.flip(market.marketData("BBB"))
         expect(error._tag).toBe("PriceUnavailable")
@@ -168,7 +105,7 @@ layer(marketWith({}), { timeout: "30 seconds" })(
       Effect.gen(function* () {
         yield* TestClock.setTime(NOW + 7_200_000)
         const market = yield* Market
-        const script = yield* FeedScript
+        const script = yield* ScriptedPriceFeed
         yield* Ref.set(script.behaviour, "hang")
         const fiber = yield* Effect.fork(market.refresh)
         yield* TestClock.adjust("2 seconds")
@@ -185,7 +122,7 @@ layer(marketWith({}), { timeout: "30 seconds" })(
       Effect.gen(function* () {
         yield* TestClock.setTime(NOW + 10_800_000)
         const market = yield* Market
-        const script = yield* FeedScript
+        const script = yield* ScriptedPriceFeed
         yield* Ref.set(script.behaviour, "answer")
         yield* Ref.set(script.price, 123)
         const gate = yield* Deferred.make<void>()
@@ -212,7 +149,7 @@ describe("reads in real time", () => {
     it.effect("a reader never waits on a hanging feed longer than the read timeout", () =>
       Effect.gen(function* () {
         const market = yield* Market
-        const script = yield* FeedScript
+        const script = yield* ScriptedPriceFeed
         yield* Ref.set(script.behaviour, "answer")
         yield* Ref.set(script.price, 55)
         yield* market.refresh
@@ -235,7 +172,7 @@ describe("reads in real time", () => {
     it.effect("not even when the feed cannot be interrupted", () =>
       Effect.gen(function* () {
         const market = yield* Market
-        const script = yield* FeedScript
+        const script = yield* ScriptedPriceFeed
         yield* Ref.set(script.behaviour, "stubborn")
         yield* Effect.sleep("450 millis")
         const start = Date.now()
@@ -256,7 +193,7 @@ describe("the scheduled refresh", () => {
     /** Waits (in real time) until the feed has been called `n` times. */
     const callsReach = (n: number) =>
       Effect.gen(function* () {
-        const script = yield* FeedScript
+        const script = yield* ScriptedPriceFeed
         for (let i = 0; i < 500; i++) {
           if ((yield* Ref.get(script.calls)) >= n) return yield* Ref.get(script.calls)
           yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 5)))
@@ -267,7 +204,7 @@ describe("the scheduled refresh", () => {
     it.scoped("runs at start-up and every interval, and survives failed and crashing runs", () =>
       Effect.gen(function* () {
         yield* TestClock.setTime(NOW)
-        const script = yield* FeedScript
+        const script = yield* ScriptedPriceFeed
         yield* Ref.set(script.calls, 0)
         yield* Ref.set(script.behaviour, "fail")
         // Build the loop over the shared Market (this test's scope owns the fiber).

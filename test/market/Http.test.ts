@@ -1,14 +1,12 @@
-import { NodeHttpServer } from "@effect/platform-node"
 import { describe, expect, layer } from "@effect/vitest"
-import { ConfigProvider, Effect, Layer, Logger, LogLevel } from "effect"
-import { AppConfig } from "../../src/Config.js"
-import { ChainDeployment } from "../../src/chain/Chain.js"
+import { Effect, Layer } from "effect"
+import { ChainDeployment } from "../../src/chain/Deployment.js"
 import { setStockPaused } from "../../src/chain/Devnet.js"
+import { EvmChain } from "../../src/chain/EvmChain.js"
+import { TokenRegistry } from "../../src/chain/Tokens.js"
 import { marketStatusAt } from "../../src/market/Calendar.js"
-import { httpLive } from "../../src/Server.js"
 import { send } from "../support/http.js"
-import { TestChain, TestDevnet } from "../support/TestChain.js"
-import { TestDatabase } from "../support/TestDatabase.js"
+import { TestDevnet, TestDevnetDeployment } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
 
 const EARLY_CLOSE = Date.parse("2026-11-27T18:00:00Z") // Fri 2026-11-27 13:00 ET
@@ -128,33 +126,21 @@ layer(testServer({ PRICE_MAX_STALENESS: "1" }), { excludeTestServices: true, tim
   }
 )
 
-/** The devnet plus one token whose "feed" is not a contract: its price can never be read. */
-const ChainWithBrokenFeed = Layer.effect(
-  ChainDeployment,
-  Effect.gen(function* () {
-    const deployment = yield* ChainDeployment
-    const devnet = yield* TestDevnet
-    const broken = { ...deployment.stocks[0]!, symbol: "BROKEN", ticker: "BROKEN", address: devnet.exchange }
-    return { ...deployment, stocks: [...deployment.stocks, { ...broken, feed: devnet.usd1 }] }
-  })
-).pipe(Layer.provide(TestChain))
-
-const serverWithBrokenFeed = httpLive(NodeHttpServer.layerTest).pipe(
-  Layer.provideMerge(TestDatabase),
-  Layer.provideMerge(ChainWithBrokenFeed),
-  Layer.provideMerge(AppConfig.layer),
-  Layer.provide(Logger.minimumLogLevel(LogLevel.None)),
-  Layer.provide(
-    Layer.setConfigProvider(
-      ConfigProvider.fromMap(
-        new Map([
-          ["APP_URL", "https://app.example.com"],
-          ["PRICE_READ_TIMEOUT", "1s"]
-        ])
-      )
-    )
+/** The devnet's chain, whose registry lists one more token whose "feed" is not a contract. */
+const ChainWithBrokenFeed = Layer.merge(
+  EvmChain,
+  Layer.effect(
+    TokenRegistry,
+    Effect.gen(function* () {
+      const deployment = yield* ChainDeployment
+      const devnet = yield* TestDevnet
+      const broken = { ...deployment.stocks[0]!, symbol: "BROKEN", ticker: "BROKEN", address: devnet.exchange }
+      return { chainId: deployment.chainId, tokens: [...deployment.stocks, { ...broken, feed: devnet.usd1 }] }
+    })
   )
-)
+).pipe(Layer.provideMerge(TestDevnetDeployment))
+
+const serverWithBrokenFeed = testServer({ PRICE_READ_TIMEOUT: "1s" }, { chain: ChainWithBrokenFeed })
 
 describe("a token whose price cannot be read", () => {
   layer(serverWithBrokenFeed, { excludeTestServices: true, timeout: "60 seconds" })("GET /market/tokens", (it) => {

@@ -1,6 +1,6 @@
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer, Option, TestClock } from "effect"
-import { ChainClient, ChainDeployment } from "../../src/chain/Chain.js"
+import { ChainDeployment } from "../../src/chain/Deployment.js"
 import { setStockPaused, setStockPrice } from "../../src/chain/Devnet.js"
 import { marketStatusAt } from "../../src/market/Calendar.js"
 import { Market } from "../../src/market/Market.js"
@@ -11,7 +11,6 @@ import { TestDatabase } from "../support/TestDatabase.js"
 /** The market over the devnet's real feeds and pause flags (no fake), and a throwaway database. */
 const MarketTest = Market.Default.pipe(
   Layer.provideMerge(PriceFeed.onchain),
-  Layer.provideMerge(ChainClient.Default),
   Layer.provideMerge(TestChain),
   Layer.provideMerge(TestDatabase)
 )

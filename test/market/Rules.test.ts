@@ -1,8 +1,10 @@
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Duration, Effect, Either, FastCheck, Schema } from "effect"
+import { AppConfig } from "../../src/Config.js"
+import { ChainDeployment } from "../../src/chain/Deployment.js"
 import { MAX_INSTANT, parseInstant } from "../../src/market/Api.js"
 import { defaultAdHocClosures, marketStatusAt } from "../../src/market/Calendar.js"
-import { marketSettings, registryOf, spreadVsClose, tokenStatus } from "../../src/market/Market.js"
+import { marketSettings, spreadVsClose, tokenStatus } from "../../src/market/Market.js"
 import { feedPrice, PlatformStatusInput } from "../../src/market/PriceFeed.js"
 
 const REGULAR = Date.parse("2026-11-20T15:00:00Z")
@@ -45,19 +47,34 @@ describe("token status", () => {
     expect(feedPrice(-5n, 8)).toBeUndefined()
   })
 
-  it("registry platforms: devnet tokens are 'devnet', configured ones keep theirs", () => {
-    const stock = {
-      symbol: "X",
-      ticker: "X",
-      name: "X",
-      address: `0x${"1".repeat(40)}`,
-      feed: `0x${"2".repeat(40)}`,
-      decimals: 18
-    } as const
-    const deployment = { stocks: [stock, { ...stock, platform: "ondo" }], local: true } as never
-    expect(registryOf(deployment).map((t) => t.platform)).toEqual(["devnet", "ondo"])
-    expect(registryOf({ stocks: [stock], local: false } as never)[0]!.platform).toBe("onchain")
-  })
+  it.effect("STOCK_TOKENS: symbols upper-cased, platform 'onchain' unless given, decimals 18 unless given", () =>
+    Effect.gen(function* () {
+      const tokens = [
+        { symbol: "nvdaon", address: `0x${"1".repeat(40)}`, feed: `0x${"2".repeat(40)}` },
+        { symbol: "TSLAon", address: `0x${"3".repeat(40)}`, feed: `0x${"4".repeat(40)}`, platform: "ondo", decimals: 6 }
+      ]
+      const deployment = yield* ChainDeployment.pipe(
+        Effect.provide(ChainDeployment.layer),
+        Effect.provide(AppConfig.layer),
+        Effect.withConfigProvider(
+          ConfigProvider.fromMap(
+            new Map([
+              ["CHAIN_RPC_URL", "http://127.0.0.1:1"],
+              ["CHAIN_ID", "56"],
+              ["USD1_ADDRESS", `0x${"5".repeat(40)}`],
+              ["RELAYER_PRIVATE_KEY", `0x${"6".repeat(64)}`],
+              ["STOCK_TOKENS", JSON.stringify(tokens)]
+            ])
+          )
+        ),
+        Effect.scoped
+      )
+      expect(deployment.stocks.map((t) => [t.symbol, t.platform, t.decimals])).toEqual([
+        ["NVDAON", "onchain", 18],
+        ["TSLAON", "ondo", 6]
+      ])
+    })
+  )
 })
 
 describe("the at parameter", () => {

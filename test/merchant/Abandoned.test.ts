@@ -10,12 +10,10 @@ import { ConfigProvider, Effect, Either, Layer, Option } from "effect"
 import type { Hash } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
 import { AppConfig } from "../../src/Config.js"
-import { ChainClient } from "../../src/chain/Chain.js"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
+import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
 import { Merchant } from "../../src/merchant/Merchant.js"
-import { OrderRepo } from "../../src/merchant/OrderRepo.js"
 import { PaymentProcessor, type SettleOutcome } from "../../src/merchant/PaymentProcessor.js"
-import { TestChain } from "../support/TestChain.js"
 import { TestDatabase } from "../support/TestDatabase.js"
 import { signPayment } from "../support/x402.js"
 
@@ -45,9 +43,9 @@ const StallingProcessor = Layer.effect(
 )
 
 const MerchantTest = Merchant.Default.pipe(
-  Layer.provide([OrderRepo.Default, StallingProcessor, ChainClient.Default]),
+  Layer.provide(StallingProcessor),
   Layer.provideMerge(TestDatabase),
-  Layer.provide(TestChain),
+  Layer.provide(InMemoryChain.layer()),
   Layer.provide(AppConfig.layer),
   Layer.provide(
     Layer.setConfigProvider(

@@ -1,23 +1,23 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Cause, ConfigProvider, Effect, Exit, Layer } from "effect"
 import { AppConfig } from "../../src/Config.js"
-import { ChainClient, ChainDeployment } from "../../src/chain/Chain.js"
+import { ChainDeployment } from "../../src/chain/Deployment.js"
+import { EvmChain } from "../../src/chain/EvmChain.js"
 import { Merchant } from "../../src/merchant/Merchant.js"
-import { OrderRepo } from "../../src/merchant/OrderRepo.js"
-import { LocalProcessor } from "../../src/merchant/PaymentProcessor.js"
-import { TestChain } from "../support/TestChain.js"
+import { RelayerProcessor } from "../../src/merchant/PaymentProcessor.js"
+import { TestDevnetDeployment } from "../support/TestChain.js"
 import { TestDatabase } from "../support/TestDatabase.js"
 
 /** The merchant over the test devnet, announcing the given EIP-712 domain for USD1. */
 const merchantWithDomain = (name: string, version: string) =>
   Merchant.Default.pipe(
-    Layer.provide([OrderRepo.Default, LocalProcessor]),
-    Layer.provide(ChainClient.Default),
+    Layer.provide(RelayerProcessor),
+    Layer.provide(EvmChain),
     Layer.provide(
       Layer.effect(
         ChainDeployment,
         Effect.map(ChainDeployment, (deployment) => ({ ...deployment, usd1: { ...deployment.usd1, name, version } }))
-      ).pipe(Layer.provide(TestChain))
+      ).pipe(Layer.provide(TestDevnetDeployment))
     ),
     Layer.provide(TestDatabase),
     Layer.provide(AppConfig.layer),

@@ -4,6 +4,9 @@ import path from "node:path"
 import { NodeHttpServer } from "@effect/platform-node"
 import { ConfigProvider, Effect, Layer, Logger, LogLevel } from "effect"
 import { AppConfig } from "../../src/Config.js"
+import type { ChainClient } from "../../src/chain/ChainClient.js"
+import type { TokenRegistry } from "../../src/chain/Tokens.js"
+import { type PortLayers, portsLayer } from "../../src/Ports.js"
 import { httpLive } from "../../src/Server.js"
 import { TestChain } from "./TestChain.js"
 import { TestDatabase } from "./TestDatabase.js"
@@ -11,12 +14,20 @@ import { TestDatabase } from "./TestDatabase.js"
 export const TEST_APP_URL = "https://app.example.com"
 
 /**
- * The real HTTP application on a free port over a throwaway database and devnet, with the
- * environment given as a map and its own temporary DATA_DIR. Provides the `HttpClient` pointed
- * at the server, the `SqlClient` and the `TestDevnet`.
+ * The real HTTP application on a free port over a throwaway database, with the environment given as
+ * a map and its own temporary DATA_DIR. Ports are the configured defaults except those given; the
+ * chain is a fresh devnet unless replaced. Provides the `HttpClient` pointed at the server, the
+ * `SqlClient`, and whatever the chain layer offers the test (`TestDevnet`, `InMemoryChain`).
  */
-export const testServer = (env: Record<string, string> = {}) =>
-  Layer.unwrapScoped(
+export const testServer = <ChainExtras = Layer.Layer.Success<typeof TestChain>>(
+  env: Record<string, string> = {},
+  ports: Partial<Omit<PortLayers, "chain">> & {
+    readonly chain?: Layer.Layer<ChainClient | TokenRegistry | ChainExtras, unknown, AppConfig>
+  } = {}
+) => {
+  // The same layer value is provided to the ports and to the test: it is built once.
+  const chain = (ports.chain ?? TestChain) as Layer.Layer<ChainClient | TokenRegistry | ChainExtras, unknown, AppConfig>
+  return Layer.unwrapScoped(
     Effect.gen(function* () {
       const dataDir = yield* Effect.acquireRelease(
         Effect.sync(() => mkdtempSync(path.join(tmpdir(), "card-service-test-data-"))),
@@ -32,11 +43,13 @@ export const testServer = (env: Record<string, string> = {}) =>
         ...env
       }
       return httpLive(NodeHttpServer.layerTest).pipe(
+        Layer.provide(portsLayer({ ...ports, chain })),
+        Layer.provideMerge(chain),
         Layer.provideMerge(TestDatabase),
-        Layer.provideMerge(TestChain),
         Layer.provideMerge(AppConfig.layer),
         Layer.provide(Logger.minimumLogLevel(LogLevel.Warning)),
         Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(settings)))))
       )
     })
   )
+}

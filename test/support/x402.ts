@@ -1,10 +1,11 @@
 import { randomBytes } from "node:crypto"
 import type { Hex, PrivateKeyAccount } from "viem"
+import { transferWithAuthorizationTypedData } from "../../src/chain/Eip3009.js"
 import {
+  authorizationOf,
   encodeHeader,
   type PaymentPayload,
-  type PaymentRequirements,
-  transferWithAuthorizationTypedData
+  type PaymentRequirements
 } from "../../src/merchant/X402.js"
 
 export interface SignOptions {
@@ -33,11 +34,14 @@ export const signPayment = async (
     validBefore: options.validBefore ?? String(Math.floor(Date.now() / 1000) + requirements.maxTimeoutSeconds),
     nonce: options.nonce ?? (`0x${randomBytes(32).toString("hex")}` as Hex)
   }
-  const typed = transferWithAuthorizationTypedData(authorization, {
-    name: String(requirements.extra.name),
-    version: String(requirements.extra.version),
+  const typed = transferWithAuthorizationTypedData(authorizationOf(authorization), {
     chainId,
-    asset: requirements.asset as Hex
+    usd1: {
+      address: requirements.asset as Hex,
+      decimals: 18,
+      name: String(requirements.extra.name),
+      version: String(requirements.extra.version)
+    }
   })
   const signature = await (options.signer ?? payer).signTypedData(typed)
   const payload: PaymentPayload = {

@@ -2,23 +2,23 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
 import path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Either, FastCheck, Layer, Option } from "effect"
-import { AppConfig } from "../../src/Config.js"
+import { ConfigProvider, Effect, FastCheck, Layer, Option, Redacted } from "effect"
+import { AppConfig } from "../src/Config.js"
+import { documentHash } from "../src/cards/Cards.js"
+import { normalizeDocumentNumber } from "../src/kyc/Document.js"
 import {
-  CardDataKey,
-  decrypt,
-  deriveKeys,
-  documentHash,
-  encrypt,
-  keyFromText,
+  open as decrypt,
+  deriveKey,
+  seal as encrypt,
+  KEY_BYTES,
   loadOrCreateSecretFile,
-  normalizeDocumentNumber,
-  parseKey
-} from "../../src/cards/CardCrypto.js"
+  parseKey,
+  Secrets
+} from "../src/Secrets.js"
 
 const bytes32 = FastCheck.uint8Array({ minLength: 32, maxLength: 32 })
 
-describe("card data encryption", () => {
+describe("sealing (AES-256-GCM)", () => {
   it.prop(
     "decrypt(encrypt(x)) = x with the same key and binding",
     [bytes32, FastCheck.string({ maxLength: 64, unit: "grapheme" }), FastCheck.string({ maxLength: 40 })],
@@ -77,21 +77,21 @@ describe("keys", () => {
     ]) {
       expect(parseKey(bad), bad).toEqual(Option.none())
     }
-    expect(Either.isLeft(keyFromText("short"))).toBe(true)
   })
 
-  it("the two derived keys differ from each other and from the master", () => {
+  it("each purpose's key differs from every other and from the master, and is stable", () => {
     const master = new Uint8Array(32).fill(9)
-    const keys = deriveKeys(master)
-    expect(Buffer.from(keys.encryption).equals(Buffer.from(keys.documentHash))).toBe(false)
-    expect(Buffer.from(keys.encryption).equals(Buffer.from(master))).toBe(false)
-    expect(deriveKeys(master)).toEqual(keys)
+    const keys = (["cardData", "documentHash", "sandboxDocument"] as const).map((purpose) => deriveKey(master, purpose))
+    const distinct = new Set([...keys, master].map((key) => Buffer.from(key).toString("hex")))
+    expect(distinct.size).toBe(4)
+    expect(keys.every((key) => key.length === KEY_BYTES)).toBe(true)
+    expect(deriveKey(master, "cardData")).toEqual(keys[0])
   })
 
   it.effect("a malformed CARD_DATA_KEY stops start-up with a message naming it", () =>
     Effect.gen(function* () {
       const error = yield* Effect.flip(
-        Layer.build(CardDataKey.layer).pipe(
+        Layer.build(Secrets.layer).pipe(
           Effect.scoped,
           Effect.provide(AppConfig.layer),
           Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["CARD_DATA_KEY", "not-a-key"]])))
@@ -104,8 +104,8 @@ describe("keys", () => {
   it.effect("without CARD_DATA_KEY a development key is generated once under DATA_DIR (0600) and reused", () =>
     Effect.gen(function* () {
       const dir = mkdtempSync(path.join(tmpdir(), "card-key-"))
-      const load = Effect.flatMap(CardDataKey, Effect.succeed).pipe(
-        Effect.provide(CardDataKey.layer),
+      const load = Effect.map(Secrets, (secrets) => secrets.key("cardData")).pipe(
+        Effect.provide(Secrets.layer),
         Effect.provide(AppConfig.layer),
         Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["DATA_DIR", path.join(dir, "data")]])))
       )
@@ -116,6 +116,29 @@ describe("keys", () => {
       expect(readFileSync(file, "utf8").trim()).toMatch(/^[0-9a-f]{64}$/)
       expect(first).toEqual(second)
       expect(first).toEqual(third)
+      rmSync(dir, { recursive: true, force: true })
+    })
+  )
+
+  it.effect("a named secret comes from its variable, else from its development file, read once", () =>
+    Effect.gen(function* () {
+      const dir = mkdtempSync(path.join(tmpdir(), "named-secret-"))
+      const name = { variable: "TEST_SECRET", file: "test.secret", generate: () => "generated-value" }
+      const read = (env: Record<string, string>) =>
+        Effect.flatMap(Secrets, (secrets) =>
+          Effect.zip(secrets.secret(name), secrets.development, { concurrent: false })
+        ).pipe(
+          Effect.provide(Secrets.layer),
+          Effect.provide(AppConfig.layer),
+          Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries({ DATA_DIR: dir, ...env }))))
+        )
+      const [given, givenDevelopment] = yield* read({ TEST_SECRET: "from-env" })
+      expect(Redacted.value(given)).toBe("from-env")
+      expect(givenDevelopment).toEqual(["CARD_DATA_KEY"])
+      const [generated, development] = yield* read({})
+      expect(Redacted.value(generated)).toBe("generated-value")
+      expect(development).toEqual(["CARD_DATA_KEY", "TEST_SECRET"])
+      expect(readFileSync(path.join(dir, "test.secret"), "utf8").trim()).toBe("generated-value")
       rmSync(dir, { recursive: true, force: true })
     })
   )

@@ -1,0 +1,84 @@
+/**
+ * The composition root of the ports: every external system this service talks to is chosen here,
+ * from configuration, and nowhere else. Domain services only name the port Tags they use; the
+ * HTTP app (`httpLive`) requires the ports and `main.ts` provides `PortsLive`.
+ *
+ * | Port               | Default (chosen from configuration)                                   |
+ * |--------------------|-----------------------------------------------------------------------|
+ * | `ChainClient`, `TokenRegistry` | `CHAIN_RPC_URL` and the addresses, else an embedded devnet |
+ * | `PriceFeed`        | the registry tokens' on-chain feeds and pause flags                   |
+ * | `PaymentProcessor` | `FACILITATOR_URL`'s facilitator, else our relayer                      |
+ * | `KycProvider`      | `KYC_PROVIDER`: the built-in sandbox, or Didit                         |
+ * | `CardIssuer`       | the local issuer                                                      |
+ * | `Secrets`          | `CARD_DATA_KEY` and named secrets, else development files in DATA_DIR |
+ *
+ * A developer or a test replaces any of them with one Layer; the default of a replaced port is not
+ * even built (no devnet starts when the chain is replaced):
+ *
+ *     httpLive(server).pipe(Layer.provide(portsLayer({ kycProvider: ScriptedKycProvider.layer() })), ...)
+ */
+import { FetchHttpClient } from "@effect/platform"
+import type { SqlClient } from "@effect/sql"
+import { Config, Effect, Layer, Option } from "effect"
+import type { AppConfig } from "./Config.js"
+import { type CardIssuer, LocalCardIssuer } from "./cards/CardIssuer.js"
+import type { ChainClient } from "./chain/ChainClient.js"
+import { ChainDeployment } from "./chain/Deployment.js"
+import { EvmChain } from "./chain/EvmChain.js"
+import { TokenRegistry } from "./chain/Tokens.js"
+import { DiditProviderLive } from "./kyc/DiditProvider.js"
+import { KycConfig } from "./kyc/KycConfig.js"
+import type { KycProvider } from "./kyc/KycProvider.js"
+import { SandboxProviderLive } from "./kyc/SandboxProvider.js"
+import { PriceFeed } from "./market/PriceFeed.js"
+import { FacilitatorProcessor, type PaymentProcessor, RelayerProcessor } from "./merchant/PaymentProcessor.js"
+import { Secrets } from "./Secrets.js"
+
+/** Every port, as the HTTP app requires them. */
+export type Ports = ChainClient | TokenRegistry | PriceFeed | PaymentProcessor | KycProvider | CardIssuer | Secrets
+
+/** A replacement for each port, with what it may itself require. */
+export interface PortLayers {
+  readonly chain: Layer.Layer<ChainClient | TokenRegistry, unknown, AppConfig>
+  readonly priceFeed: Layer.Layer<PriceFeed, unknown, ChainClient | TokenRegistry>
+  readonly paymentProcessor: Layer.Layer<PaymentProcessor, unknown, ChainClient>
+  readonly kycProvider: Layer.Layer<KycProvider, unknown, AppConfig | KycConfig | Secrets | SqlClient.SqlClient>
+  readonly cardIssuer: Layer.Layer<CardIssuer, unknown>
+  readonly secrets: Layer.Layer<Secrets, unknown, AppConfig>
+}
+
+/** `CHAIN_RPC_URL` and the contract addresses, or the embedded devnet. */
+const ConfiguredChain = Layer.merge(EvmChain, TokenRegistry.fromDeployment).pipe(Layer.provide(ChainDeployment.layer))
+
+/** `FACILITATOR_URL` selects a facilitator; otherwise our relayer settles. */
+const ConfiguredPaymentProcessor = Layer.unwrapEffect(
+  Effect.map(Config.option(Config.string("FACILITATOR_URL")), (url) =>
+    Option.isSome(url) ? FacilitatorProcessor(url.value).pipe(Layer.provide(FetchHttpClient.layer)) : RelayerProcessor
+  )
+)
+
+/** `KYC_PROVIDER`: the built-in sandbox (default) or Didit. */
+const ConfiguredKycProvider = Layer.unwrapEffect(
+  Effect.map(KycConfig, (config) => (config.provider === "didit" ? DiditProviderLive : SandboxProviderLive))
+)
+
+const defaults: PortLayers = {
+  chain: ConfiguredChain,
+  priceFeed: PriceFeed.onchain,
+  paymentProcessor: ConfiguredPaymentProcessor,
+  kycProvider: ConfiguredKycProvider,
+  cardIssuer: LocalCardIssuer,
+  secrets: Secrets.layer
+}
+
+/** Every port: the given replacements, and the configured default for the others. */
+export const portsLayer = (overrides: Partial<PortLayers> = {}) => {
+  const ports = { ...defaults, ...overrides }
+  return Layer.mergeAll(ports.priceFeed, ports.paymentProcessor, ports.kycProvider, ports.cardIssuer).pipe(
+    Layer.provideMerge(ports.chain),
+    Layer.provideMerge(ports.secrets),
+    Layer.provide(KycConfig.layer)
+  )
+}
+
+export const PortsLive = portsLayer()

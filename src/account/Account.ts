@@ -1,0 +1,39 @@
+/**
+ * The signed-in user's account: sign-in (a session plus where the user stands), `GET /me` and
+ * sign-out. Where the user stands is the identity-check state and the card, reconciled with the
+ * identity provider while a check is pending.
+ */
+import { Effect } from "effect"
+import { SignInResult } from "../auth/Api.js"
+import { Auth } from "../auth/Auth.js"
+import { AuthRepo } from "../auth/AuthRepo.js"
+import type { Address } from "../chain/Address.js"
+import { Kyc } from "../kyc/Kyc.js"
+import { Me } from "./Api.js"
+
+export class Account extends Effect.Service<Account>()("app/Account", {
+  effect: Effect.gen(function* () {
+    const auth = yield* Auth
+    const users = yield* AuthRepo
+    const kyc = yield* Kyc
+
+    const signIn = Effect.fn("Account.signIn")(function* (message: string, signature: `0x${string}`) {
+      const session = yield* auth.verify(message, signature)
+      const { kyc: state, card } = yield* kyc.standing(session.address)
+      return new SignInResult({ token: session.token, address: session.address, kyc: state, card })
+    })
+
+    const me = Effect.fn("Account.me")(function* (address: Address) {
+      const user = yield* users.findUser(address).pipe(Effect.flatMap(Effect.orDieWith(() => "user row missing")))
+      const { kyc: state, card } = yield* kyc.standing(address)
+      return new Me({ address: user.address, kyc: state, card, createdAt: user.createdAt.getTime() })
+    })
+
+    const signOut = Effect.fn("Account.signOut")(function* (sessionId: string) {
+      yield* users.deleteSession(Buffer.from(sessionId, "hex"))
+    })
+
+    return { signIn, me, signOut }
+  }),
+  dependencies: [AuthRepo.Default]
+}) {}

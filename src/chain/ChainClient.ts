@@ -1,0 +1,125 @@
+/**
+ * The chain port: what this service needs from an EVM chain, in the domain's words. Nothing here
+ * names a viem client; `EvmChain` implements it over JSON-RPC and `InMemoryChain` in memory (tests).
+ *
+ * Amounts are atomic units (bigint), times are seconds of block time, addresses EIP-55.
+ */
+import { Context, Data, type Effect, type Option } from "effect"
+import type { Hash, Hex } from "viem"
+import type { Address } from "./Address.js"
+
+export class ChainError extends Data.TaggedError("ChainError")<{
+  readonly message: string
+  readonly cause?: unknown
+}> {}
+
+/** The call was refused before anything was broadcast (simulation reverted); `reason` is the revert text. */
+export class CallReverted extends Data.TaggedError("CallReverted")<{ readonly reason: string }> {}
+
+/** The USD1 token and the EIP-712 domain its authorizations are signed under. */
+export interface Usd1Token {
+  readonly address: Address
+  readonly decimals: number
+  readonly name: string
+  readonly version: string
+}
+
+/** An EIP-3009 `TransferWithAuthorization` as signed by the payer. */
+export interface TransferAuthorization {
+  readonly from: Address
+  readonly to: Address
+  readonly value: bigint
+  readonly validAfter: bigint
+  readonly validBefore: bigint
+  readonly nonce: Hex
+}
+
+/** A transaction signed by the relayer, recorded before it is broadcast. */
+export interface SignedTransaction {
+  readonly hash: Hash
+  readonly raw: Hex
+  readonly nonce: number
+}
+
+/** An ERC-20 Transfer event of a mined transaction. */
+export interface TokenTransfer {
+  readonly token: Address
+  readonly from: Address
+  readonly to: Address
+  readonly value: bigint
+}
+
+/** A mined transaction, as far as this service reads it. */
+export interface Receipt {
+  readonly hash: Hash
+  readonly status: "success" | "reverted"
+  readonly transfers: ReadonlyArray<TokenTransfer>
+}
+
+/** A Chainlink AggregatorV3-style feed's latest round. */
+export interface FeedRound {
+  /** The answer as an integer with `decimals` decimals. */
+  readonly answer: bigint
+  readonly decimals: number
+  /** Block time of the round's update, seconds. */
+  readonly updatedAt: bigint
+}
+
+export interface ChainClientShape {
+  readonly chainId: number
+  /** CAIP-2 id, `eip155:<chainId>`, as x402 names networks. */
+  readonly network: `eip155:${number}`
+  readonly usd1: Usd1Token
+  /** The account that pays gas for relayed transactions. */
+  readonly relayer: Address
+
+  /** Whether `address` signed `message` (EIP-191): an EOA locally, a contract wallet through ERC-1271/6492. */
+  readonly verifyMessage: (address: Address, message: string, signature: Hex) => Effect.Effect<boolean, ChainError>
+  /** The same for EIP-3009 `TransferWithAuthorization` typed data under the USD1 domain. */
+  readonly verifyAuthorization: (
+    authorization: TransferAuthorization,
+    signature: Hex
+  ) => Effect.Effect<boolean, ChainError>
+
+  readonly balanceOf: (token: Address, owner: Address) => Effect.Effect<bigint, ChainError>
+  /** Whether the authorizer's nonce was used or cancelled on the USD1 token. */
+  readonly authorizationState: (authorizer: Address, nonce: Hex) => Effect.Effect<boolean, ChainError>
+  /** The transaction in which the authorizer's nonce was used (its `AuthorizationUsed` event), if any. */
+  readonly authorizationUsedIn: (authorizer: Address, nonce: Hex) => Effect.Effect<Option.Option<Hash>, ChainError>
+  /** USD1's EIP-712 DOMAIN_SEPARATOR; none when the token does not expose it. */
+  readonly usd1DomainSeparator: Effect.Effect<Option.Option<Hex>, ChainError>
+
+  /**
+   * Relays `transferWithAuthorization` from the relayer through its ordered send queue: simulates it
+   * (a revert fails with `CallReverted`, nothing sent), signs it, lets `record` persist the signed
+   * transaction, then broadcasts it. A failure of `record` stops it before the broadcast.
+   */
+  readonly transferWithAuthorization: <E, R>(
+    authorization: TransferAuthorization,
+    signature: Hex,
+    record: (signed: SignedTransaction) => Effect.Effect<void, E, R>
+  ) => Effect.Effect<SignedTransaction, ChainError | CallReverted | E, R>
+  /** Sends an already signed transaction again (crash recovery); "already known" is success. */
+  readonly rebroadcast: (raw: Hex) => Effect.Effect<void, ChainError>
+  /** The receipt, waiting up to `timeoutMs`; none when the transaction is not mined by then. */
+  readonly receipt: (hash: Hash, timeoutMs: number) => Effect.Effect<Option.Option<Receipt>, ChainError>
+
+  readonly feedRound: (feed: Address) => Effect.Effect<FeedRound, ChainError>
+  /** A stock token's `paused()` flag; false for a token without one. */
+  readonly tokenPaused: (token: Address) => Effect.Effect<boolean, ChainError>
+  /** The latest block's timestamp, seconds. */
+  readonly blockTime: Effect.Effect<bigint, ChainError>
+}
+
+export class ChainClient extends Context.Tag("app/ChainClient")<ChainClient, ChainClientShape>() {}
+
+/** Whether a receipt proves the payment: status success and the exact Transfer of the token. */
+export const receiptShowsTransfer = (receipt: Receipt, expected: TokenTransfer): boolean =>
+  receipt.status === "success" &&
+  receipt.transfers.some(
+    (transfer) =>
+      transfer.token.toLowerCase() === expected.token.toLowerCase() &&
+      transfer.from.toLowerCase() === expected.from.toLowerCase() &&
+      transfer.to.toLowerCase() === expected.to.toLowerCase() &&
+      transfer.value === expected.value
+  )

@@ -1,0 +1,120 @@
+/**
+ * Where the chain and our contracts are. With `CHAIN_RPC_URL` unset an embedded anvil devnet is
+ * started (state under `<DATA_DIR>/chain`) with our contracts deployed; otherwise everything comes
+ * from configuration.
+ */
+import path from "node:path"
+import { Config, ConfigError, Context, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
+import type { Hex } from "viem"
+import { AppConfig, addressConfig } from "../Config.js"
+import { Address } from "./Address.js"
+import type { Usd1Token } from "./ChainClient.js"
+import { ANVIL_ACCOUNT_KEYS, startDevnet } from "./Devnet.js"
+import type { StockToken } from "./Tokens.js"
+
+export interface Deployment {
+  readonly rpcUrl: string
+  readonly chainId: number
+  readonly usd1: Usd1Token
+  readonly exchange: Option.Option<Address>
+  readonly stocks: ReadonlyArray<StockToken>
+  readonly relayerKey: Redacted.Redacted<Hex>
+  /** True for the embedded devnet: fast polling, demo funds. */
+  readonly local: boolean
+}
+
+const StockTokenConfig = Schema.Array(
+  Schema.Struct({
+    symbol: Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9.]{1,12}$/)),
+    ticker: Schema.optional(Schema.String),
+    name: Schema.optional(Schema.String),
+    address: Address,
+    feed: Address,
+    decimals: Schema.optionalWith(Schema.Int.pipe(Schema.between(0, 36)), { default: () => 18 }),
+    platform: Schema.optionalWith(Schema.String.pipe(Schema.pattern(/^[a-z0-9-]{1,32}$/)), { default: () => "onchain" })
+  })
+)
+
+const stockTokensConfig = Config.string("STOCK_TOKENS").pipe(
+  Config.mapOrFail((text) => {
+    const decoded = Schema.decodeUnknownEither(Schema.parseJson(StockTokenConfig))(text)
+    return Either.isRight(decoded)
+      ? Either.right(
+          decoded.right.map(
+            (s): StockToken => ({
+              symbol: s.symbol.toUpperCase(),
+              ticker: s.ticker ?? s.symbol.toUpperCase(),
+              name: s.name ?? s.symbol.toUpperCase(),
+              address: s.address,
+              feed: s.feed,
+              decimals: s.decimals,
+              platform: s.platform
+            })
+          )
+        )
+      : Either.left(
+          ConfigError.InvalidData(
+            ["STOCK_TOKENS"],
+            'Expected STOCK_TOKENS to be a JSON array of {"symbol","address","feed"[,"ticker","name","decimals","platform"]}'
+          )
+        )
+  }),
+  Config.withDefault([] as ReadonlyArray<StockToken>)
+)
+
+const privateKeyConfig = (name: string) =>
+  Config.redacted(name).pipe(
+    Config.mapOrFail((key) =>
+      /^0x[0-9a-fA-F]{64}$/.test(Redacted.value(key))
+        ? Either.right(key as Redacted.Redacted<Hex>)
+        : Either.left(ConfigError.InvalidData([name], `Expected ${name} to be a 0x-prefixed 32-byte hex private key`))
+    )
+  )
+
+const usd1Domain = Config.all({
+  name: Config.string("USD1_EIP712_NAME").pipe(Config.withDefault("World Liberty Financial USD")),
+  version: Config.string("USD1_EIP712_VERSION").pipe(Config.withDefault("1"))
+})
+
+/** The devnet's relayer: the last standard account, so that it never races the deployer's nonces. */
+export const DEVNET_RELAYER_KEY = ANVIL_ACCOUNT_KEYS[9]!
+
+export class ChainDeployment extends Context.Tag("app/ChainDeployment")<ChainDeployment, Deployment>() {
+  static readonly layer = Layer.scoped(
+    ChainDeployment,
+    Effect.gen(function* () {
+      const rpcUrl = yield* Config.option(Config.string("CHAIN_RPC_URL"))
+      const domain = yield* usd1Domain
+      if (Option.isSome(rpcUrl)) {
+        const settings = yield* Config.all({
+          chainId: Config.integer("CHAIN_ID"),
+          usd1: addressConfig("USD1_ADDRESS"),
+          usd1Decimals: Config.integer("USD1_DECIMALS").pipe(Config.withDefault(18)),
+          relayerKey: privateKeyConfig("RELAYER_PRIVATE_KEY"),
+          exchange: Config.option(addressConfig("EXCHANGE_ADDRESS")),
+          stocks: stockTokensConfig
+        })
+        return {
+          rpcUrl: rpcUrl.value,
+          chainId: settings.chainId,
+          usd1: { address: settings.usd1, decimals: settings.usd1Decimals, ...domain },
+          exchange: settings.exchange,
+          stocks: settings.stocks,
+          relayerKey: settings.relayerKey,
+          local: false
+        } satisfies Deployment
+      }
+      const { dataDir } = yield* AppConfig
+      const devnet = yield* startDevnet({ stateDir: path.join(dataDir, "chain") }).pipe(Effect.orDie)
+      return {
+        rpcUrl: devnet.rpcUrl,
+        chainId: devnet.chainId,
+        usd1: { address: devnet.usd1, decimals: 18, ...domain },
+        exchange: Option.some(devnet.exchange),
+        stocks: devnet.stocks.map((stock) => ({ ...stock, platform: "devnet" })),
+        relayerKey: Redacted.make(DEVNET_RELAYER_KEY),
+        local: true
+      } satisfies Deployment
+    })
+  )
+}
