@@ -8,7 +8,7 @@
  * webhook then answers 500 and is retried).
  */
 import { randomBytes, randomInt } from "node:crypto"
-import { Context, Effect, Layer, Redacted } from "effect"
+import { Context, Effect, Layer, Redacted, Ref } from "effect"
 import type { Address } from "../chain/Address.js"
 import { withCheckDigit } from "./Luhn.js"
 
@@ -64,3 +64,32 @@ export const LocalCardIssuer = Layer.succeed(
       }))
   })
 )
+
+/** A card face as a test wants it issued. */
+export interface CardFace {
+  readonly number: string
+  readonly cvv: string
+  readonly expiry: string
+}
+
+/** A test issuer that hands out the given faces in order (and dies past them: the test asked too much). */
+export const FixedCardIssuer = (faces: ReadonlyArray<CardFace>) =>
+  Layer.effect(
+    CardIssuer,
+    Effect.map(Ref.make(0), (issued) =>
+      CardIssuer.of({
+        name: "fixed",
+        issue: () =>
+          Effect.gen(function* () {
+            const face = faces[yield* Ref.getAndUpdate(issued, (n) => n + 1)]
+            if (face === undefined) return yield* Effect.dieMessage(`FixedCardIssuer has only ${faces.length} faces`)
+            return {
+              number: Redacted.make(face.number),
+              cvv: Redacted.make(face.cvv),
+              expiry: face.expiry,
+              issuerRef: `fixed_${face.number.slice(-4)}`
+            }
+          })
+      })
+    )
+  )

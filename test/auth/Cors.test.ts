@@ -1,36 +1,37 @@
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
+import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
 import { send } from "../support/http.js"
 import { testServer } from "../support/TestServer.js"
 
-layer(testServer({ WEB_ORIGIN: "https://app.example.com,https://shop.example.com" }), { excludeTestServices: true })(
-  "CORS",
-  (it) => {
-    it.effect("allows only WEB_ORIGIN origins, the x402 headers and bearer tokens", () =>
-      Effect.gen(function* () {
-        const preflight = yield* send("OPTIONS", "/auth/verify", {
-          headers: {
-            origin: "https://shop.example.com",
-            "access-control-request-method": "POST",
-            "access-control-request-headers": "payment-signature, authorization, access-control-expose-headers"
-          }
-        })
-        expect(preflight.status).toBe(204)
-        expect(preflight.headers["access-control-allow-origin"]).toBe("https://shop.example.com")
-        expect(preflight.headers["access-control-allow-headers"]).toContain("payment-signature")
-        expect(preflight.headers["access-control-allow-headers"]).toContain("authorization")
-        expect(preflight.headers["access-control-allow-headers"]).toContain("access-control-expose-headers")
-
-        const allowed = yield* send("GET", "/health", { headers: { origin: "https://app.example.com" } })
-        expect(allowed.headers["access-control-allow-origin"]).toBe("https://app.example.com")
-        expect(allowed.headers["access-control-expose-headers"]).toContain("payment-required")
-        expect(allowed.headers["access-control-expose-headers"]).toContain("payment-response")
-
-        for (const origin of ["https://evil.example.com", "https://app.example.com.evil.com", "null"]) {
-          const refused = yield* send("GET", "/health", { headers: { origin } })
-          expect(refused.headers["access-control-allow-origin"], origin).toBeUndefined()
+layer(
+  testServer({ WEB_ORIGIN: "https://app.example.com,https://shop.example.com" }, { chain: InMemoryChain.layer() }),
+  { excludeTestServices: true }
+)("CORS", (it) => {
+  it.effect("allows only WEB_ORIGIN origins, the x402 headers and bearer tokens", () =>
+    Effect.gen(function* () {
+      const preflight = yield* send("OPTIONS", "/auth/verify", {
+        headers: {
+          origin: "https://shop.example.com",
+          "access-control-request-method": "POST",
+          "access-control-request-headers": "payment-signature, authorization, access-control-expose-headers"
         }
       })
-    )
-  }
-)
+      expect(preflight.status).toBe(204)
+      expect(preflight.headers["access-control-allow-origin"]).toBe("https://shop.example.com")
+      expect(preflight.headers["access-control-allow-headers"]).toContain("payment-signature")
+      expect(preflight.headers["access-control-allow-headers"]).toContain("authorization")
+      expect(preflight.headers["access-control-allow-headers"]).toContain("access-control-expose-headers")
+
+      const allowed = yield* send("GET", "/health", { headers: { origin: "https://app.example.com" } })
+      expect(allowed.headers["access-control-allow-origin"]).toBe("https://app.example.com")
+      expect(allowed.headers["access-control-expose-headers"]).toContain("payment-required")
+      expect(allowed.headers["access-control-expose-headers"]).toContain("payment-response")
+
+      for (const origin of ["https://evil.example.com", "https://app.example.com.evil.com", "null"]) {
+        const refused = yield* send("GET", "/health", { headers: { origin } })
+        expect(refused.headers["access-control-allow-origin"], origin).toBeUndefined()
+      }
+    })
+  )
+})

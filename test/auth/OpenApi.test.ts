@@ -1,10 +1,11 @@
 import { expect, layer } from "@effect/vitest"
 import { Validator } from "@seriousme/openapi-schema-validator"
 import { Effect } from "effect"
+import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
 import { send } from "../support/http.js"
 import { testServer } from "../support/TestServer.js"
 
-layer(testServer(), { excludeTestServices: true })("OpenAPI and docs", (it) => {
+layer(testServer({}, { chain: InMemoryChain.layer() }), { excludeTestServices: true })("OpenAPI and docs", (it) => {
   it.effect("/openapi.json is valid OpenAPI 3.1.0 and lists every implemented path", () =>
     Effect.gen(function* () {
       const { status, body: spec } = yield* send("GET", "/openapi.json")
@@ -51,22 +52,21 @@ layer(testServer(), { excludeTestServices: true })("OpenAPI and docs", (it) => {
   )
 })
 
-layer(testServer({ MERCHANT_PAY_TO: "0x000000000000000000000000000000000000dEaD" }), { excludeTestServices: true })(
-  "OpenAPI with the merchant",
-  (it) => {
-    it.effect("lists the merchant paths, still valid OpenAPI 3.1", () =>
-      Effect.gen(function* () {
-        const { body: spec } = yield* send("GET", "/openapi.json")
-        const result = yield* Effect.promise(() => new Validator().validate(spec))
-        expect(result.errors).toBeUndefined()
-        expect(Object.keys(spec.paths)).toEqual(
-          expect.arrayContaining(["/merchant/orders", "/merchant/orders/{id}", "/merchant/orders/{id}/pay"])
-        )
-        const pay = spec.paths["/merchant/orders/{id}/pay"]
-        expect(Object.keys(pay).sort()).toEqual(["get", "post"])
-        expect(pay.post.responses["402"]).toBeDefined()
-        expect(pay.post.responses["409"]).toBeDefined()
-      })
-    )
-  }
-)
+layer(testServer({ MERCHANT_PAY_TO: "0x000000000000000000000000000000000000dEaD" }, { chain: InMemoryChain.layer() }), {
+  excludeTestServices: true
+})("OpenAPI with the merchant", (it) => {
+  it.effect("lists the merchant paths, still valid OpenAPI 3.1", () =>
+    Effect.gen(function* () {
+      const { body: spec } = yield* send("GET", "/openapi.json")
+      const result = yield* Effect.promise(() => new Validator().validate(spec))
+      expect(result.errors).toBeUndefined()
+      expect(Object.keys(spec.paths)).toEqual(
+        expect.arrayContaining(["/merchant/orders", "/merchant/orders/{id}", "/merchant/orders/{id}/pay"])
+      )
+      const pay = spec.paths["/merchant/orders/{id}/pay"]
+      expect(Object.keys(pay).sort()).toEqual(["get", "post"])
+      expect(pay.post.responses["402"]).toBeDefined()
+      expect(pay.post.responses["409"]).toBeDefined()
+    })
+  )
+})

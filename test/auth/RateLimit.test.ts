@@ -1,16 +1,20 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
+import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
 import { newAccount } from "../support/auth.js"
 import { send } from "../support/http.js"
 import { testServer } from "../support/TestServer.js"
 
 layer(
-  testServer({
-    RATE_LIMIT_SIGNIN: "3",
-    RATE_LIMIT_ORDERS: "2",
-    MERCHANT_PAY_TO: "0x000000000000000000000000000000000000dEaD"
-  }),
+  testServer(
+    {
+      RATE_LIMIT_SIGNIN: "3",
+      RATE_LIMIT_ORDERS: "2",
+      MERCHANT_PAY_TO: "0x000000000000000000000000000000000000dEaD"
+    },
+    { chain: InMemoryChain.layer() }
+  ),
   { excludeTestServices: true }
 )("rate limits", (it) => {
   it.effect("sign-in calls past RATE_LIMIT_SIGNIN a minute are 429 RATE_LIMITED with Retry-After", () =>

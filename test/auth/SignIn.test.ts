@@ -6,6 +6,7 @@ import { Effect } from "effect"
 import { createPublicClient, createWalletClient, getAddress, http } from "viem"
 import { type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts"
 import { SmartWalletArtifact } from "../../src/chain/contracts/artifacts.js"
+import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
 import { newAccount, sessionCount, signIn } from "../support/auth.js"
 import { bearer, send } from "../support/http.js"
 import { TestDevnet } from "../support/TestChain.js"
@@ -222,7 +223,7 @@ layer(testServer(), { excludeTestServices: true })("sign-in over HTTP", (it) => 
 })
 
 describe("error model", () => {
-  layer(testServer(), { excludeTestServices: true })("wire", (it) => {
+  layer(testServer({}, { chain: InMemoryChain.layer() }), { excludeTestServices: true })("wire", (it) => {
     it.effect("unknown routes are 404 NOT_FOUND", () =>
       Effect.gen(function* () {
         const response = yield* send("GET", "/no/such/path")

@@ -7,6 +7,7 @@ import { createServer, type IncomingMessage } from "node:http"
 import type { AddressInfo } from "node:net"
 import { afterAll, beforeEach, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
+import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
 import { signDidit } from "../../src/kyc/Webhook.js"
 import { send } from "../support/http.js"
 import { TEST_APP_URL, testServer } from "../support/TestServer.js"
@@ -154,182 +155,185 @@ const pendingUser = Effect.gen(function* () {
   return { ...user, sessionId: diditSessionId(started.body.url) }
 })
 
-layer(testServer(env), { excludeTestServices: true })("Didit as the identity provider", (it) => {
-  it.effect("POST /kyc/session creates a Didit session for the workflow, the user and the return URL", () =>
-    Effect.gen(function* () {
-      const { account, token } = yield* signIn()
-      const before = fake.createBodies.length
-      const started = yield* startSession(token, { returnUrl: `${TEST_APP_URL}/done` })
-      expect(started.status).toBe(200)
-      const sessionId = diditSessionId(started.body.url)
-      expect(fake.createBodies.slice(before)).toEqual([
-        { workflow_id: WORKFLOW_ID, vendor_data: account.address, callback: `${TEST_APP_URL}/done` }
-      ])
-      expect(yield* me(token)).toMatchObject({ kyc: "pending", card: null })
-      // Idempotent while pending: no second Didit session.
-      expect((yield* startSession(token)).body.url).toBe(started.body.url)
-      expect(fake.createBodies.length).toBe(before + 1)
-      expect(yield* sessionRows(account.address)).toEqual([
-        { sessionId, status: "pending", returnUrl: `${TEST_APP_URL}/done` }
-      ])
-      expect(fake.unauthorized).toBe(0)
-    })
-  )
-
-  it.effect("an Approved webhook with its decision issues the card with the document's name", () =>
-    Effect.gen(function* () {
-      const { account, token, sessionId } = yield* pendingUser
-      const progress = yield* deliverDidit(diditEvent(sessionId, "In Progress"))
-      expect(progress.body).toEqual({ received: true, outcome: "unchanged" })
-      const decision = {
-        id_verifications: [
-          { status: "Approved", first_name: "Mary", last_name: "Jackson", document_number: "MJ-77001" }
-        ]
-      }
-      const approved = yield* deliverDidit(diditEvent(sessionId, "Approved", { decision }))
-      expect(approved.status).toBe(200)
-      expect(approved.body).toEqual({ received: true, outcome: "applied" })
-      expect(yield* me(token)).toMatchObject({ kyc: "approved", card: { holder: "Mary Jackson" } })
-      expect(yield* cardCount(account.address)).toBe(1)
-    })
-  )
-
-  it.effect("an Approved webhook without a decision makes us fetch it from Didit", () =>
-    Effect.gen(function* () {
-      const { token, sessionId } = yield* pendingUser
-      const session = fake.sessions.get(sessionId)!
-      session.status = "Approved"
-      session.idVerification = { status: "Approved", full_name: "Dorothy Vaughan", document_number: "DV1910" }
-      const calls = fake.decisionCalls.filter((id) => id === sessionId).length
-      const response = yield* deliverDidit(diditEvent(sessionId, "Approved"))
-      expect(response.body).toEqual({ received: true, outcome: "applied" })
-      expect(fake.decisionCalls.filter((id) => id === sessionId).length).toBe(calls + 1)
-      expect(yield* me(token)).toMatchObject({ kyc: "approved", card: { holder: "Dorothy Vaughan" } })
-    })
-  )
-
-  it.effect("while the app polls, Didit is asked at most once per few seconds, and the result lands", () =>
-    Effect.gen(function* () {
-      const { account, token, sessionId } = yield* pendingUser
-      fake.sessions.get(sessionId)!.status = "In Progress"
-      const calls = () => fake.decisionCalls.filter((id) => id === sessionId).length
-      const polls = yield* Effect.all(
-        Array.from({ length: 6 }, () => me(token)),
-        { concurrency: "unbounded" }
-      )
-      expect(polls.every((body) => body.kyc === "pending")).toBe(true)
-      expect(calls()).toBe(1)
-      // Didit now has the result, but the window is not over: no call, no change.
-      const session = fake.sessions.get(sessionId)!
-      session.status = "Approved"
-      session.idVerification = { first_name: "Christine", last_name: "Darden", document_number: "CD-1942" }
-      expect((yield* me(token)).kyc).toBe("pending")
-      expect(calls()).toBe(1)
-      // The window is kept in the database; move it back as if 10 seconds had passed.
-      yield* query(
-        "UPDATE kyc_accounts SET checked_at = checked_at - interval '10 seconds' WHERE address = $1",
-        account.address
-      )
-      expect(yield* me(token)).toMatchObject({ kyc: "approved", card: { holder: "Christine Darden" } })
-      expect(calls()).toBe(2)
-      // Nothing pending: polls no longer ask.
-      yield* me(token)
-      expect(calls()).toBe(2)
-    })
-  )
-
-  it.effect("Declined means declined; Abandoned and Expired mean none", () =>
-    Effect.gen(function* () {
-      const declined = yield* pendingUser
-      expect((yield* deliverDidit(diditEvent(declined.sessionId, "Declined"))).body.outcome).toBe("applied")
-      expect(yield* me(declined.token)).toMatchObject({ kyc: "declined", card: null })
-      for (const status of ["Abandoned", "Expired", "Kyc Expired"]) {
-        const user = yield* pendingUser
-        expect((yield* deliverDidit(diditEvent(user.sessionId, status))).body.outcome).toBe("applied")
-        expect((yield* me(user.token)).kyc).toBe("none")
-      }
-    })
-  )
-
-  it.effect("bad signatures and stale timestamps are 401 and change nothing", () =>
-    Effect.gen(function* () {
-      const { account, sessionId } = yield* pendingUser
-      const before = yield* kycRow(account.address)
-      const body = diditEvent(sessionId, "Declined")
-      const wrongSecret = yield* deliverDidit(body, { secret: "wrong" })
-      expect(wrongSecret.status).toBe(401)
-      expect(wrongSecret.body.code).toBe("WEBHOOK_SIGNATURE_INVALID")
-      const edited = yield* send("POST", "/kyc/webhook/didit", {
-        text: body.replace("Declined", "Approved"),
-        headers: { ...signDidit(WEBHOOK_SECRET, body, Date.now()) }
+layer(testServer(env, { chain: InMemoryChain.layer() }), { excludeTestServices: true })(
+  "Didit as the identity provider",
+  (it) => {
+    it.effect("POST /kyc/session creates a Didit session for the workflow, the user and the return URL", () =>
+      Effect.gen(function* () {
+        const { account, token } = yield* signIn()
+        const before = fake.createBodies.length
+        const started = yield* startSession(token, { returnUrl: `${TEST_APP_URL}/done` })
+        expect(started.status).toBe(200)
+        const sessionId = diditSessionId(started.body.url)
+        expect(fake.createBodies.slice(before)).toEqual([
+          { workflow_id: WORKFLOW_ID, vendor_data: account.address, callback: `${TEST_APP_URL}/done` }
+        ])
+        expect(yield* me(token)).toMatchObject({ kyc: "pending", card: null })
+        // Idempotent while pending: no second Didit session.
+        expect((yield* startSession(token)).body.url).toBe(started.body.url)
+        expect(fake.createBodies.length).toBe(before + 1)
+        expect(yield* sessionRows(account.address)).toEqual([
+          { sessionId, status: "pending", returnUrl: `${TEST_APP_URL}/done` }
+        ])
+        expect(fake.unauthorized).toBe(0)
       })
-      expect(edited.status).toBe(401)
-      expect(edited.body.code).toBe("WEBHOOK_SIGNATURE_INVALID")
-      const stale = yield* deliverDidit(body, { signedAt: Date.now() - 10 * 60 * 1000 })
-      expect(stale.status).toBe(401)
-      expect(stale.body.code).toBe("WEBHOOK_TIMESTAMP_STALE")
-      // A fresh header on an old (signed) body is stale too.
-      const replay = diditEvent(sessionId, "Declined", { timestamp: Math.floor(Date.now() / 1000) - 3600 })
-      const replayed = yield* deliverDidit(replay)
-      expect(replayed.status).toBe(401)
-      expect(replayed.body.code).toBe("WEBHOOK_TIMESTAMP_STALE")
-      expect(yield* kycRow(account.address)).toEqual(before)
-      expect(before!.status).toBe("pending")
-    })
-  )
+    )
 
-  it.effect("a repeated delivery is processed once; other event types are acknowledged and ignored", () =>
-    Effect.gen(function* () {
-      const { token, sessionId } = yield* pendingUser
-      const body = diditEvent(sessionId, "Declined")
-      expect((yield* deliverDidit(body)).body.outcome).toBe("applied")
-      expect((yield* deliverDidit(body)).body.outcome).toBe("duplicate")
-      const other = yield* deliverDidit(diditEvent(sessionId, "Approved", { webhookType: "data.updated" }))
-      expect(other.body).toEqual({ received: true, outcome: "ignored" })
-      expect((yield* me(token)).kyc).toBe("declined")
-    })
-  )
+    it.effect("an Approved webhook with its decision issues the card with the document's name", () =>
+      Effect.gen(function* () {
+        const { account, token, sessionId } = yield* pendingUser
+        const progress = yield* deliverDidit(diditEvent(sessionId, "In Progress"))
+        expect(progress.body).toEqual({ received: true, outcome: "unchanged" })
+        const decision = {
+          id_verifications: [
+            { status: "Approved", first_name: "Mary", last_name: "Jackson", document_number: "MJ-77001" }
+          ]
+        }
+        const approved = yield* deliverDidit(diditEvent(sessionId, "Approved", { decision }))
+        expect(approved.status).toBe(200)
+        expect(approved.body).toEqual({ received: true, outcome: "applied" })
+        expect(yield* me(token)).toMatchObject({ kyc: "approved", card: { holder: "Mary Jackson" } })
+        expect(yield* cardCount(account.address)).toBe(1)
+      })
+    )
 
-  it.effect("Didit failing to create a session is 502 KYC_PROVIDER_ERROR and nothing changes", () =>
-    Effect.gen(function* () {
-      const { account, token } = yield* signIn()
-      fake.failCreate = true
-      const response = yield* startSession(token)
-      expect(response.status).toBe(502)
-      expect(response.body).toEqual({ error: expect.any(String), code: "KYC_PROVIDER_ERROR" })
-      expect(JSON.stringify(response.body)).not.toContain("boom")
-      expect(yield* me(token)).toMatchObject({ kyc: "none", card: null })
-      expect(yield* sessionRows(account.address)).toEqual([])
-      fake.failCreate = false
-      expect((yield* startSession(token)).status).toBe(200)
-    })
-  )
+    it.effect("an Approved webhook without a decision makes us fetch it from Didit", () =>
+      Effect.gen(function* () {
+        const { token, sessionId } = yield* pendingUser
+        const session = fake.sessions.get(sessionId)!
+        session.status = "Approved"
+        session.idVerification = { status: "Approved", full_name: "Dorothy Vaughan", document_number: "DV1910" }
+        const calls = fake.decisionCalls.filter((id) => id === sessionId).length
+        const response = yield* deliverDidit(diditEvent(sessionId, "Approved"))
+        expect(response.body).toEqual({ received: true, outcome: "applied" })
+        expect(fake.decisionCalls.filter((id) => id === sessionId).length).toBe(calls + 1)
+        expect(yield* me(token)).toMatchObject({ kyc: "approved", card: { holder: "Dorothy Vaughan" } })
+      })
+    )
 
-  it.effect("a failed decision fetch answers 502 so Didit retries, and the retry applies", () =>
-    Effect.gen(function* () {
-      const { token, sessionId } = yield* pendingUser
-      const session = fake.sessions.get(sessionId)!
-      session.status = "Approved"
-      session.idVerification = { full_name: "Annie Easley", document_number: "AE-1933" }
-      fake.failDecision = true
-      const body = diditEvent(sessionId, "Approved")
-      const failed = yield* deliverDidit(body)
-      expect(failed.status).toBe(502)
-      expect(failed.body.code).toBe("KYC_PROVIDER_ERROR")
-      expect((yield* me(token)).kyc).toBe("pending")
-      fake.failDecision = false
-      const retried = yield* deliverDidit(body)
-      expect(retried.body).toEqual({ received: true, outcome: "applied" })
-      expect(yield* me(token)).toMatchObject({ kyc: "approved", card: { holder: "Annie Easley" } })
-    })
-  )
+    it.effect("while the app polls, Didit is asked at most once per few seconds, and the result lands", () =>
+      Effect.gen(function* () {
+        const { account, token, sessionId } = yield* pendingUser
+        fake.sessions.get(sessionId)!.status = "In Progress"
+        const calls = () => fake.decisionCalls.filter((id) => id === sessionId).length
+        const polls = yield* Effect.all(
+          Array.from({ length: 6 }, () => me(token)),
+          { concurrency: "unbounded" }
+        )
+        expect(polls.every((body) => body.kyc === "pending")).toBe(true)
+        expect(calls()).toBe(1)
+        // Didit now has the result, but the window is not over: no call, no change.
+        const session = fake.sessions.get(sessionId)!
+        session.status = "Approved"
+        session.idVerification = { first_name: "Christine", last_name: "Darden", document_number: "CD-1942" }
+        expect((yield* me(token)).kyc).toBe("pending")
+        expect(calls()).toBe(1)
+        // The window is kept in the database; move it back as if 10 seconds had passed.
+        yield* query(
+          "UPDATE kyc_accounts SET checked_at = checked_at - interval '10 seconds' WHERE address = $1",
+          account.address
+        )
+        expect(yield* me(token)).toMatchObject({ kyc: "approved", card: { holder: "Christine Darden" } })
+        expect(calls()).toBe(2)
+        // Nothing pending: polls no longer ask.
+        yield* me(token)
+        expect(calls()).toBe(2)
+      })
+    )
 
-  it.effect("the sandbox is not served while Didit is the provider", () =>
-    Effect.gen(function* () {
-      expect((yield* send("GET", "/kyc/sandbox/AAAAAAAAAAAAAAAAAAAAAA")).status).toBe(404)
-      const webhook = yield* send("POST", "/kyc/webhook/sandbox", { text: "{}" })
-      expect(webhook.status).toBe(404)
-      expect(webhook.body.code).toBe("NOT_FOUND")
-    })
-  )
-})
+    it.effect("Declined means declined; Abandoned and Expired mean none", () =>
+      Effect.gen(function* () {
+        const declined = yield* pendingUser
+        expect((yield* deliverDidit(diditEvent(declined.sessionId, "Declined"))).body.outcome).toBe("applied")
+        expect(yield* me(declined.token)).toMatchObject({ kyc: "declined", card: null })
+        for (const status of ["Abandoned", "Expired", "Kyc Expired"]) {
+          const user = yield* pendingUser
+          expect((yield* deliverDidit(diditEvent(user.sessionId, status))).body.outcome).toBe("applied")
+          expect((yield* me(user.token)).kyc).toBe("none")
+        }
+      })
+    )
+
+    it.effect("bad signatures and stale timestamps are 401 and change nothing", () =>
+      Effect.gen(function* () {
+        const { account, sessionId } = yield* pendingUser
+        const before = yield* kycRow(account.address)
+        const body = diditEvent(sessionId, "Declined")
+        const wrongSecret = yield* deliverDidit(body, { secret: "wrong" })
+        expect(wrongSecret.status).toBe(401)
+        expect(wrongSecret.body.code).toBe("WEBHOOK_SIGNATURE_INVALID")
+        const edited = yield* send("POST", "/kyc/webhook/didit", {
+          text: body.replace("Declined", "Approved"),
+          headers: { ...signDidit(WEBHOOK_SECRET, body, Date.now()) }
+        })
+        expect(edited.status).toBe(401)
+        expect(edited.body.code).toBe("WEBHOOK_SIGNATURE_INVALID")
+        const stale = yield* deliverDidit(body, { signedAt: Date.now() - 10 * 60 * 1000 })
+        expect(stale.status).toBe(401)
+        expect(stale.body.code).toBe("WEBHOOK_TIMESTAMP_STALE")
+        // A fresh header on an old (signed) body is stale too.
+        const replay = diditEvent(sessionId, "Declined", { timestamp: Math.floor(Date.now() / 1000) - 3600 })
+        const replayed = yield* deliverDidit(replay)
+        expect(replayed.status).toBe(401)
+        expect(replayed.body.code).toBe("WEBHOOK_TIMESTAMP_STALE")
+        expect(yield* kycRow(account.address)).toEqual(before)
+        expect(before!.status).toBe("pending")
+      })
+    )
+
+    it.effect("a repeated delivery is processed once; other event types are acknowledged and ignored", () =>
+      Effect.gen(function* () {
+        const { token, sessionId } = yield* pendingUser
+        const body = diditEvent(sessionId, "Declined")
+        expect((yield* deliverDidit(body)).body.outcome).toBe("applied")
+        expect((yield* deliverDidit(body)).body.outcome).toBe("duplicate")
+        const other = yield* deliverDidit(diditEvent(sessionId, "Approved", { webhookType: "data.updated" }))
+        expect(other.body).toEqual({ received: true, outcome: "ignored" })
+        expect((yield* me(token)).kyc).toBe("declined")
+      })
+    )
+
+    it.effect("Didit failing to create a session is 502 KYC_PROVIDER_ERROR and nothing changes", () =>
+      Effect.gen(function* () {
+        const { account, token } = yield* signIn()
+        fake.failCreate = true
+        const response = yield* startSession(token)
+        expect(response.status).toBe(502)
+        expect(response.body).toEqual({ error: expect.any(String), code: "KYC_PROVIDER_ERROR" })
+        expect(JSON.stringify(response.body)).not.toContain("boom")
+        expect(yield* me(token)).toMatchObject({ kyc: "none", card: null })
+        expect(yield* sessionRows(account.address)).toEqual([])
+        fake.failCreate = false
+        expect((yield* startSession(token)).status).toBe(200)
+      })
+    )
+
+    it.effect("a failed decision fetch answers 502 so Didit retries, and the retry applies", () =>
+      Effect.gen(function* () {
+        const { token, sessionId } = yield* pendingUser
+        const session = fake.sessions.get(sessionId)!
+        session.status = "Approved"
+        session.idVerification = { full_name: "Annie Easley", document_number: "AE-1933" }
+        fake.failDecision = true
+        const body = diditEvent(sessionId, "Approved")
+        const failed = yield* deliverDidit(body)
+        expect(failed.status).toBe(502)
+        expect(failed.body.code).toBe("KYC_PROVIDER_ERROR")
+        expect((yield* me(token)).kyc).toBe("pending")
+        fake.failDecision = false
+        const retried = yield* deliverDidit(body)
+        expect(retried.body).toEqual({ received: true, outcome: "applied" })
+        expect(yield* me(token)).toMatchObject({ kyc: "approved", card: { holder: "Annie Easley" } })
+      })
+    )
+
+    it.effect("the sandbox is not served while Didit is the provider", () =>
+      Effect.gen(function* () {
+        expect((yield* send("GET", "/kyc/sandbox/AAAAAAAAAAAAAAAAAAAAAA")).status).toBe(404)
+        const webhook = yield* send("POST", "/kyc/webhook/sandbox", { text: "{}" })
+        expect(webhook.status).toBe(404)
+        expect(webhook.body.code).toBe("NOT_FOUND")
+      })
+    )
+  }
+)

@@ -14,6 +14,7 @@ import path from "node:path"
 import { afterAll, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { chromium } from "playwright-core"
+import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
 import { testServer } from "../support/TestServer.js"
 import { kycEnv, me, query, serverBaseUrl, signIn, startSession } from "./helpers.js"
 
@@ -64,74 +65,74 @@ const browser = Effect.acquireRelease(
     })
 )
 
-layer(testServer(kycEnv({ WEB_ORIGIN: WEB_APP })), { excludeTestServices: true, timeout: "60 seconds" })(
-  "sandbox page in Chromium",
-  (it) => {
-    it.scoped.skipIf(!available && !mustRun)("a person approves on the page and returns to the app", () =>
-      Effect.gen(function* () {
-        const base = yield* serverBaseUrl
-        const { account, token } = yield* signIn()
-        const returnUrl = `${WEB_APP}/kyc/finished?from=sandbox`
-        const started = yield* startSession(token, { returnUrl })
-        expect(started.status).toBe(200)
-        // The URL names the public API_URL; the browser reaches this test server directly.
-        const pageUrl = `${base}${new URL(started.body.url).pathname}`
+layer(testServer(kycEnv({ WEB_ORIGIN: WEB_APP }), { chain: InMemoryChain.layer() }), {
+  excludeTestServices: true,
+  timeout: "60 seconds"
+})("sandbox page in Chromium", (it) => {
+  it.scoped.skipIf(!available && !mustRun)("a person approves on the page and returns to the app", () =>
+    Effect.gen(function* () {
+      const base = yield* serverBaseUrl
+      const { account, token } = yield* signIn()
+      const returnUrl = `${WEB_APP}/kyc/finished?from=sandbox`
+      const started = yield* startSession(token, { returnUrl })
+      expect(started.status).toBe(200)
+      // The URL names the public API_URL; the browser reaches this test server directly.
+      const pageUrl = `${base}${new URL(started.body.url).pathname}`
 
-        const { context } = yield* browser
-        const page = yield* Effect.promise(() => context.newPage())
-        const requested: Array<string> = []
-        page.on("request", (request) => requested.push(request.url()))
-        const response = yield* Effect.promise(() => page.goto(pageUrl))
-        expect(response?.status()).toBe(200)
-        expect(yield* Effect.promise(() => page.title())).toBe("Sandbox identity check")
-        yield* Effect.promise(() => page.fill("#fullName", "Margaret Hamilton"))
-        yield* Effect.promise(() => page.fill("#documentNumber", "MH-1936-0817"))
-        yield* Effect.promise(() => Promise.all([page.waitForURL(returnUrl), page.click("button[value=approve]")]))
-        expect(page.url()).toBe(returnUrl)
-        expect(yield* Effect.promise(() => page.textContent("h1"))).toBe("back in the app")
-        expect(appHits).toContain("/kyc/finished?from=sandbox")
-        // The page loaded nothing from elsewhere: the page, its form post, then the return URL.
-        expect(requested).toEqual([pageUrl, pageUrl, returnUrl])
+      const { context } = yield* browser
+      const page = yield* Effect.promise(() => context.newPage())
+      const requested: Array<string> = []
+      page.on("request", (request) => requested.push(request.url()))
+      const response = yield* Effect.promise(() => page.goto(pageUrl))
+      expect(response?.status()).toBe(200)
+      expect(yield* Effect.promise(() => page.title())).toBe("Sandbox identity check")
+      yield* Effect.promise(() => page.fill("#fullName", "Margaret Hamilton"))
+      yield* Effect.promise(() => page.fill("#documentNumber", "MH-1936-0817"))
+      yield* Effect.promise(() => Promise.all([page.waitForURL(returnUrl), page.click("button[value=approve]")]))
+      expect(page.url()).toBe(returnUrl)
+      expect(yield* Effect.promise(() => page.textContent("h1"))).toBe("back in the app")
+      expect(appHits).toContain("/kyc/finished?from=sandbox")
+      // The page loaded nothing from elsewhere: the page, its form post, then the return URL.
+      expect(requested).toEqual([pageUrl, pageUrl, returnUrl])
 
-        // The result came through the signed webhook before the redirect.
-        const sessionId = new URL(started.body.url).pathname.split("/").pop()
-        const delivered = yield* query<{ n: number }>(
-          "SELECT count(*)::int AS n FROM kyc_webhook_deliveries WHERE session_id = $1",
-          sessionId
-        )
-        expect(delivered[0]!.n).toBe(1)
-        const after = yield* me(token)
-        expect(after).toMatchObject({
-          kyc: "approved",
-          card: { address: account.address, holder: "Margaret Hamilton" }
-        })
-
-        // Opening the page again shows it is finished, with the way back.
-        yield* Effect.promise(() => page.goto(pageUrl))
-        expect(yield* Effect.promise(() => page.textContent("h1"))).toBe("Identity check finished")
-        expect(yield* Effect.promise(() => page.getAttribute("#return", "href"))).toBe(returnUrl)
+      // The result came through the signed webhook before the redirect.
+      const sessionId = new URL(started.body.url).pathname.split("/").pop()
+      const delivered = yield* query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM kyc_webhook_deliveries WHERE session_id = $1",
+        sessionId
+      )
+      expect(delivered[0]!.n).toBe(1)
+      const after = yield* me(token)
+      expect(after).toMatchObject({
+        kyc: "approved",
+        card: { address: account.address, holder: "Margaret Hamilton" }
       })
-    )
 
-    it.scoped.skipIf(!available && !mustRun)("required fields are enforced by the page; abandon needs none", () =>
-      Effect.gen(function* () {
-        const base = yield* serverBaseUrl
-        const { token } = yield* signIn()
-        const started = yield* startSession(token, { returnUrl: `${WEB_APP}/abandoned` })
-        const pageUrl = `${base}${new URL(started.body.url).pathname}`
-        const { context } = yield* browser
-        const page = yield* Effect.promise(() => context.newPage())
-        yield* Effect.promise(() => page.goto(pageUrl))
-        // Approving with empty fields does not leave the page (HTML validation).
-        yield* Effect.promise(() => page.click("button[value=approve]"))
-        yield* Effect.sleep("300 millis")
-        expect(page.url()).toBe(pageUrl)
-        expect((yield* me(token)).kyc).toBe("pending")
-        yield* Effect.promise(() =>
-          Promise.all([page.waitForURL(`${WEB_APP}/abandoned`), page.click("button[value=abandon]")])
-        )
-        expect((yield* me(token)).kyc).toBe("none")
-      })
-    )
-  }
-)
+      // Opening the page again shows it is finished, with the way back.
+      yield* Effect.promise(() => page.goto(pageUrl))
+      expect(yield* Effect.promise(() => page.textContent("h1"))).toBe("Identity check finished")
+      expect(yield* Effect.promise(() => page.getAttribute("#return", "href"))).toBe(returnUrl)
+    })
+  )
+
+  it.scoped.skipIf(!available && !mustRun)("required fields are enforced by the page; abandon needs none", () =>
+    Effect.gen(function* () {
+      const base = yield* serverBaseUrl
+      const { token } = yield* signIn()
+      const started = yield* startSession(token, { returnUrl: `${WEB_APP}/abandoned` })
+      const pageUrl = `${base}${new URL(started.body.url).pathname}`
+      const { context } = yield* browser
+      const page = yield* Effect.promise(() => context.newPage())
+      yield* Effect.promise(() => page.goto(pageUrl))
+      // Approving with empty fields does not leave the page (HTML validation).
+      yield* Effect.promise(() => page.click("button[value=approve]"))
+      yield* Effect.sleep("300 millis")
+      expect(page.url()).toBe(pageUrl)
+      expect((yield* me(token)).kyc).toBe("pending")
+      yield* Effect.promise(() =>
+        Promise.all([page.waitForURL(`${WEB_APP}/abandoned`), page.click("button[value=abandon]")])
+      )
+      expect((yield* me(token)).kyc).toBe("none")
+    })
+  )
+})

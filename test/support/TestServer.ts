@@ -4,8 +4,6 @@ import path from "node:path"
 import { NodeHttpServer } from "@effect/platform-node"
 import { ConfigProvider, Effect, Layer, Logger, LogLevel } from "effect"
 import { AppConfig } from "../../src/Config.js"
-import type { ChainClient } from "../../src/chain/ChainClient.js"
-import type { TokenRegistry } from "../../src/chain/Tokens.js"
 import { type PortLayers, portsLayer } from "../../src/Ports.js"
 import { httpLive } from "../../src/Server.js"
 import { TestChain } from "./TestChain.js"
@@ -13,21 +11,31 @@ import { TestDatabase } from "./TestDatabase.js"
 
 export const TEST_APP_URL = "https://app.example.com"
 
+type ChainLayer = PortLayers["chain"]
+
+/** What the given layers offer, e.g. `InMemoryChain` beside the `ChainClient` it implements. */
+type Offered<P> = {
+  readonly [K in keyof P]: P[K] extends Layer.Layer<infer A, infer _E, infer _R> ? A : never
+}[keyof P]
+
+/** The devnet's `TestDevnet` and `ChainDeployment`, unless the chain is replaced. */
+type DefaultChain<P> = P extends { readonly chain: unknown } ? never : Layer.Layer.Success<typeof TestChain>
+
 /**
  * The real HTTP application on a free port over a throwaway database, with the environment given as
  * a map and its own temporary DATA_DIR. Ports are the configured defaults except those given; the
  * chain is a fresh devnet unless replaced. Provides the `HttpClient` pointed at the server, the
- * `SqlClient`, and whatever the chain layer offers the test (`TestDevnet`, `InMemoryChain`).
+ * `SqlClient`, and whatever the port layers offer the test (`TestDevnet`, `InMemoryChain`,
+ * `ScriptedKycProvider`, ...).
  */
-export const testServer = <ChainExtras = Layer.Layer.Success<typeof TestChain>>(
+export const testServer = <const P extends Partial<PortLayers> = {}>(
   env: Record<string, string> = {},
-  ports: Partial<Omit<PortLayers, "chain">> & {
-    readonly chain?: Layer.Layer<ChainClient | TokenRegistry | ChainExtras, unknown, AppConfig>
-  } = {}
+  ports: P = {} as P
 ) => {
-  // The same layer value is provided to the ports and to the test: it is built once.
-  const chain = (ports.chain ?? TestChain) as Layer.Layer<ChainClient | TokenRegistry | ChainExtras, unknown, AppConfig>
-  return Layer.unwrapScoped(
+  // The same layer values are provided to the ports and to the test: each is built once.
+  const chain = ports.chain ?? TestChain
+  const given = [chain, ...Object.entries(ports).flatMap(([name, port]) => (name === "chain" ? [] : [port]))]
+  const app = Layer.unwrapScoped(
     Effect.gen(function* () {
       const dataDir = yield* Effect.acquireRelease(
         Effect.sync(() => mkdtempSync(path.join(tmpdir(), "card-service-test-data-"))),
@@ -44,7 +52,7 @@ export const testServer = <ChainExtras = Layer.Layer.Success<typeof TestChain>>(
       }
       return httpLive(NodeHttpServer.layerTest).pipe(
         Layer.provide(portsLayer({ ...ports, chain })),
-        Layer.provideMerge(chain),
+        Layer.provideMerge(Layer.mergeAll(...(given as [ChainLayer]))),
         Layer.provideMerge(TestDatabase),
         Layer.provideMerge(AppConfig.layer),
         Layer.provide(Logger.minimumLogLevel(LogLevel.Warning)),
@@ -52,4 +60,9 @@ export const testServer = <ChainExtras = Layer.Layer.Success<typeof TestChain>>(
       )
     })
   )
+  return app as Layer.Layer<
+    Layer.Layer.Success<typeof app> | Offered<P> | DefaultChain<P>,
+    Layer.Layer.Error<typeof app>,
+    never
+  >
 }
