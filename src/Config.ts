@@ -7,7 +7,7 @@ import { Config, ConfigError, Context, Duration, Either, Layer, LogLevel, Option
 import { getAddress, isAddress } from "viem"
 
 /** An origin is `scheme://host[:port]` with nothing after it. */
-export const parseOrigin = (text: string): string | undefined => {
+const parseOrigin = (text: string): string | undefined => {
   try {
     const url = new URL(text)
     if (url.protocol !== "http:" && url.protocol !== "https:") return undefined
@@ -107,7 +107,7 @@ export interface AppSettings {
   readonly otlpEndpoint: Option.Option<string>
 }
 
-export const appSettings: Config.Config<AppSettings> = Config.all({
+const appSettings: Config.Config<AppSettings> = Config.all({
   port: Config.port("PORT").pipe(Config.withDefault(3000)),
   appUrl: httpUrl("APP_URL").pipe(Config.withDefault("http://localhost:3000")),
   apiUrl: Config.option(httpUrl("API_URL")),

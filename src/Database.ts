@@ -13,7 +13,7 @@ import { startEmbeddedPostgres } from "./EmbeddedPostgres.js"
 
 const migrationsDir = fileURLToPath(new URL("../migrations", import.meta.url))
 
-export const MigratorLive = PgMigrator.layer({ loader: PgMigrator.fromFileSystem(migrationsDir) }).pipe(
+const MigratorLive = PgMigrator.layer({ loader: PgMigrator.fromFileSystem(migrationsDir) }).pipe(
   Layer.provide(NodeContext.layer)
 )
 

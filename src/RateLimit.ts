@@ -13,7 +13,7 @@ const WINDOW_MS = 60_000
 
 export type RateLimitName = "signin" | "orders"
 
-export const rateLimitSettings = Config.all({
+const rateLimitSettings = Config.all({
   signin: Config.integer("RATE_LIMIT_SIGNIN").pipe(Config.withDefault(30)),
   orders: Config.integer("RATE_LIMIT_ORDERS").pipe(Config.withDefault(60)),
   trustProxy: Config.boolean("TRUST_PROXY").pipe(Config.withDefault(false))

@@ -114,7 +114,7 @@ export interface SecretsShape {
   readonly development: Effect.Effect<ReadonlyArray<string>>
 }
 
-export const MASTER_KEY: SecretName = {
+const MASTER_KEY: SecretName = {
   variable: "CARD_DATA_KEY",
   file: "card-data.key",
   generate: () => randomBytes(KEY_BYTES).toString("hex")

@@ -63,7 +63,7 @@ const describeIssues = (issues: ReadonlyArray<DecodeIssue>, fallback: string) =>
  * HttpApi answers routing misses, malformed JSON, schema mismatches and defects with empty or
  * framework-shaped bodies; this turns each into the service's `{error, code}` errors.
  */
-export const ErrorNormalizerLive = HttpApiBuilder.middleware(Api, (app) =>
+const ErrorNormalizerLive = HttpApiBuilder.middleware(Api, (app) =>
   Effect.catchAllCause(app, (cause): Effect.Effect<never, BadRequest | NotFound | PayloadTooLarge | InternalError> => {
     if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
     const failure = Cause.failureOption(cause)
@@ -148,7 +148,7 @@ const CoreLive = Layer.mergeAll(
 const MerchantLive = Layer.merge(MerchantHttpLive, SettlementReconcilerLive).pipe(Layer.provide(Merchant.Default))
 
 /** The API in force: the core, plus the merchant when `MERCHANT_PAY_TO` is set. */
-export const ApiLive = Layer.unwrapEffect(
+const ApiLive = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) =>
     Option.isSome(config.merchantPayTo)
       ? HttpApiBuilder.api(MerchantEnabledApi).pipe(Layer.provide(MerchantLive))

@@ -2,7 +2,7 @@
 import { type SqlClient, SqlError } from "@effect/sql"
 import { Cause, Effect, ParseResult } from "effect"
 
-export const isSqlError = (error: unknown): error is SqlError.SqlError => error instanceof SqlError.SqlError
+const isSqlError = (error: unknown): error is SqlError.SqlError => error instanceof SqlError.SqlError
 
 type InfrastructureFailure = SqlError.SqlError | ParseResult.ParseError | Cause.NoSuchElementException
 

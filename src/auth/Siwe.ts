@@ -7,7 +7,7 @@ import { createSiweMessage, parseSiweMessage } from "viem/siwe"
 import type { Address } from "../chain/Address.js"
 
 export const CHALLENGE_TTL_MS = 10 * 60 * 1000
-export const STATEMENT = "Sign in to the card app."
+const STATEMENT = "Sign in to the card app."
 
 export interface SiweSite {
   /** The app's public URL (`APP_URL`): its host is the SIWE domain, the URL itself the URI. */

@@ -13,7 +13,7 @@ export class ActivityItem extends Schema.Class<ActivityItem>("ActivityItem")({
   tx: Schema.String
 }) {}
 
-export const ActivityQuery = Schema.Struct({
+const ActivityQuery = Schema.Struct({
   limit: Schema.optionalWith(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 200)), {
     default: () => 50
   }),

@@ -33,9 +33,9 @@ export interface CardIssuerShape {
 export class CardIssuer extends Context.Tag("app/CardIssuer")<CardIssuer, CardIssuerShape>() {}
 
 /** Non-network prefix of the local issuer's numbers. */
-export const LOCAL_PREFIX = "9406"
-export const LOCAL_NUMBER_LENGTH = 16
-export const CARD_VALIDITY_YEARS = 3
+const LOCAL_PREFIX = "9406"
+const LOCAL_NUMBER_LENGTH = 16
+const CARD_VALIDITY_YEARS = 3
 
 const randomDigits = (count: number): string => Array.from({ length: count }, () => String(randomInt(10))).join("")
 

@@ -23,7 +23,7 @@ export const documentHash = (key: Uint8Array, documentNumber: string) =>
   keyedHash(key, normalizeDocumentNumber(documentNumber))
 
 /** The holder name as printed: trimmed, inner whitespace collapsed. */
-export const holderName = (fullName: string) => fullName.trim().replace(/\s+/g, " ")
+const holderName = (fullName: string) => fullName.trim().replace(/\s+/g, " ")
 
 export class Cards extends Effect.Service<Cards>()("app/Cards", {
   effect: Effect.gen(function* () {

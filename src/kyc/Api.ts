@@ -42,7 +42,7 @@ export class WebhookTimestampStale extends ApiError(
   "The webhook is signed but its timestamp is more than 5 minutes from now; nothing changed."
 ) {}
 
-export const KycSessionRequest = Schema.NullOr(
+const KycSessionRequest = Schema.NullOr(
   Schema.Struct({
     returnUrl: Schema.optional(
       Schema.String.annotations({
@@ -52,7 +52,7 @@ export const KycSessionRequest = Schema.NullOr(
   })
 ).annotations({ identifier: "KycSessionRequest" })
 
-export const KycSessionResponse = Schema.Struct({
+const KycSessionResponse = Schema.Struct({
   url: Schema.String.annotations({ description: "The identity provider's page to open" })
 }).annotations({ identifier: "KycSession" })
 
@@ -73,7 +73,7 @@ export class KycApi extends HttpApiGroup.make("kyc")
   .middleware(Authentication)
   .annotate(OpenApi.Title, "Identity check") {}
 
-export const WebhookAck = Schema.Struct({
+const WebhookAck = Schema.Struct({
   received: Schema.Literal(true),
   outcome: Schema.Literal("applied", "unchanged", "duplicate", "ignored").annotations({
     description:
@@ -109,7 +109,7 @@ export class KycWebhookApi extends HttpApiGroup.make("kycWebhook")
   )
   .annotate(OpenApi.Title, "Identity provider webhooks") {}
 
-export const SandboxSessionId = Schema.String.pipe(
+const SandboxSessionId = Schema.String.pipe(
   Schema.pattern(/^[A-Za-z0-9_-]{22}$/, { message: () => "must be a sandbox session id" })
 )
 

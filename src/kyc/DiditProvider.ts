@@ -55,13 +55,13 @@ const IdVerification = Schema.Struct({
 })
 type IdVerification = typeof IdVerification.Type
 
-export const DiditDecision = Schema.Struct({
+const DiditDecision = Schema.Struct({
   session_id: Schema.optional(Schema.String),
   status: Schema.String,
   id_verifications: Schema.optional(Schema.NullOr(Schema.Array(IdVerification))),
   id_verification: Schema.optional(Schema.NullOr(IdVerification))
 })
-export type DiditDecision = typeof DiditDecision.Type
+type DiditDecision = typeof DiditDecision.Type
 
 const DiditSession = Schema.Struct({ session_id: Schema.String, url: Schema.String })
 
@@ -114,7 +114,7 @@ const parseJson = (body: Uint8Array): unknown => {
   }
 }
 
-export const makeDiditProvider = (settings: DiditSettings) =>
+const makeDiditProvider = (settings: DiditSettings) =>
   Effect.gen(function* () {
     const http = yield* HttpClient.HttpClient
     const secret = Redacted.value(settings.webhookSecret)

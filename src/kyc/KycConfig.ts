@@ -15,7 +15,7 @@ import { AppConfig, httpUrl } from "../Config.js"
 export type ProviderName = "sandbox" | "didit"
 const PROVIDER_NAMES: ReadonlyArray<ProviderName> = ["sandbox", "didit"]
 
-export const DIDIT_DEFAULT_BASE_URL = "https://verification.didit.me"
+const DIDIT_DEFAULT_BASE_URL = "https://verification.didit.me"
 
 export interface DiditSettings {
   readonly apiKey: Redacted.Redacted<string>
@@ -46,7 +46,7 @@ const diditSettings: Config.Config<DiditSettings> = Config.all({
   baseUrl: httpUrl("DIDIT_BASE_URL").pipe(Config.withDefault(DIDIT_DEFAULT_BASE_URL))
 })
 
-export const kycSettings = Effect.gen(function* () {
+const kycSettings = Effect.gen(function* () {
   const { apiUrl } = yield* AppConfig
   const provider = yield* Config.literal(...PROVIDER_NAMES)("KYC_PROVIDER").pipe(
     Config.withDefault("sandbox" as ProviderName)

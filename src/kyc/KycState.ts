@@ -14,7 +14,7 @@ export const SessionStatus = Schema.Literal("pending", "approved", "declined", "
 export type SessionStatus = typeof SessionStatus.Type
 
 /** pending < every terminal result. */
-export const rank = (status: SessionStatus): number => (status === "pending" ? 0 : 1)
+const rank = (status: SessionStatus): number => (status === "pending" ? 0 : 1)
 
 /**
  * Whether a session at `current` moves to `next`. Only forward: pending to a terminal result.

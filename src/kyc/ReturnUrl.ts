@@ -8,7 +8,7 @@
  * answered in its parsed, normalised form, never as the raw text.
  */
 
-export const MAX_RETURN_URL_LENGTH = 2048
+const MAX_RETURN_URL_LENGTH = 2048
 
 export interface ReturnUrlPolicy {
   /** Exact origins, e.g. `https://app.example.com` (AppConfig.webOrigins). */

@@ -28,7 +28,7 @@ import { SandboxRepo, type SandboxRow } from "./KycRepo.js"
 import type { SessionStatus } from "./KycState.js"
 import { verifySandbox } from "./Webhook.js"
 
-export const SANDBOX_SESSION_TTL_MS = 30 * 60 * 1000
+const SANDBOX_SESSION_TTL_MS = 30 * 60 * 1000
 
 /** The HMAC secret of the sandbox's webhooks. */
 export const SANDBOX_SECRET: SecretName = {
@@ -40,8 +40,8 @@ export const SANDBOX_SECRET: SecretName = {
 // ---------------------------------------------------------------------------------------------
 // The webhook the sandbox sends
 
-export const SandboxEventStatus = Schema.Literal("pending", "approved", "declined", "duplicate", "abandoned", "expired")
-export type SandboxEventStatus = typeof SandboxEventStatus.Type
+const SandboxEventStatus = Schema.Literal("pending", "approved", "declined", "duplicate", "abandoned", "expired")
+type SandboxEventStatus = typeof SandboxEventStatus.Type
 
 export const SandboxEvent = Schema.Struct({
   /** Unique per delivery. */
@@ -90,7 +90,7 @@ const report = (row: SandboxRow, documentKey: Uint8Array, now: number): SessionR
   return { status, document }
 }
 
-export const makeSandboxProvider = Effect.gen(function* () {
+const makeSandboxProvider = Effect.gen(function* () {
   const repo = yield* SandboxRepo
   const secrets = yield* Secrets
   const secret = yield* secrets.secret(SANDBOX_SECRET)

@@ -39,20 +39,20 @@ export const hexDigestEquals = (expected: string, given: string): boolean => {
 }
 
 /** Unix seconds, strictly digits. */
-export const parseUnixSeconds = (text: string | undefined): number | undefined =>
+const parseUnixSeconds = (text: string | undefined): number | undefined =>
   text !== undefined && /^\d{1,12}$/.test(text.trim()) ? Number(text.trim()) * 1000 : undefined
 
 /** A digest that identifies a raw body, for providers that send no event id. */
 export const bodyDigest = (body: Uint8Array): string => createHash("sha256").update(toBytes(body)).digest("hex")
 
-export const isFresh = (atMs: number, nowMs: number, toleranceMs = WEBHOOK_TOLERANCE_MS): boolean =>
+const isFresh = (atMs: number, nowMs: number, toleranceMs = WEBHOOK_TOLERANCE_MS): boolean =>
   Math.abs(nowMs - atMs) <= toleranceMs
 
 // ---------------------------------------------------------------------------------------------
 // Sandbox
 
-export const SANDBOX_TIMESTAMP_HEADER = "x-sandbox-timestamp"
-export const SANDBOX_SIGNATURE_HEADER = "x-sandbox-signature"
+const SANDBOX_TIMESTAMP_HEADER = "x-sandbox-timestamp"
+const SANDBOX_SIGNATURE_HEADER = "x-sandbox-signature"
 
 export const signSandbox = (
   secret: string,
@@ -89,8 +89,8 @@ export const verifySandbox = (input: {
 // ---------------------------------------------------------------------------------------------
 // Didit
 
-export const DIDIT_SIGNATURE_HEADER = "x-signature"
-export const DIDIT_TIMESTAMP_HEADER = "x-timestamp"
+const DIDIT_SIGNATURE_HEADER = "x-signature"
+const DIDIT_TIMESTAMP_HEADER = "x-timestamp"
 
 export const signDidit = (
   secret: string,

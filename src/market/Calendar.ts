@@ -92,7 +92,7 @@ export interface MarketStatus {
  * Session boundaries, minutes after ET midnight. All of them lie at or after 03:00 ET, so never inside
  * the hour that a DST change skips or repeats (02:00 ET in America/New_York).
  */
-export const usSessionHours = Object.freeze({
+const usSessionHours = Object.freeze({
   premarketStart: 4 * 60,
   regularStart: 9 * 60 + 30,
   regularEnd: 16 * 60,
@@ -102,7 +102,7 @@ export const usSessionHours = Object.freeze({
   overnightStart: 20 * 60
 })
 
-export const US_EQUITY_TIME_ZONE = "America/New_York"
+const US_EQUITY_TIME_ZONE = "America/New_York"
 
 // ---------------------------------------------------------------------------------------------------
 // Civil-date arithmetic on day numbers (days since 1970-01-01), independent of any time zone.

@@ -42,7 +42,7 @@ export const tokenStatus = (calendar: MarketStatus, platform: PlatformStatus): M
 export const spreadVsClose = (tokenPrice: number, closeRef: CloseRef | null): number | null =>
   closeRef === null ? null : tokenPrice / closeRef.price - 1
 
-export const marketDataOf = (
+const marketDataOf = (
   token: StockToken,
   quote: Quote,
   closeRef: CloseRef | null,

@@ -60,9 +60,7 @@ export class PriceFeed extends Context.Tag("app/PriceFeed")<PriceFeed, PriceFeed
       const chain = yield* ChainClient
       const quote = (token: StockToken) =>
         Effect.all([chain.feedRound(token.feed), chain.tokenPaused(token.address)], { concurrency: "unbounded" }).pipe(
-          Effect.mapError(
-            (error) => new PriceFeedError({ message: `${token.symbol} ${error.message}`, cause: error })
-          ),
+          Effect.mapError((error) => new PriceFeedError({ message: `${token.symbol} ${error.message}`, cause: error })),
           Effect.flatMap(([round, paused]) => {
             const price = feedPrice(round.answer, round.decimals)
             return price === undefined || round.updatedAt === 0n

@@ -23,7 +23,7 @@ export class Order extends Schema.Class<Order>("Order")({
   amountUsd: Schema.optional(Schema.String).annotations({ description: "normalised amount; order creation only" })
 }) {}
 
-export const CreateOrder = Schema.Struct({
+const CreateOrder = Schema.Struct({
   amount: Schema.String.pipe(
     Schema.filter((text) => Either.match(parseAmount(text), { onLeft: (message) => message, onRight: () => true }))
   ),
@@ -48,7 +48,7 @@ export class PaymentInProgress extends ApiError(
   "A payment for this order is being settled."
 ) {}
 
-export const PaymentRequiredCode = Schema.Literal("PAYMENT_REQUIRED", "PAYMENT_INVALID", "SETTLEMENT_FAILED")
+const PaymentRequiredCode = Schema.Literal("PAYMENT_REQUIRED", "PAYMENT_INVALID", "SETTLEMENT_FAILED")
 
 /**
  * 402: the x402 v2 PaymentRequired object (also in the PAYMENT-REQUIRED header) plus our `code`.

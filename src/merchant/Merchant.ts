@@ -33,7 +33,7 @@ import {
 
 const MAX_TIMEOUT_SECONDS = 300
 
-export const merchantSettings = Config.all({
+const merchantSettings = Config.all({
   orderTtl: durationConfig("ORDER_TTL", "30 minutes"),
   reconcileInterval: durationConfig("RECONCILE_INTERVAL", "5 seconds"),
   /** Settlements untouched this long are the reconciler's; a live request finishes well before. */

@@ -4,8 +4,8 @@
  */
 import { Either } from "effect"
 
-export const MAX_ORDER_USD = 1_000_000n
-export const MAX_DECIMALS = 6
+const MAX_ORDER_USD = 1_000_000n
+const MAX_DECIMALS = 6
 
 export interface ParsedAmount {
   /** Canonical form: no leading zeros, no trailing fractional zeros ("001.50" -> "1.5"). */

@@ -20,7 +20,7 @@ export const OrderRow = Schema.Struct({
 })
 export type OrderRow = typeof OrderRow.Type
 
-export const SettlementStatus = Schema.Literal("pending", "broadcast", "succeeded", "failed")
+const SettlementStatus = Schema.Literal("pending", "broadcast", "succeeded", "failed")
 
 export const SettlementRow = Schema.Struct({
   id: Schema.NumberFromString,

@@ -55,7 +55,7 @@ export class PaymentProcessor extends Context.Tag("app/PaymentProcessor")<Paymen
 const RECEIPT_WAIT_MS = 30_000
 
 /** Maps a revert message of the token to the reference reason string. */
-export const reasonForRevert = (message: string): string => {
+const reasonForRevert = (message: string): string => {
   if (/authorization.*(expired|valid before)/i.test(message)) return Reason.validBefore
   if (/authorization.*not.*valid/i.test(message)) return Reason.validAfter
   if (/authorization.*used/i.test(message)) return Reason.nonceUsed

@@ -8,11 +8,11 @@ import { getAddress } from "viem"
 import type { Address } from "../chain/Address.js"
 import type { TransferAuthorization } from "../chain/ChainClient.js"
 
-export const X402_VERSION = 2
+const X402_VERSION = 2
 /** Seconds a signed authorization must still be valid for when it reaches us (block time). */
-export const VALID_BEFORE_BUFFER_SECONDS = 6
+const VALID_BEFORE_BUFFER_SECONDS = 6
 /** The decoded PAYMENT-SIGNATURE may not exceed this (a 6492 smart-wallet signature fits). */
-export const MAX_PAYMENT_HEADER_BYTES = 16 * 1024
+const MAX_PAYMENT_HEADER_BYTES = 16 * 1024
 
 /** Reason strings of the reference implementation, so standard clients understand them. */
 export const Reason = {
