@@ -61,7 +61,6 @@ const DiditDecision = Schema.Struct({
   id_verifications: Schema.optional(Schema.NullOr(Schema.Array(IdVerification))),
   id_verification: Schema.optional(Schema.NullOr(IdVerification))
 })
-type DiditDecision = typeof DiditDecision.Type
 
 const DiditSession = Schema.Struct({ session_id: Schema.String, url: Schema.String })
 

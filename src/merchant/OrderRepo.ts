@@ -48,15 +48,8 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
     const sql = yield* SqlClient.SqlClient
 
     const insertOrder = SqlSchema.void({
-      Request: Schema.Struct({
-        id: Schema.String,
-        amount: Schema.String,
-        amountMicros: Schema.BigInt,
-        description: Schema.String,
-        status: OrderStatus,
-        createdAt: Schema.DateFromSelf,
-        expiresAt: Schema.DateFromSelf
-      }),
+      // A new order has no payer, transaction or payment time yet.
+      Request: OrderRow.pipe(Schema.omit("payer", "tx", "paidAt")),
       execute: (row) => sql`INSERT INTO orders ${sql.insert(row)}`
     })
 
