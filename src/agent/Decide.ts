@@ -155,7 +155,7 @@ const cents = (usd: number): number => Number((usd * 100).toFixed(6))
 export const ceilCents = (usd: number): number => Math.ceil(cents(usd)) / 100
 
 /** Rounds down to the cent, ignoring binary noise. */
-export const floorCents = (usd: number): number => Math.floor(cents(usd)) / 100
+const floorCents = (usd: number): number => Math.floor(cents(usd)) / 100
 
 // ---------------------------------------------------------------------------------------------------
 // Positions
@@ -501,6 +501,8 @@ const planRebalance = (ctx: Context): RebalancePlan => {
   if (usd < minTradeUsd) {
     return blocked(`the trade that corrects it would be ${formatUsd(usd)}, under the ${formatUsd(minTradeUsd)} minimum`)
   }
+  // The seller or the buyer is out of the band (not necessarily the worst position, which may be blocked).
+  const outOfBand = seller.drift >= -buyer.drift ? seller : buyer
   const trade = seller.cash
     ? `invests ${formatUsd(usd)} of USD1 cash (${weightVsTarget(seller)})`
     : `sells ${formatUsd(usd)} of ${seller.symbol} (${weightVsTarget(seller)})`
@@ -516,7 +518,7 @@ const planRebalance = (ctx: Context): RebalancePlan => {
       spread: seller.spread,
       needUsd: ctx.needUsd,
       horizon: ctx.horizon,
-      reason: `${due}. The agent ${trade} to buy ${buyer.symbol} (${weightVsTarget(buyer)}).`
+      reason: `${nameOf(outOfBand)} is more than ${rebalanceBand * 100} points off its target. The agent ${trade} to buy ${buyer.symbol} (${weightVsTarget(buyer)}).`
     }
   }
 }
@@ -550,29 +552,23 @@ export const decide = (input: DecisionInput): Decision => {
   if (regular && plan.kind === "trade") return plan.decision
   const none = (rule: NoneRule, reason: string): NoneDecision => ({ action: "none", rule, reason, needUsd, horizon })
   const floor = formatUsd(floorUsd)
+  const opens = formatEt(calendar.nextOpenTime)
   const rebalanceNote =
     plan.kind === "none"
       ? ""
-      : regular
-        ? ` ${plan.due}, but ${plan.kind === "blocked" ? plan.why : ""}.`
-        : ` ${plan.due}; rebalancing waits for the regular session.`
+      : regular && plan.kind === "blocked"
+        ? ` ${plan.due}, but ${plan.why}.`
+        : ` ${plan.due}; rebalancing waits for the regular session, which opens ${opens}.`
   if (shortfall > 0) {
-    return regular
-      ? none(
-          "OUTSIDE_CLOSE_WINDOW",
-          `${cardHolds(ctx)} and ${needs(ctx)}. It is above the ${floor} floor, so the agent refills in the last 30 minutes before the close, from ${formatEt(calendar.nextCloseTime - closeWindowMs)}.${rebalanceNote}`
-        )
-      : none(
-          "OUTSIDE_REGULAR_SESSION",
-          `${cardHolds(ctx)} and ${needs(ctx)}. It is above the ${floor} floor, so the refill waits for the regular session, which opens ${formatEt(calendar.nextOpenTime)}.${rebalanceNote}`
-        )
+    const waits = regular
+      ? `the agent refills in the last 30 minutes before the close, from ${formatEt(calendar.nextCloseTime - closeWindowMs)}`
+      : `the refill waits for the regular session, which opens ${opens}`
+    return none(
+      regular ? "OUTSIDE_CLOSE_WINDOW" : "OUTSIDE_REGULAR_SESSION",
+      `${cardHolds(ctx)} and ${needs(ctx)}. It is above the ${floor} floor, so ${waits}.${rebalanceNote}`
+    )
   }
   const enough = `${cardHolds(ctx)}, enough for the ${formatUsd(needUsd)} it needs until ${formatEt(horizon)} and the ${floor} floor.`
-  if (plan.kind === "none") return none("ENOUGH_BALANCE", enough)
-  return regular
-    ? none("REBALANCE_BLOCKED", `${enough}${rebalanceNote}`)
-    : none(
-        "OUTSIDE_REGULAR_SESSION",
-        `${enough} ${plan.due}; rebalancing waits for the regular session, which opens ${formatEt(calendar.nextOpenTime)}.`
-      )
+  const rule = plan.kind === "none" ? "ENOUGH_BALANCE" : regular ? "REBALANCE_BLOCKED" : "OUTSIDE_REGULAR_SESSION"
+  return none(rule, `${enough}${rebalanceNote}`)
 }

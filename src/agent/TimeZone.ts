@@ -8,7 +8,7 @@
 
 const SECOND_MS = 1000
 const HOUR_MS = 3_600_000
-export const DAY_MS = 86_400_000
+const DAY_MS = 86_400_000
 
 const mod = (a: number, b: number): number => ((a % b) + b) % b
 
@@ -51,18 +51,30 @@ const offsetAt = (at: number, timeZone: string): number => wallOf(at, timeZone) 
 export const localDayOf = (at: number, timeZone: string): number => Math.floor(wallOf(at, timeZone) / DAY_MS)
 
 /** 0 = Sunday ... 6 = Saturday. */
-export const weekdayOfDay = (day: number): number => mod(day + 4, 7)
+const weekdayOfDay = (day: number): number => mod(day + 4, 7)
 
 export const isWeekendDay = (day: number): boolean => {
   const weekday = weekdayOfDay(day)
   return weekday === 0 || weekday === 6
 }
 
-/** `YYYY-MM-DD` of a day number. */
-export const formatDay = (day: number): string => new Date(day * DAY_MS).toISOString().slice(0, 10)
+// Day starts are asked for the same few dozen days by every decision: memoised per (zone, day), bounded.
+const MAX_DAY_STARTS = 16_384
+const dayStarts = new Map<string, number>()
 
 /** The first instant (UTC ms) of a local day. */
 export const startOfLocalDay = (day: number, timeZone: string): number => {
+  const key = `${timeZone} ${day}`
+  let start = dayStarts.get(key)
+  if (start === undefined) {
+    start = computeStartOfLocalDay(day, timeZone)
+    if (dayStarts.size >= MAX_DAY_STARTS) dayStarts.clear()
+    dayStarts.set(key, start)
+  }
+  return start
+}
+
+const computeStartOfLocalDay = (day: number, timeZone: string): number => {
   const midnight = day * DAY_MS
   const guess = midnight - offsetAt(midnight - offsetAt(midnight, timeZone), timeZone)
   if (wallOf(guess, timeZone) === midnight && localDayOf(guess - SECOND_MS, timeZone) < day) return guess

@@ -352,7 +352,7 @@ describe("rebalance", () => {
       needUsd: 35.25,
       horizon: et("2026-11-23", "09:30"),
       reason:
-        "TSLA is off its target by more than 5 points (weight 30.0%, target 50.0%). The agent sells $200.00 of NVDA " +
+        "TSLA is more than 5 points off its target. The agent sells $200.00 of NVDA " +
         "(weight 70.0%, target 50.0%) to buy TSLA (weight 30.0%, target 50.0%)."
     })
     expect(decide(inputAt(friday, { tokens: holdings(friday, 560, 440) }))).toMatchObject({
@@ -372,6 +372,22 @@ describe("rebalance", () => {
       expect(decision).toMatchObject({ action: "none", rule: "OUTSIDE_REGULAR_SESSION" })
       expect(decision.reason).toContain("rebalancing waits for the regular session")
     }
+  })
+
+  it("a refill and a rebalance that both wait say so", () => {
+    const saturday = et("2026-11-21", "11:00")
+    const waiting = decide(inputAt(saturday, { cardUsd1: 20, tokens: holdings(saturday, 700, 300) }))
+    expect(waiting).toMatchObject({ action: "none", rule: "OUTSIDE_REGULAR_SESSION" })
+    expect(waiting.reason).toBe(
+      "The card holds $20.00 and needs $23.25 until Mon Nov 23, 09:30 ET. It is above the $10.00 floor, so the refill " +
+        "waits for the regular session, which opens Mon Nov 23, 09:30 ET. TSLA is off its target by more than 5 points " +
+        "(weight 30.0%, target 50.0%); rebalancing waits for the regular session, which opens Mon Nov 23, 09:30 ET."
+    )
+    const blocked = decide(inputAt(friday, { cardUsd1: 20, tokens: holdings(friday, 700, 300, true) }))
+    expect(blocked).toMatchObject({ action: "none", rule: "OUTSIDE_CLOSE_WINDOW" })
+    expect(blocked.reason).toContain(
+      "but no position above its target can be sold now: NVDA is paused on its platform."
+    )
   })
 
   it("a due refill comes first; a refill that is not due yet does not stop a rebalance", () => {
@@ -418,6 +434,22 @@ describe("rebalance", () => {
     expect(churn).toMatchObject({ action: "none", rule: "REBALANCE_BLOCKED" })
     expect(churn.reason).toContain(
       "NVDA is off its target by more than 5 points (weight 28.0%, target 40.0%), but NVDA is paused on its platform."
+    )
+  })
+
+  it("trades another out-of-band position when the worst one cannot trade", () => {
+    const targets = { NVDA: 0.4, AAPL: 0.2, TSLA: 0.2, MSFT: 0.2 }
+    const tokens = [
+      tokenAt("NVDA", friday, { valueUsd: 250, paused: true }),
+      tokenAt("AAPL", friday, { valueUsd: 280 }),
+      tokenAt("TSLA", friday, { valueUsd: 290 }),
+      tokenAt("MSFT", friday, { valueUsd: 180 })
+    ]
+    const decision = decide(inputAt(friday, { strategy: { ...strategy, targets }, tokens }))
+    expect(decision).toMatchObject({ action: "rebalance", symbol: "TSLA", buySymbol: "MSFT", usd: 20 })
+    expect(decision.reason).toBe(
+      "TSLA is more than 5 points off its target. The agent sells $20.00 of TSLA (weight 29.0%, target 20.0%) " +
+        "to buy MSFT (weight 18.0%, target 20.0%)."
     )
   })
 
