@@ -19,6 +19,10 @@ export const CardRow = Schema.Struct({
 })
 export type CardRow = typeof CardRow.Type
 
+/** A card without its sealed face: who holds it and since when. */
+export const CardRef = Schema.Struct({ id: Schema.String, address: Address, createdAt: Schema.DateFromSelf })
+export type CardRef = typeof CardRef.Type
+
 export type NewCardRow = {
   readonly id: string
   readonly address: string
@@ -45,6 +49,13 @@ export class CardRepo extends Effect.Service<CardRepo>()("app/CardRepo", {
             FROM cards WHERE address = ${address}`
     })
 
+    /** A card by its holder's address or by its id. */
+    const findRef = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: CardRef,
+      execute: (addressOrId) => sql`SELECT id, address, created_at FROM cards WHERE address = ${addressOrId} OR id = ${addressOrId}`
+    })
+
     /** The address holding a card issued for this document hash, if any. */
     const holderOfDocument = (documentHash: Uint8Array) =>
       sql<{ address: string }>`SELECT address FROM cards WHERE document_hash = ${documentHash}`.pipe(
@@ -66,6 +77,6 @@ export class CardRepo extends Effect.Service<CardRepo>()("app/CardRepo", {
         Effect.map((rows) => rows.length === 1)
       )
 
-    return repository("CardRepo", { findByAddress, holderOfDocument, hasCard, insertIfAbsent })
+    return repository("CardRepo", { findByAddress, findRef, holderOfDocument, hasCard, insertIfAbsent })
   })
 }) {}

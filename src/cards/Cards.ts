@@ -102,7 +102,12 @@ export class Cards extends Effect.Service<Cards>()("app/Cards", {
       return (yield* repo.hasCard(request.address)) ? "already-issued" : ("duplicate" as IssueOutcome)
     })
 
-    return { forOwner, issueOnApproval }
+    /** A card by its holder's address or its id, without opening its face. */
+    const find = Effect.fn("Cards.find")(function* (addressOrId: string) {
+      return yield* repo.findRef(addressOrId)
+    })
+
+    return { forOwner, find, issueOnApproval }
   }),
   dependencies: [CardRepo.Default]
 }) {}

@@ -106,7 +106,7 @@ export const parseInstant = (text: string): number | undefined => {
   return ms >= 0 && ms <= MAX_INSTANT ? ms : undefined
 }
 
-const Instant = Schema.transformOrFail(Schema.String, Schema.Number, {
+export const Instant = Schema.transformOrFail(Schema.String, Schema.Number, {
   strict: true,
   decode: (text, _, ast) => {
     const ms = parseInstant(text)

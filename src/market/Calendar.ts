@@ -102,7 +102,7 @@ const usSessionHours = Object.freeze({
   overnightStart: 20 * 60
 })
 
-const US_EQUITY_TIME_ZONE = "America/New_York"
+export const US_EQUITY_TIME_ZONE = "America/New_York"
 
 // ---------------------------------------------------------------------------------------------------
 // Civil-date arithmetic on day numbers (days since 1970-01-01), independent of any time zone.

@@ -1,0 +1,84 @@
+/**
+ * The agent-wallet port: the wallet the agent trades from on behalf of one card. It holds stock
+ * tokens and some USD1 cash, sells tokens for USD1, buys tokens with USD1 and sends USD1 to the card.
+ *
+ * Implementations: `ChainAgentWallet` (one wallet per card, its key derived from
+ * `AGENT_WALLET_SEED`, trading through `EXCHANGE_ADDRESS` on the service's chain), and
+ * `ScriptedAgentWallet` (tests). An exchange's custodial agent-wallet API is another Layer of this
+ * Tag; its sign-in failures map to the `SESSION_EXPIRED` and `NOT_LOGGED_IN` codes.
+ *
+ * Every write takes a `record` step that runs after the transaction is signed and before it is
+ * broadcast, so the caller can persist it first (crash recovery) and, by failing, stop it.
+ */
+import { Context, Data, type Effect } from "effect"
+import type { Address } from "../chain/Address.js"
+import type { SignedTransaction } from "../chain/ChainClient.js"
+import type { StockToken } from "../chain/Tokens.js"
+
+/** The card an agent wallet serves: its id and the card's own USD1 address. */
+export interface AgentCard {
+  readonly id: string
+  readonly address: Address
+}
+
+export type AgentWalletErrorCode = "SESSION_EXPIRED" | "NOT_LOGGED_IN" | "AGENT_WALLET_ERROR"
+
+export class AgentWalletError extends Data.TaggedError("AgentWalletError")<{
+  readonly code: AgentWalletErrorCode
+  readonly message: string
+  readonly cause?: unknown
+}> {}
+
+/** What one agent wallet holds, atomic units. */
+export interface WalletHoldings {
+  readonly usd1: bigint
+  /** Every registry token, by token address (EIP-55). */
+  readonly tokens: ReadonlyMap<Address, bigint>
+}
+
+export interface WalletSession {
+  readonly connected: boolean
+  /** When the wallet's sign-in expires (ms since epoch), for wallets that have one. */
+  readonly expiresAt?: number
+}
+
+/** Persists a signed transaction before it is broadcast; failing stops the broadcast. */
+export type RecordTransaction<E, R> = (signed: SignedTransaction) => Effect.Effect<void, E, R>
+
+export interface AgentWalletShape {
+  readonly address: (card: AgentCard) => Effect.Effect<Address, AgentWalletError>
+  /** The holdings of each card's wallet, in the order given (read in bulk). */
+  readonly holdings: (cards: ReadonlyArray<AgentCard>) => Effect.Effect<ReadonlyArray<WalletHoldings>, AgentWalletError>
+  /** Sells `amount` of `token` for at least `minUsd1Out` USD1, paid into the wallet. */
+  readonly sell: <E, R>(
+    card: AgentCard,
+    token: StockToken,
+    amount: bigint,
+    minUsd1Out: bigint,
+    record: RecordTransaction<E, R>
+  ) => Effect.Effect<SignedTransaction, AgentWalletError | E, R>
+  /** Buys `token` with `usd1In` USD1 for at least `minTokensOut`. */
+  readonly buy: <E, R>(
+    card: AgentCard,
+    token: StockToken,
+    usd1In: bigint,
+    minTokensOut: bigint,
+    record: RecordTransaction<E, R>
+  ) => Effect.Effect<SignedTransaction, AgentWalletError | E, R>
+  /** Sends `amount` USD1 from the wallet to the card's address. */
+  readonly sendUsd1: <E, R>(
+    card: AgentCard,
+    amount: bigint,
+    record: RecordTransaction<E, R>
+  ) => Effect.Effect<SignedTransaction, AgentWalletError | E, R>
+  /** Whether the wallet's provider session is usable (an on-chain key always is). */
+  readonly session: Effect.Effect<WalletSession, AgentWalletError>
+  /**
+   * Gives a new card's wallet its starting funds where the chain has a faucet (the embedded devnet,
+   * the in-memory chain): gas, some USD1 and about $1,000 of stock tokens split evenly over the
+   * registry. Elsewhere it does nothing.
+   */
+  readonly fund: (card: AgentCard) => Effect.Effect<void, AgentWalletError>
+}
+
+export class AgentWallet extends Context.Tag("app/AgentWallet")<AgentWallet, AgentWalletShape>() {}

@@ -1,0 +1,233 @@
+/**
+ * The agent over HTTP: the strategy (always served, bearer), and the portfolio, decision preview,
+ * decision log and wallet session (served when `AGENT_MODE` is `dry` or `live`). The latter need
+ * no token and then describe the deployment's default account; with a valid bearer token they
+ * describe the caller's own; an invalid token is 401.
+ */
+import { HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, OpenApi } from "@effect/platform"
+import { Context, Option, Schema } from "effect"
+import { ApiError, BadRequest, Unauthorized } from "../ApiError.js"
+import { Authentication } from "../auth/Api.js"
+import { Address } from "../chain/Address.js"
+import { Instant, MarketData, PriceUnavailable } from "../market/Api.js"
+
+export class CardRequired extends ApiError(
+  "CardRequired",
+  "CARD_REQUIRED",
+  403,
+  "The agent serves cards: pass the identity check first."
+) {}
+
+export class UnknownToken extends ApiError(
+  "UnknownToken",
+  "UNKNOWN_TOKEN",
+  400,
+  "A strategy target is not a known stock token (symbol or address)."
+) {}
+
+export class NoAgentAccount extends ApiError(
+  "NoAgentAccount",
+  "NO_AGENT_ACCOUNT",
+  404,
+  "No card has set a strategy yet (and AGENT_CARD is not set): there is no default account to describe."
+) {}
+
+export class SessionExpired extends ApiError(
+  "SessionExpired",
+  "SESSION_EXPIRED",
+  502,
+  "The agent wallet needs a new sign-in in the exchange app."
+) {}
+
+export class NotLoggedIn extends ApiError(
+  "NotLoggedIn",
+  "NOT_LOGGED_IN",
+  502,
+  "The agent wallet is not signed in to the exchange app."
+) {}
+
+export class AgentWalletFailed extends ApiError(
+  "AgentWalletFailed",
+  "AGENT_WALLET_ERROR",
+  502,
+  "The agent wallet failed or did not answer in time."
+) {}
+
+export class ChainUnavailable extends ApiError(
+  "ChainUnavailable",
+  "CHAIN_UNAVAILABLE",
+  503,
+  "The chain did not answer in time; retry later (see Retry-After)."
+) {}
+
+/** Whose agent account a request describes: the signed-in caller's, or none for the default account. */
+export class Viewer extends Context.Tag("app/Viewer")<Viewer, Option.Option<Address>>() {}
+
+/** Reads an optional bearer token: absent is the default account, invalid is 401 (never a fallback). */
+export class OptionalAuthentication extends HttpApiMiddleware.Tag<OptionalAuthentication>()(
+  "app/OptionalAuthentication",
+  { failure: Unauthorized.wire, provides: Viewer }
+) {}
+
+const Weight = Schema.Number.pipe(Schema.finite())
+
+export const StrategyBody = Schema.Struct({
+  targets: Schema.Record({ key: Schema.String, value: Weight }).annotations({
+    description: "target weight per token (symbol or token address), each in (0, 1], summing to 1 (±0.001)"
+  }),
+  weeklySpendUsd: Schema.Number.pipe(Schema.finite()).annotations({ description: "0 to 100000" }),
+  timeZone: Schema.optional(Schema.String).annotations({
+    description: "IANA time zone of the weekday/weekend spending buckets; default America/New_York"
+  })
+})
+
+export class Strategy extends Schema.Class<Strategy>("Strategy")({
+  targets: Schema.Record({ key: Schema.String, value: Schema.Number }).annotations({
+    description: "target weight per token symbol"
+  }),
+  weeklySpendUsd: Schema.Number,
+  timeZone: Schema.String,
+  updatedAt: Schema.Number.annotations({ description: "ms since epoch" })
+}) {}
+
+export const Holding = Schema.Struct({
+  symbol: Schema.String,
+  address: Address,
+  balance: Schema.String.annotations({ description: "whole-token units, decimal" }),
+  valueUsd: Schema.Number,
+  weight: Schema.Number.annotations({ description: "valueUsd / totalUsd, 0 to 1" }),
+  target: Schema.Number.annotations({ description: "the strategy's weight, 0 to 1" }),
+  market: Schema.NullOr(MarketData).annotations({ description: "null for the wallet's USD1 cash" })
+}).annotations({ identifier: "Holding" })
+
+export class Portfolio extends Schema.Class<Portfolio>("Portfolio")({
+  card: Schema.Struct({
+    address: Address,
+    usd1: Schema.Number.annotations({ description: "the card's own USD1 balance" })
+  }),
+  totalUsd: Schema.Number.annotations({ description: "the agent wallet's value: its tokens and its USD1 cash" }),
+  holdings: Schema.Array(Holding)
+}) {}
+
+export const DecisionAction = Schema.Literal("none", "refill", "hold", "rebalance")
+
+export const DecisionView = Schema.Struct({
+  action: DecisionAction,
+  rule: Schema.String.annotations({ description: "stable class of the decision, e.g. REFILL_BEFORE_CLOSE" }),
+  reason: Schema.String,
+  needUsd: Schema.Number.annotations({ description: "forecast spend until horizon × 1.2" }),
+  horizon: Schema.Number.annotations({ description: "end of the forecast window, ms since epoch" }),
+  usd: Schema.optional(Schema.Number).annotations({ description: "refill or rebalance amount" }),
+  symbol: Schema.optional(Schema.String).annotations({ description: "the token sold, or USD1 for wallet cash" }),
+  buySymbol: Schema.optional(Schema.String).annotations({ description: "rebalance: the token bought" }),
+  spread: Schema.optional(Schema.NullOr(Schema.Number)).annotations({
+    description: "the sold token's spreadVsClose; null without a close reference or for USD1 cash"
+  })
+}).annotations({ identifier: "Decision" })
+
+export class Preview extends Schema.Class<Preview>("Preview")({
+  at: Schema.Number.annotations({ description: "the instant decided for, ms since epoch" }),
+  mode: Schema.Literal("dry", "live"),
+  decision: DecisionView
+}) {}
+
+export const DecisionStatus = Schema.Literal("logged", "dry-run", "executing", "executed", "failed", "unknown", "blocked")
+
+export const DecisionItem = Schema.Struct({
+  id: Schema.String.annotations({ description: "cursor for `before`" }),
+  at: Schema.Number,
+  action: DecisionAction,
+  symbol: Schema.NullOr(Schema.String),
+  usd: Schema.NullOr(Schema.Number),
+  reason: Schema.String,
+  status: DecisionStatus,
+  txs: Schema.Array(Schema.String),
+  error: Schema.NullOr(Schema.String)
+}).annotations({ identifier: "DecisionItem" })
+
+export const WalletSessionView = Schema.Struct({
+  connected: Schema.Boolean,
+  expiresAt: Schema.optional(Schema.Number)
+}).annotations({ identifier: "WalletSession" })
+
+/** An endpoint that reads an agent account's balances and prices, with the errors that can bring. */
+const readsAccount = <const Name extends string>(endpoint: HttpApiEndpoint.HttpApiEndpoint<Name, "GET">) =>
+  endpoint
+    .addError(CardRequired.wire)
+    .addError(NoAgentAccount.wire)
+    .addError(SessionExpired.wire)
+    .addError(NotLoggedIn.wire)
+    .addError(AgentWalletFailed.wire)
+    .addError(PriceUnavailable.wire)
+    .addError(ChainUnavailable.wire)
+
+export class StrategyApi extends HttpApiGroup.make("strategy")
+  .add(
+    HttpApiEndpoint.put("put", "/strategy")
+      .setPayload(StrategyBody)
+      .addSuccess(Strategy)
+      .addError(CardRequired.wire)
+      .addError(UnknownToken.wire)
+      .addError(BadRequest.wire)
+      .addError(AgentWalletFailed.wire)
+      .annotate(
+        OpenApi.Description,
+        "Sets the caller's strategy (replacing any earlier one): 1 to 10 known tokens with weights in (0, 1] " +
+          "summing to 1, the expected weekly spend and a time zone. Served whatever AGENT_MODE is."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("get", "/strategy")
+      .addSuccess(Strategy)
+      .addError(CardRequired.wire)
+      .addError(NoAgentAccount.wire)
+      .annotate(OpenApi.Description, "The caller's strategy; 404 NO_AGENT_ACCOUNT before one is set.")
+  )
+  .middleware(Authentication)
+  .annotate(OpenApi.Title, "Strategy") {}
+
+export class AgentApi extends HttpApiGroup.make("agent")
+  .add(
+    readsAccount(HttpApiEndpoint.get("portfolio", "/portfolio"))
+      .addSuccess(Portfolio)
+      .annotate(
+        OpenApi.Description,
+        "The agent wallet's holdings (tokens and USD1 cash) with weights, targets and market data, and the " +
+          "card's USD1. Without a token: the default account; with one: the caller's."
+      )
+  )
+  .add(
+    readsAccount(HttpApiEndpoint.get("preview", "/agent/preview"))
+      .setUrlParams(Schema.Struct({ at: Schema.optionalWith(Instant, { exact: true }) }))
+      .addSuccess(Preview)
+      .annotate(
+        OpenApi.Description,
+        "What the agent would decide at `at` (ISO-8601 with a zone, or ms; default now): the calendar and the " +
+          "spending forecast at `at`, balances and prices now. Never trades, never writes."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("decisions", "/agent/decisions")
+      .setUrlParams(
+        Schema.Struct({
+          limit: Schema.optionalWith(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 200)), {
+            default: () => 50
+          }),
+          before: Schema.optional(Schema.String.pipe(Schema.pattern(/^[0-9]{1,19}$/)))
+        })
+      )
+      .addSuccess(Schema.Array(DecisionItem))
+      .addError(CardRequired.wire)
+      .addError(NoAgentAccount.wire)
+      .annotate(OpenApi.Description, "The agent's stored decisions, newest first; `?limit=` (1-200), `?before=<id>`.")
+  )
+  .add(
+    HttpApiEndpoint.get("session", "/agent/session")
+      .addSuccess(WalletSessionView)
+      .addError(SessionExpired.wire)
+      .addError(NotLoggedIn.wire)
+      .addError(AgentWalletFailed.wire)
+      .annotate(OpenApi.Description, "Whether the agent wallet's provider session is usable.")
+  )
+  .middleware(OptionalAuthentication)
+  .annotate(OpenApi.Title, "Agent") {}
