@@ -3,11 +3,11 @@
  * SIGTERM/SIGINT interrupt the main fiber: the server stops accepting, in-flight requests finish,
  * then the database pool and any embedded servers are released in reverse order.
  */
-import { NodeRuntime } from "@effect/platform-node"
 import { Layer } from "effect"
 import { AppConfig } from "./Config.js"
 import { ChainDeployment } from "./chain/Chain.js"
 import { SqlLive } from "./Database.js"
+import { launch } from "./Launch.js"
 import { ObservabilityLive } from "./Observability.js"
 import { httpLive, NodeServerLive } from "./Server.js"
 
@@ -18,4 +18,4 @@ const MainLive = httpLive(NodeServerLive).pipe(
   Layer.provide(AppConfig.layer)
 )
 
-Layer.launch(MainLive).pipe(NodeRuntime.runMain({ disablePrettyLogger: true }))
+launch(MainLive)
