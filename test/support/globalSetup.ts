@@ -20,16 +20,22 @@ export default async function setup(project: TestProject) {
   const dir = mkdtempSync(path.join(tmpdir(), "card-service-test-pg-"))
   chmodSync(dir, 0o755) // the server runs as the postgres user when we are root
   const scope = Effect.runSync(Scope.make())
-  const url = await Effect.runPromise(
-    startEmbeddedPostgres({ dir: path.join(dir, "data"), database: "postgres", unsafeFast: true }).pipe(
-      Scope.extend(scope)
-    )
-  )
-  project.provide("adminDatabaseUrl", Redacted.value(url))
-  return async () => {
+  const teardown = async () => {
     await Effect.runPromise(Scope.close(scope, Exit.void))
     rmSync(dir, { recursive: true, force: true })
   }
+  try {
+    const url = await Effect.runPromise(
+      startEmbeddedPostgres({ dir: path.join(dir, "data"), database: "postgres", unsafeFast: true }).pipe(
+        Scope.extend(scope)
+      )
+    )
+    project.provide("adminDatabaseUrl", Redacted.value(url))
+  } catch (error) {
+    await teardown()
+    throw error
+  }
+  return teardown
 }
 
 declare module "vitest" {

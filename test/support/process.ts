@@ -1,46 +1,150 @@
 import { type ChildProcess, spawn } from "node:child_process"
-import { Effect, Schedule } from "effect"
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import path from "node:path"
+import { type Duration, Effect, Option, Schedule } from "effect"
+import { startWatchdog } from "../../src/EmbeddedServer.js"
 
 export interface ServiceProcess {
   readonly child: ChildProcess
   readonly baseUrl: string
   readonly output: () => string
+  /** Resolves with the exit code (null when killed by a signal). */
+  readonly exited: Effect.Effect<number | null>
 }
 
-/** Starts `src/main.ts` as `npm start` does, with exactly the environment given (plus PATH/HOME). */
-export const startService = (env: Record<string, string>) =>
+/**
+ * A temporary folder (removed when the scope closes, also when the test fails) that the embedded
+ * server's `postgres` user can enter when we run as root.
+ */
+export const temporaryDirectory = (prefix: string) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const dir = mkdtempSync(path.join(tmpdir(), prefix))
+      chmodSync(dir, 0o755)
+      return dir
+    }),
+    (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+  )
+
+/**
+ * Spawns `src/main.ts` as `npm start` does, with exactly the environment given (plus PATH/HOME), from
+ * `cwd`. When the scope closes it is stopped (SIGTERM, then SIGKILL) if still running; a watchdog
+ * stops it if the test process dies first.
+ */
+export const spawnService = (env: Record<string, string>, cwd = process.cwd()) =>
+  Effect.acquireRelease(
+    Effect.gen(function* () {
+      let output = ""
+      const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+        cwd,
+        env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+      child.stdout?.on("data", (chunk: Buffer) => {
+        output += chunk.toString()
+      })
+      child.stderr?.on("data", (chunk: Buffer) => {
+        output += chunk.toString()
+      })
+      const exited = Effect.async<number | null>((resume) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.succeed(child.exitCode))
+        child.once("exit", (code) => resume(Effect.succeed(code)))
+      })
+      const guard = yield* startWatchdog({
+        pid: child.pid ?? 0,
+        signal: "SIGTERM",
+        grace: "20 seconds",
+        label: `card-service test service ${cwd}`
+      }).pipe(Effect.orDie)
+      const service: ServiceProcess = {
+        child,
+        baseUrl: `http://127.0.0.1:${env.PORT ?? "3000"}`,
+        output: () => output,
+        exited
+      }
+      return { service, guard }
+    }),
+    ({ service, guard }) =>
+      Effect.gen(function* () {
+        if (service.child.exitCode === null && service.child.signalCode === null) {
+          service.child.kill("SIGTERM")
+          const stopped = yield* service.exited.pipe(Effect.timeoutOption("20 seconds"))
+          if (Option.isNone(stopped)) {
+            service.child.kill("SIGKILL")
+            yield* service.exited
+          }
+        }
+        yield* guard.dismiss
+      })
+  ).pipe(Effect.map(({ service }) => service))
+
+/** Starts the service (see `spawnService`) and waits until `/health` answers. */
+export const startService = (env: Record<string, string>, cwd?: string) =>
   Effect.gen(function* () {
-    let output = ""
-    const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
-      cwd: process.cwd(),
-      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    child.stdout?.on("data", (chunk: Buffer) => {
-      output += chunk.toString()
-    })
-    child.stderr?.on("data", (chunk: Buffer) => {
-      output += chunk.toString()
-    })
-    const baseUrl = `http://127.0.0.1:${env.PORT ?? "3000"}`
-    const exited = Effect.async<void>((resume) => {
-      child.once("exit", () => resume(Effect.void))
-    })
+    const service = yield* spawnService(env, cwd)
     const healthy = Effect.tryPromise(() =>
-      fetch(`${baseUrl}/health`, { signal: AbortSignal.timeout(2_000) }).then((r) =>
+      fetch(`${service.baseUrl}/health`, { signal: AbortSignal.timeout(2_000) }).then((r) =>
         r.ok ? r : Promise.reject(r.status)
       )
     ).pipe(Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.upTo("60 seconds"))))
-    yield* Effect.raceFirst(healthy, Effect.zipRight(exited, Effect.fail("exited"))).pipe(
-      Effect.orDieWith(() => new Error(`service did not become healthy:\n${output}`))
+    yield* Effect.raceFirst(healthy, Effect.zipRight(service.exited, Effect.fail("exited"))).pipe(
+      Effect.orDieWith(() => new Error(`service did not become healthy:\n${service.output()}`))
     )
-    return { child, baseUrl, output: () => output } satisfies ServiceProcess
+    return service
   })
 
 /** Sends a signal and waits for the exit code (null when killed by the signal). */
 export const stopService = (service: ServiceProcess, signal: NodeJS.Signals) =>
-  Effect.async<number | null>((resume) => {
-    if (service.child.exitCode !== null) return resume(Effect.succeed(service.child.exitCode))
-    service.child.once("exit", (code) => resume(Effect.succeed(code)))
-    service.child.kill(signal)
+  Effect.suspend(() => {
+    if (service.child.exitCode === null && service.child.signalCode === null) service.child.kill(signal)
+    return service.exited
+  })
+
+/** The output's JSON log lines. */
+export const logLines = (output: string): ReadonlyArray<Record<string, unknown>> =>
+  output
+    .split("\n")
+    .filter((line) => line.startsWith("{"))
+    .map((line) => JSON.parse(line) as Record<string, unknown>)
+
+export interface ProcessInfo {
+  readonly pid: number
+  readonly parent: number
+  readonly commandLine: string
+}
+
+/** Every process of this machine (Linux /proc), other than this one. */
+export const processes = (): ReadonlyArray<ProcessInfo> =>
+  readdirSync("/proc")
+    .filter((name) => /^\d+$/.test(name) && Number(name) !== process.pid)
+    .flatMap((name) => {
+      try {
+        const stat = readFileSync(`/proc/${name}/stat`, "utf8")
+        const commandLine = readFileSync(`/proc/${name}/cmdline`, "utf8").replaceAll("\0", " ").trim()
+        const parent = Number(stat.slice(stat.lastIndexOf(") ") + 2).split(" ")[1])
+        return [{ pid: Number(name), parent, commandLine }]
+      } catch {
+        return [] // ended while we looked
+      }
+    })
+
+/** Processes whose command line mentions `text` (a data folder: its anvil, postgres and their watchdogs). */
+export const processesMentioning = (text: string) => processes().filter((p) => p.commandLine.includes(text))
+
+/** Waits until no process mentions `text`; answers those still running after `within`. */
+export const awaitNoProcessMentioning = (text: string, within: Duration.DurationInput = "30 seconds") =>
+  Effect.suspend(() => {
+    const left = processesMentioning(text)
+    return left.length === 0 ? Effect.succeed(left) : Effect.fail(left)
+  }).pipe(Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.upTo(within))), Effect.merge)
+
+/** Safety net for tests that leave servers running on purpose: SIGKILLs whatever still mentions `text`. */
+export const killProcessesMentioning = (text: string) =>
+  Effect.sync(() => {
+    for (const { pid } of processesMentioning(text)) {
+      try {
+        process.kill(pid, "SIGKILL")
+      } catch {}
+    }
   })

@@ -1,0 +1,64 @@
+/**
+ * Runs the service's main layer. When it fails (bad configuration, an embedded server that does not
+ * start, an unreachable database) every resource already acquired is released first (embedded
+ * servers stopped), then one fatal log line in the service's log format says what failed, and the
+ * process exits with code 1.
+ */
+import { NodeRuntime } from "@effect/platform-node"
+import { Cause, Config, ConfigError, Effect, Layer, Logger, Option } from "effect"
+import { EmbeddedServerError } from "./EmbeddedServer.js"
+
+/** An error and its causes on one line: "PgClient: Failed to connect: connect ECONNREFUSED 127.0.0.1:1". */
+export const describeError = (error: unknown): string => {
+  if (error instanceof AggregateError && error.errors.length > 0) return error.errors.map(describeError).join("; ")
+  if (error instanceof Error) {
+    const cause = error.cause === undefined ? "" : describeError(error.cause)
+    if (error.message === "") return cause || error.name
+    return cause === "" || error.message.includes(cause) ? error.message : `${error.message}: ${cause}`
+  }
+  return String(error)
+}
+
+/** The configured log format, JSON when the configuration itself is what failed. */
+const startLogger = Config.literal(
+  "json",
+  "pretty"
+)("LOG_FORMAT").pipe(
+  Config.withDefault("json" as const),
+  Effect.orElseSucceed(() => "json" as const),
+  Effect.map((format) => (format === "json" ? Logger.json : Logger.pretty))
+)
+
+/** The fatal line's message and annotations for what ended the start. */
+const describeFailure = (error: unknown): { message: string; annotations: Record<string, unknown> } => {
+  // an EmbeddedServerError's message already says its cause
+  if (error instanceof EmbeddedServerError) {
+    return { message: error.message, annotations: { server: error.server, path: error.path } }
+  }
+  if (ConfigError.isConfigError(error)) {
+    return { message: `invalid configuration: ${String(error)}`, annotations: { error: "ConfigError" } }
+  }
+  const tag = typeof error === "object" && error !== null && "_tag" in error ? error._tag : "Error"
+  return { message: describeError(error), annotations: { error: tag } }
+}
+
+const logFailure = (cause: Cause.Cause<unknown>) =>
+  Effect.gen(function* () {
+    if (Cause.isInterruptedOnly(cause)) return
+    const error = Option.getOrElse(
+      Option.orElse(Cause.failureOption(cause), () => Cause.dieOption(cause)),
+      () => Cause.squash(cause)
+    )
+    const { message, annotations } = describeFailure(error)
+    yield* Effect.logFatal(`start failed: ${message}`).pipe(
+      Effect.annotateLogs(annotations),
+      Effect.provide(yield* startLogger)
+    )
+  })
+
+/** `npm start`: launches the layer; SIGTERM/SIGINT interrupt it (exit 0), a failure exits 1. */
+export const launch = <E>(layer: Layer.Layer<never, E>) =>
+  Layer.launch(layer).pipe(
+    Effect.tapErrorCause(logFailure),
+    NodeRuntime.runMain({ disablePrettyLogger: true, disableErrorReporting: true })
+  )

@@ -1,0 +1,116 @@
+import { execFileSync, spawn } from "node:child_process"
+import { existsSync, readFileSync } from "node:fs"
+import path from "node:path"
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Redacted, Schedule } from "effect"
+import pg from "pg"
+import { freePort, startEmbeddedPostgres } from "../src/EmbeddedPostgres.js"
+import { isAlive } from "../src/EmbeddedServer.js"
+import { runnableBinaries } from "../src/PostgresBinaries.js"
+import { killProcessesMentioning, processesMentioning, temporaryDirectory } from "./support/process.js"
+
+const asRoot = process.getuid?.() === 0
+
+const query = (url: Redacted.Redacted<string>, text: string) =>
+  Effect.promise(async () => {
+    const client = new pg.Client({ connectionString: Redacted.value(url) })
+    await client.connect()
+    try {
+      return (await client.query(text)).rows
+    } finally {
+      await client.end()
+    }
+  })
+
+const postmasterPid = (dataDir: string) => {
+  const file = path.join(dataDir, "postmaster.pid")
+  return existsSync(file) ? Number(readFileSync(file, "utf8").split("\n")[0]) : undefined
+}
+
+/** A folder whose servers are killed (if a test left any) before it is removed. */
+const testFolder = Effect.gen(function* () {
+  const dir = yield* temporaryDirectory("card-service-pg-test-")
+  yield* Effect.addFinalizer(() => killProcessesMentioning(dir))
+  return dir
+})
+
+/** Runs the PostgreSQL binary on `dataDir` outside of any scope or watchdog, as a crashed run would leave it. */
+const leaveServerRunning = (dataDir: string) =>
+  Effect.gen(function* () {
+    const binaries = yield* runnableBinaries(asRoot)
+    const user = asRoot
+      ? {
+          uid: Number(execFileSync("id", ["-u", "postgres"], { encoding: "utf8" })),
+          gid: Number(execFileSync("id", ["-g", "postgres"], { encoding: "utf8" }))
+        }
+      : {}
+    const args = ["-D", dataDir, "-p", String(yield* freePort), "-c", "listen_addresses=127.0.0.1"]
+    const child = spawn(binaries.postgres, [...args, "-c", "unix_socket_directories="], { ...user, stdio: "ignore" })
+    child.unref()
+    yield* Effect.suspend(() =>
+      postmasterPid(dataDir) === child.pid ? Effect.void : Effect.fail("not started yet")
+    ).pipe(Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo("30 seconds"))))
+    return child.pid!
+  })
+
+describe("embedded PostgreSQL", () => {
+  it.scopedLive(
+    "serves a UTF-8 database and stops with its scope, its watchdog too",
+    () =>
+      Effect.gen(function* () {
+        const dir = yield* testFolder
+        const dataDir = path.join(dir, "data")
+        const pid = yield* Effect.scoped(
+          Effect.gen(function* () {
+            const url = yield* startEmbeddedPostgres({ dir: dataDir, database: "app_test", unsafeFast: true })
+            const [row] = yield* query(
+              url,
+              "SELECT current_database() AS db, current_user AS who, current_setting('server_encoding') AS encoding"
+            )
+            expect(row).toEqual({ db: "app_test", who: "app", encoding: "UTF8" })
+            const pid = postmasterPid(dataDir)!
+            // the server and its watchdog, both started with the data folder on their command line
+            expect(processesMentioning(dataDir).map((p) => p.pid)).toContain(pid)
+            expect(
+              processesMentioning(dataDir).filter((p) => p.commandLine.includes("card-service-watchdog"))
+            ).toHaveLength(1)
+            return pid
+          })
+        )
+        expect(isAlive(pid)).toBe(false)
+        expect(processesMentioning(dataDir)).toEqual([])
+      }),
+    60_000
+  )
+
+  it.scopedLive(
+    "a start stops the server a previous run left on the data directory, and keeps the data",
+    () =>
+      Effect.gen(function* () {
+        const dir = yield* testFolder
+        const dataDir = path.join(dir, "data")
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            const url = yield* startEmbeddedPostgres({ dir: dataDir, database: "app", unsafeFast: true })
+            yield* query(url, "CREATE TABLE kept (word text); INSERT INTO kept VALUES ('still here')")
+          })
+        )
+        const leftover = yield* leaveServerRunning(dataDir)
+        const url = yield* startEmbeddedPostgres({ dir: dataDir, database: "app", unsafeFast: true })
+        expect(isAlive(leftover)).toBe(false)
+        expect(postmasterPid(dataDir)).not.toBe(leftover)
+        expect(yield* query(url, "SELECT word FROM kept")).toEqual([{ word: "still here" }])
+      }),
+    60_000
+  )
+
+  it.scopedLive("an invalid database name is refused before anything starts", () =>
+    Effect.gen(function* () {
+      const dir = yield* testFolder
+      const error = yield* Effect.flip(startEmbeddedPostgres({ dir: path.join(dir, "data"), database: "no-dash" }))
+      expect(error).toMatchObject({ _tag: "EmbeddedServerError", server: "PostgreSQL", path: path.join(dir, "data") })
+      expect(error.message).toBe(`PostgreSQL did not start (${path.join(dir, "data")}): invalid database name no-dash`)
+      expect(existsSync(path.join(dir, "data"))).toBe(false)
+    })
+  )
+})
