@@ -245,12 +245,13 @@ export class Market extends Effect.Service<Market>()("app/Market", {
     const resolve = (symbolOrAddress: string): Option.Option<StockToken> =>
       Option.fromNullable(bySymbol.get(symbolOrAddress.toUpperCase()) ?? byAddress.get(symbolOrAddress.toLowerCase()))
 
-    const dataOf = (token: StockToken) =>
+    /** The token's price and close reference now, with its status at `at` (default now). */
+    const dataOf = (token: StockToken, at?: number) =>
       Effect.gen(function* () {
         const { quote } = yield* observation(token)
-        const now = yield* Clock.currentTimeMillis
+        const instant = at ?? (yield* Clock.currentTimeMillis)
         const closeRef = (yield* Ref.get(closeRefs)).get(token.address) ?? null
-        return marketDataOf(token, quote, closeRef, tokenStatus(calendarAt(now), quote.platformStatus))
+        return marketDataOf(token, quote, closeRef, tokenStatus(calendarAt(instant), quote.platformStatus))
       })
 
     const tokenMarketOf = (token: StockToken, market: MarketData | null): TokenMarket => ({
@@ -267,11 +268,14 @@ export class Market extends Effect.Service<Market>()("app/Market", {
         onSome: Effect.succeed
       })
 
-    /** Market data of one token, by symbol (any case) or address (any case). */
-    const marketData = Effect.fn("Market.marketData")(function* (symbolOrAddress: string) {
+    /**
+     * Market data of one token, by symbol (any case) or address (any case): its price and close
+     * reference now, its status at `at` (default now; the agent's preview looks ahead).
+     */
+    const marketData = Effect.fn("Market.marketData")(function* (symbolOrAddress: string, at?: number) {
       const token = yield* find(symbolOrAddress)
       yield* Effect.annotateCurrentSpan("token.symbol", token.symbol)
-      return yield* dataOf(token)
+      return yield* dataOf(token, at)
     })
 
     /** One token with its market data, as `GET /market/tokens/{token}` answers it. */

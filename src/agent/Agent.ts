@@ -1,0 +1,313 @@
+/**
+ * The agent's account-facing side: a card's strategy, its portfolio (the agent wallet's holdings
+ * valued at market), the decision `decide` would take at any instant, the decision log and the
+ * wallet's session. Which account a request describes: the signed-in caller's card, or without a
+ * token the deployment's default account (`AGENT_CARD`, else the first card that set a strategy).
+ *
+ * Reads of one account (the card's USD1, the wallet's holdings, every token's market data) run in
+ * parallel, each bounded (`AGENT_READ_TIMEOUT`, `PRICE_READ_TIMEOUT`), so an answer never waits on a
+ * slow source longer than that.
+ */
+import { Clock, Config, Duration, Effect, Either, Option } from "effect"
+import { formatUnits, getAddress, isAddress } from "viem"
+import { BadRequest } from "../ApiError.js"
+import { AppConfig, durationConfig } from "../Config.js"
+import { Cards } from "../cards/Cards.js"
+import type { CardRef } from "../cards/CardRepo.js"
+import { Statement } from "../cards/Statement.js"
+import type { Address } from "../chain/Address.js"
+import { ChainClient } from "../chain/ChainClient.js"
+import type { MarketData, PriceUnavailable } from "../market/Api.js"
+import { Market } from "../market/Market.js"
+import {
+  AgentWalletFailed,
+  CardRequired,
+  ChainUnavailable,
+  NoAgentAccount,
+  NotLoggedIn,
+  Portfolio,
+  Preview,
+  SessionExpired,
+  Strategy,
+  type StrategyBody,
+  UnknownToken
+} from "./Api.js"
+import { AgentRepo, type StrategyRow } from "./AgentRepo.js"
+import { type AgentCard, AgentWallet, type AgentWalletError, type WalletHoldings } from "./AgentWallet.js"
+import { CASH_SYMBOL, type Decision, decide } from "./Decide.js"
+import { LOOKBACK_DAYS } from "./Forecast.js"
+import { validateStrategy } from "./Strategy.js"
+
+const agentSettings = Config.all({
+  /** The default account: a card id, or its holder's address. */
+  defaultCard: Config.option(Config.string("AGENT_CARD")),
+  readTimeout: durationConfig("AGENT_READ_TIMEOUT", "3 seconds")
+})
+
+const DAY_MS = 86_400_000
+
+/** The wallet's failure as the API answers it: sign-in problems keep their codes. */
+export const walletFailure = (error: AgentWalletError) =>
+  error.code === "SESSION_EXPIRED"
+    ? new SessionExpired({ error: error.message })
+    : error.code === "NOT_LOGGED_IN"
+      ? new NotLoggedIn({ error: error.message })
+      : new AgentWalletFailed({ error: error.message })
+
+/** Atomic units as a number of whole units. */
+const units = (atomic: bigint, decimals: number) => Number(formatUnits(atomic, decimals))
+
+/** The decision as the API shows it: only the fields its action carries. */
+const decisionView = (decision: Decision) => {
+  const { action, horizon, needUsd, reason, rule } = decision
+  const base = { action, rule, reason, needUsd, horizon }
+  switch (decision.action) {
+    case "refill":
+      return { ...base, usd: decision.usd, symbol: decision.symbol, spread: decision.spread }
+    case "rebalance":
+      return {
+        ...base,
+        usd: decision.usd,
+        symbol: decision.symbol,
+        buySymbol: decision.buySymbol,
+        spread: decision.spread
+      }
+    default:
+      return base
+  }
+}
+
+export interface AccountState {
+  readonly card: CardRef
+  readonly cardUsd1: number
+  readonly holdings: WalletHoldings
+  /** Every registry token's market data (status at the instant asked), or why it has none. */
+  readonly markets: ReadonlyMap<string, Either.Either<MarketData, PriceUnavailable>>
+}
+
+export class Agent extends Effect.Service<Agent>()("app/Agent", {
+  effect: Effect.gen(function* () {
+    const repo = yield* AgentRepo
+    const cards = yield* Cards
+    const market = yield* Market
+    const statement = yield* Statement
+    const wallet = yield* AgentWallet
+    const chain = yield* ChainClient
+    const { agentMode } = yield* AppConfig
+    const settings = yield* agentSettings
+
+    const agentCard = (card: CardRef): AgentCard => ({ id: card.id, address: card.address })
+
+    const cardOf = (address: Address) =>
+      cards
+        .find(address)
+        .pipe(
+          Effect.flatMap(
+            Option.match({
+              onNone: () => Effect.fail(new CardRequired({ error: "this user has no card yet: pass the identity check" })),
+              onSome: Effect.succeed
+            })
+          )
+        )
+
+    const defaultCard = Effect.gen(function* () {
+      const none = (error: string) => Effect.fail(new NoAgentAccount({ error }))
+      if (Option.isSome(settings.defaultCard)) {
+        const given = settings.defaultCard.value.trim()
+        const card = yield* cards.find(isAddress(given, { strict: false }) ? getAddress(given) : given)
+        return Option.isSome(card) ? card.value : yield* none(`AGENT_CARD names no card (${given})`)
+      }
+      const first = yield* repo.firstStrategyCard()
+      const card = Option.isSome(first) ? yield* cards.find(first.value.cardId) : Option.none()
+      return Option.isSome(card) ? card.value : yield* none("no card has set a strategy yet")
+    })
+
+    /** The caller's card, or the default account without a caller. */
+    const accountOf = (viewer: Option.Option<Address>) =>
+      Option.match(viewer, { onNone: () => defaultCard, onSome: cardOf })
+
+    const strategyOf = (card: CardRef) =>
+      repo
+        .findStrategy(card.id)
+        .pipe(
+          Effect.flatMap(
+            Option.match({
+              onNone: () => Effect.fail(new NoAgentAccount({ error: "this card has no strategy yet: PUT /strategy" })),
+              onSome: Effect.succeed
+            })
+          )
+        )
+
+    const strategyView = (row: StrategyRow) =>
+      new Strategy({
+        targets: row.targets,
+        weeklySpendUsd: row.weeklySpendUsd,
+        timeZone: row.timeZone,
+        updatedAt: row.updatedAt.getTime()
+      })
+
+    const bounded = <A, E, R, E2>(effect: Effect.Effect<A, E, R>, onTimeout: () => E2) =>
+      effect.pipe(Effect.timeoutFail({ duration: settings.readTimeout, onTimeout }))
+
+    const waited = `did not answer within ${Duration.format(settings.readTimeout)}`
+
+    /** The card's USD1, the wallet's holdings and every token's market data, read in parallel. */
+    const readAccount = (card: CardRef, at: number) =>
+      Effect.all(
+        {
+          cardUsd1: bounded(chain.balanceOf(chain.usd1.address, card.address), () => "timeout" as const).pipe(
+            Effect.mapError(
+              (error) =>
+                new ChainUnavailable({
+                  error: `the card's USD1 balance could not be read: ${error === "timeout" ? `the chain ${waited}` : error.message}`
+                })
+            ),
+            Effect.map((atomic) => units(atomic, chain.usd1.decimals))
+          ),
+          holdings: bounded(wallet.holdings([agentCard(card)]), () => "timeout" as const).pipe(
+            Effect.mapError((error) =>
+              error === "timeout" ? new AgentWalletFailed({ error: `the agent wallet ${waited}` }) : walletFailure(error)
+            ),
+            Effect.map((all) => all[0]!)
+          ),
+          markets: Effect.forEach(
+            market.tokens,
+            (token) =>
+              market.marketData(token.address, at).pipe(
+                // Registry tokens are always found.
+                Effect.catchTag("NotFound", Effect.die),
+                Effect.either,
+                Effect.map((data) => [token.symbol, data] as const)
+              ),
+            { concurrency: "unbounded" }
+          ).pipe(Effect.map((entries) => new Map(entries)))
+        },
+        { concurrency: "unbounded" }
+      ).pipe(Effect.map((state): AccountState => ({ card, ...state })))
+
+    /** The tokens an account shows: those its wallet holds or its strategy targets, with their market data. */
+    const shownTokens = (state: AccountState, targets: Readonly<Record<string, number>>) =>
+      Effect.forEach(
+        market.tokens.filter((token) => (state.holdings.tokens.get(token.address) ?? 0n) > 0n || token.symbol in targets),
+        (token) => {
+          const data = state.markets.get(token.symbol)!
+          return Either.isLeft(data)
+            ? Effect.fail(data.left)
+            : Effect.succeed({
+                token,
+                balance: units(state.holdings.tokens.get(token.address) ?? 0n, token.decimals),
+                market: data.right
+              })
+        }
+      )
+
+    const putStrategy = Effect.fn("Agent.putStrategy")(function* (address: Address, body: typeof StrategyBody.Type) {
+      const card = yield* cardOf(address)
+      yield* Effect.annotateCurrentSpan("card.id", card.id)
+      const strategy = yield* validateStrategy(body, (key) => Option.getOrUndefined(market.resolve(key))?.symbol).pipe(
+        Effect.mapError((error) =>
+          error._tag === "UnknownToken"
+            ? new UnknownToken({ error: error.message })
+            : new BadRequest({ error: `${error.field}: ${error.message}` })
+        )
+      )
+      const now = new Date(yield* Clock.currentTimeMillis)
+      const row = yield* repo.upsertStrategy({ cardId: card.id, ...strategy, now })
+      // A new card's wallet gets its starting funds once, where the chain has a faucet.
+      if (yield* repo.claimFunding(card.id, now)) {
+        yield* wallet.fund(agentCard(card)).pipe(
+          Effect.tapError((error) =>
+            Effect.logWarning(`agent wallet funding failed; the next strategy update retries: ${error.message}`).pipe(
+              Effect.annotateLogs("card.id", card.id)
+            )
+          ),
+          Effect.catchAll(() => repo.releaseFunding(card.id))
+        )
+      }
+      return strategyView(row)
+    })
+
+    const getStrategy = Effect.fn("Agent.getStrategy")(function* (address: Address) {
+      return strategyView(yield* strategyOf(yield* cardOf(address)))
+    })
+
+    const portfolio = Effect.fn("Agent.portfolio")(function* (viewer: Option.Option<Address>) {
+      const card = yield* accountOf(viewer)
+      yield* Effect.annotateCurrentSpan("card.id", card.id)
+      const strategy = yield* repo.findStrategy(card.id)
+      const targets = Option.match(strategy, { onNone: () => ({}) as StrategyRow["targets"], onSome: (s) => s.targets })
+      const state = yield* readAccount(card, yield* Clock.currentTimeMillis)
+      const tokens = yield* shownTokens(state, targets)
+      const cash = units(state.holdings.usd1, chain.usd1.decimals)
+      const valued = tokens.map(({ balance, market: data, token }) => ({
+        symbol: token.symbol,
+        address: token.address,
+        balance: formatUnits(state.holdings.tokens.get(token.address) ?? 0n, token.decimals),
+        valueUsd: balance * data.tokenPrice,
+        target: targets[token.symbol] ?? 0,
+        market: data
+      }))
+      const holdings = [
+        ...valued,
+        {
+          symbol: CASH_SYMBOL,
+          address: chain.usd1.address,
+          balance: formatUnits(state.holdings.usd1, chain.usd1.decimals),
+          valueUsd: cash,
+          target: 0,
+          market: null
+        }
+      ]
+      const totalUsd = holdings.reduce((sum, holding) => sum + holding.valueUsd, 0)
+      return new Portfolio({
+        card: { address: card.address, usd1: state.cardUsd1 },
+        totalUsd,
+        holdings: holdings.map((holding) => ({ ...holding, weight: totalUsd > 0 ? holding.valueUsd / totalUsd : 0 }))
+      })
+    })
+
+    const preview = Effect.fn("Agent.preview")(function* (viewer: Option.Option<Address>, at?: number) {
+      const card = yield* accountOf(viewer)
+      yield* Effect.annotateCurrentSpan("card.id", card.id)
+      const strategy = yield* strategyOf(card)
+      const instant = at ?? (yield* Clock.currentTimeMillis)
+      const [state, payments] = yield* Effect.all(
+        [
+          readAccount(card, instant),
+          statement.payments([card.address], instant - (LOOKBACK_DAYS + 1) * DAY_MS)
+        ],
+        { concurrency: "unbounded" }
+      )
+      const tokens = yield* shownTokens(state, strategy.targets)
+      const decision = decide({
+        at: instant,
+        strategy: { targets: strategy.targets, weeklySpendUsd: strategy.weeklySpendUsd, timeZone: strategy.timeZone },
+        cardUsd1: state.cardUsd1,
+        walletUsd1: units(state.holdings.usd1, chain.usd1.decimals),
+        tokens: tokens.map(({ balance, market: data, token }) => ({ symbol: token.symbol, balance, market: data })),
+        spending: { cardCreatedAt: card.createdAt.getTime(), payments: payments.get(card.address) ?? [] },
+        closures: market.settings.closures
+      })
+      return new Preview({ at: instant, mode: agentMode === "live" ? "live" : "dry", decision: decisionView(decision) })
+    })
+
+    const decisions = Effect.fn("Agent.decisions")(function* (
+      viewer: Option.Option<Address>,
+      query: { readonly limit: number; readonly before?: string | undefined }
+    ) {
+      const card = yield* accountOf(viewer)
+      const rows = yield* repo.decisions({ cardId: card.id, limit: query.limit, before: query.before ?? null })
+      return rows.map((row) => ({ ...row, at: row.at.getTime() }))
+    })
+
+    const session = bounded(wallet.session, () => "timeout" as const).pipe(
+      Effect.mapError((error) =>
+        error === "timeout" ? new AgentWalletFailed({ error: `the agent wallet ${waited}` }) : walletFailure(error)
+      ),
+      Effect.withSpan("Agent.session")
+    )
+
+    return { putStrategy, getStrategy, portfolio, preview, decisions, session }
+  }),
+  dependencies: [AgentRepo.Default]
+}) {}
