@@ -4,7 +4,7 @@
  * runner, the run sizes and the result rows.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
-import { closeSync, mkdirSync, openSync, readFileSync } from "node:fs"
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync } from "node:fs"
 import { cpus, loadavg } from "node:os"
 import path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -191,11 +191,33 @@ export interface ServerProcess {
   readonly rssMb: () => number
 }
 
-/** Every child still running, so that even an unexpected exit of this process takes them along. */
-const running = new Set<ChildProcess>()
-process.once("exit", () => {
-  for (const child of running) child.kill("SIGKILL")
-})
+/** Every process started by `pid`, transitively, read from /proc. */
+const descendants = (pid: number): Array<number> => {
+  const children = new Map<number, Array<number>>()
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8")
+      const parent = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
+      children.set(parent, [...(children.get(parent) ?? []), Number(entry)])
+    } catch {} // the process is gone
+  }
+  const below = (p: number): Array<number> => (children.get(p) ?? []).flatMap((child) => [child, ...below(child)])
+  return below(pid)
+}
+
+/**
+ * The last resort when this process exits without running its finalizers (an uncaught error, a
+ * closed stdout): no child outlives it, the embedded servers included. A normal exit finds none.
+ */
+export const killDescendantsOnExit = () =>
+  process.once("exit", () => {
+    for (const pid of descendants(process.pid)) {
+      try {
+        process.kill(pid, "SIGKILL")
+      } catch {} // already gone
+    }
+  })
 
 const exitedEarly = (child: ChildProcess) => child.exitCode !== null || child.signalCode !== null
 
@@ -219,8 +241,6 @@ const spawnTracked = (
       const log = openSync(logFile, "w")
       const child = spawn(command, args, { cwd: repoRoot, env, stdio: ["ignore", log, log] })
       closeSync(log)
-      running.add(child)
-      child.once("exit", () => running.delete(child))
       return { child, output: () => readFileSync(logFile, "utf8").slice(-20_000) }
     }),
     ({ child }) =>

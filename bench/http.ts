@@ -5,7 +5,7 @@
  */
 import autocannon from "autocannon"
 import { Effect } from "effect"
-import { alternating, type BenchContext, type RatioRow, type Section, type ServerProcess } from "./harness.js"
+import { alternating, type RatioRow, type Section, type ServerProcess } from "./harness.js"
 import { createOrder } from "./pay.js"
 
 const CONNECTIONS = 10
@@ -35,7 +35,7 @@ const loadSection = (options: {
   readonly flow: string
   readonly reference: string
   /** The path to load on both servers. */
-  readonly path: (ctx: BenchContext, service: ServerProcess) => Effect.Effect<string>
+  readonly path: (service: ServerProcess) => Effect.Effect<string>
 }): Section => ({
   name: options.name,
   about: options.about,
@@ -43,7 +43,7 @@ const loadSection = (options: {
     Effect.gen(function* () {
       const service = yield* ctx.sharedService
       const bare = yield* ctx.sharedBare
-      const path = yield* options.path(ctx, service)
+      const path = yield* options.path(service)
       const runs = { service: [] as Array<LoadRun>, bare: [] as Array<LoadRun> }
       for (let round = 0; round < ctx.sizes.rounds; round++) {
         for (const side of alternating(round, "service" as const, "bare" as const)) {
@@ -85,7 +85,7 @@ export const readSection = loadSection({
   about: "GET /merchant/orders/{id} against a bare node:http + pg server doing the same SELECT",
   flow: `read one order, GET /merchant/orders/{id}, ${CONNECTIONS} connections`,
   reference: "bare node:http + pg, same SELECT on the same database",
-  path: (_ctx, service) =>
+  path: (service) =>
     Effect.promise(() => createOrder(service.baseUrl)).pipe(Effect.map(({ id }) => `/merchant/orders/${id}`))
 })
 

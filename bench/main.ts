@@ -17,13 +17,14 @@ import { chmodSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import path from "node:path"
 import { NodeRuntime } from "@effect/platform-node"
-import { Cause, Effect, Logger, LogLevel, Redacted, Scope } from "effect"
+import { Cause, Effect, Either, Logger, LogLevel, Redacted, Scope } from "effect"
 import { startDevnet } from "../src/chain/Devnet.js"
 import { startEmbeddedPostgres } from "../src/EmbeddedPostgres.js"
 import { countsSection } from "./counts.js"
 import {
   type BenchContext,
   type CountRow,
+  killDescendantsOnExit,
   machine,
   median,
   type RatioRow,
@@ -55,6 +56,7 @@ const usage = () =>
     ...SECTIONS.map((section) => `  ${section.name.padEnd(8)} ${section.about}`)
   ].join("\n")
 
+/** The sections asked for, or the names nobody knows. */
 const selectedSections = () => {
   const flag = process.argv.slice(2).find((arg) => arg.startsWith("--only="))
   const names = (flag?.slice("--only=".length) ?? process.env.BENCH_ONLY ?? "")
@@ -62,8 +64,8 @@ const selectedSections = () => {
     .map((name) => name.trim())
     .filter((name) => name !== "")
   const unknown = names.filter((name) => !SECTIONS.some((section) => section.name === name))
-  if (unknown.length > 0) throw new Error(`unknown section ${unknown.join(", ")}\n${usage()}`)
-  return names.length === 0 ? SECTIONS : SECTIONS.filter((section) => names.includes(section.name))
+  if (unknown.length > 0) return Either.left(unknown)
+  return Either.right(names.length === 0 ? SECTIONS : SECTIONS.filter((section) => names.includes(section.name)))
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -108,9 +110,20 @@ const countTable = (rows: ReadonlyArray<CountRow>) => [
 
 const program = Effect.gen(function* () {
   if (process.argv.includes("--help")) return console.log(usage())
-  const sections = selectedSections()
+  const selected = selectedSections()
+  if (Either.isLeft(selected)) {
+    console.error(`unknown section: ${selected.left.join(", ")}\n${usage()}`)
+    process.exitCode = 2
+    return
+  }
+  const sections = selected.right
   const quick = process.env.BENCH_QUICK === "1" || process.argv.includes("--quick")
   const rounds = process.env.BENCH_RUNS === undefined ? undefined : Number(process.env.BENCH_RUNS)
+  if (rounds !== undefined && !(Number.isInteger(rounds) && rounds > 0)) {
+    console.error("BENCH_RUNS must be a positive integer")
+    process.exitCode = 2
+    return
+  }
   const sizes = sizesFor(quick, rounds)
   const host = machine()
   const started = new Date()
@@ -118,13 +131,16 @@ const program = Effect.gen(function* () {
   progress(`bench: ${sections.map((s) => s.name).join(", ")}${quick ? " (quick)" : ""}, ${sizes.rounds} round(s)`)
 
   const scope = yield* Effect.scope
+  killDescendantsOnExit()
+  const removeTmp = (dir: string) => rmSync(dir, { recursive: true, force: true, maxRetries: 5 })
   const tmp = yield* Effect.acquireRelease(
     Effect.sync(() => {
       const dir = mkdtempSync(path.join(tmpdir(), "card-service-bench-"))
       chmodSync(dir, 0o755) // PostgreSQL runs as the postgres user when we are root
+      process.once("exit", () => removeTmp(dir)) // after the children are killed, should finalizers not run
       return dir
     }),
-    (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+    (dir) => Effect.sync(() => removeTmp(dir))
   )
   const databaseUrl = Redacted.value(
     yield* startEmbeddedPostgres({ dir: path.join(tmp, "pg"), database: "bench" }).pipe(Effect.orDie)
@@ -157,7 +173,7 @@ const program = Effect.gen(function* () {
       }),
       Effect.catchAllCause((cause) => {
         if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
-        failed.push(`${section.name}: ${Cause.pretty(cause)}`)
+        failed.push(section.name)
         progress(`!! ${section.name} failed:\n${Cause.pretty(cause)}`)
         return Effect.void
       })
@@ -175,7 +191,7 @@ const program = Effect.gen(function* () {
     ...(ratios.length > 0 ? ratioTable(ratios) : []),
     ...(checks.length > 0 ? ["", ...checks.map((check) => `- ${check}`)] : []),
     ...(counts.length > 0 ? ["", ...countTable(counts)] : []),
-    ...(failed.length > 0 ? ["", `FAILED sections: ${failed.map((f) => f.split(":")[0]).join(", ")}`] : [])
+    ...(failed.length > 0 ? ["", `FAILED sections (see the progress log): ${failed.join(", ")}`] : [])
   ]
   console.log(report.join("\n"))
   if (failed.length > 0) return yield* Effect.fail(new Error(`${failed.length} section(s) failed`))

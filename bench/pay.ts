@@ -120,6 +120,8 @@ interface PayRun {
   readonly perSecond: number
   readonly p50: number
   readonly max: number
+  /** Payments that took a second or more (a receipt poll missed, see docs/performance.md). */
+  readonly slow: number
   readonly cpuPerPayment: number
   readonly failures: number
   readonly onChainMatches: boolean
@@ -155,6 +157,7 @@ const payRun = (ctx: BenchContext, side: Side, concurrency: number, payments: nu
         perSecond: (settled * 1000) / outcome.wallMs,
         p50: percentile(outcome.latencies, 50),
         max: Math.max(...outcome.latencies),
+        slow: outcome.latencies.filter((ms) => ms >= 1000).length,
         cpuPerPayment: cpu / settled,
         failures: outcome.failures,
         onChainMatches: received === BigInt(settled) * ORDER_AMOUNT_ATOMIC
@@ -183,7 +186,8 @@ export const paySection: Section = {
             runs[side].push(run)
             ctx.progress(
               `[pay c=${concurrency}] round ${round + 1}/${ctx.sizes.rounds} ${side}: ${run.perSecond.toFixed(1)}/s, ` +
-                `p50 ${run.p50.toFixed(0)} ms, max ${run.max.toFixed(0)} ms, CPU ${run.cpuPerPayment.toFixed(1)} ms/payment, ${run.failures} failed` +
+                `p50 ${run.p50.toFixed(0)} ms, max ${run.max.toFixed(0)} ms, ${run.slow} took ≥ 1 s, ` +
+                `CPU ${run.cpuPerPayment.toFixed(1)} ms/payment, ${run.failures} failed` +
                 (run.onChainMatches ? "" : ", ON-CHAIN MISMATCH")
             )
           }
