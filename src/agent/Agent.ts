@@ -12,13 +12,15 @@ import { Clock, Config, Duration, Effect, Either, Option } from "effect"
 import { formatUnits, getAddress, isAddress } from "viem"
 import { BadRequest } from "../ApiError.js"
 import { AppConfig, durationConfig } from "../Config.js"
-import { Cards } from "../cards/Cards.js"
 import type { CardRef } from "../cards/CardRepo.js"
+import { Cards } from "../cards/Cards.js"
 import { Statement } from "../cards/Statement.js"
 import type { Address } from "../chain/Address.js"
 import { ChainClient } from "../chain/ChainClient.js"
 import type { MarketData, PriceUnavailable } from "../market/Api.js"
 import { Market } from "../market/Market.js"
+import { AgentRepo, type StrategyRow } from "./AgentRepo.js"
+import { type AgentCard, AgentWallet, type AgentWalletError, type WalletHoldings } from "./AgentWallet.js"
 import {
   AgentWalletFailed,
   CardRequired,
@@ -32,8 +34,6 @@ import {
   type StrategyBody,
   UnknownToken
 } from "./Api.js"
-import { AgentRepo, type StrategyRow } from "./AgentRepo.js"
-import { type AgentCard, AgentWallet, type AgentWalletError, type WalletHoldings } from "./AgentWallet.js"
 import { CASH_SYMBOL, type Decision, decide } from "./Decide.js"
 import { LOOKBACK_DAYS } from "./Forecast.js"
 import { validateStrategy } from "./Strategy.js"
@@ -99,16 +99,15 @@ export class Agent extends Effect.Service<Agent>()("app/Agent", {
     const agentCard = (card: CardRef): AgentCard => ({ id: card.id, address: card.address })
 
     const cardOf = (address: Address) =>
-      cards
-        .find(address)
-        .pipe(
-          Effect.flatMap(
-            Option.match({
-              onNone: () => Effect.fail(new CardRequired({ error: "this user has no card yet: pass the identity check" })),
-              onSome: Effect.succeed
-            })
-          )
+      cards.find(address).pipe(
+        Effect.flatMap(
+          Option.match({
+            onNone: () =>
+              Effect.fail(new CardRequired({ error: "this user has no card yet: pass the identity check" })),
+            onSome: Effect.succeed
+          })
         )
+      )
 
     const defaultCard = Effect.gen(function* () {
       const none = (error: string) => Effect.fail(new NoAgentAccount({ error }))
@@ -127,16 +126,14 @@ export class Agent extends Effect.Service<Agent>()("app/Agent", {
       Option.match(viewer, { onNone: () => defaultCard, onSome: cardOf })
 
     const strategyOf = (card: CardRef) =>
-      repo
-        .findStrategy(card.id)
-        .pipe(
-          Effect.flatMap(
-            Option.match({
-              onNone: () => Effect.fail(new NoAgentAccount({ error: "this card has no strategy yet: PUT /strategy" })),
-              onSome: Effect.succeed
-            })
-          )
+      repo.findStrategy(card.id).pipe(
+        Effect.flatMap(
+          Option.match({
+            onNone: () => Effect.fail(new NoAgentAccount({ error: "this card has no strategy yet: PUT /strategy" })),
+            onSome: Effect.succeed
+          })
         )
+      )
 
     const strategyView = (row: StrategyRow) =>
       new Strategy({
@@ -166,7 +163,9 @@ export class Agent extends Effect.Service<Agent>()("app/Agent", {
           ),
           holdings: bounded(wallet.holdings([agentCard(card)]), () => "timeout" as const).pipe(
             Effect.mapError((error) =>
-              error === "timeout" ? new AgentWalletFailed({ error: `the agent wallet ${waited}` }) : walletFailure(error)
+              error === "timeout"
+                ? new AgentWalletFailed({ error: `the agent wallet ${waited}` })
+                : walletFailure(error)
             ),
             Effect.map((all) => all[0]!)
           ),
@@ -188,7 +187,9 @@ export class Agent extends Effect.Service<Agent>()("app/Agent", {
     /** The tokens an account shows: those its wallet holds or its strategy targets, with their market data. */
     const shownTokens = (state: AccountState, targets: Readonly<Record<string, number>>) =>
       Effect.forEach(
-        market.tokens.filter((token) => (state.holdings.tokens.get(token.address) ?? 0n) > 0n || token.symbol in targets),
+        market.tokens.filter(
+          (token) => (state.holdings.tokens.get(token.address) ?? 0n) > 0n || token.symbol in targets
+        ),
         (token) => {
           const data = state.markets.get(token.symbol)!
           return Either.isLeft(data)
@@ -272,10 +273,7 @@ export class Agent extends Effect.Service<Agent>()("app/Agent", {
       const strategy = yield* strategyOf(card)
       const instant = at ?? (yield* Clock.currentTimeMillis)
       const [state, payments] = yield* Effect.all(
-        [
-          readAccount(card, instant),
-          statement.payments([card.address], instant - (LOOKBACK_DAYS + 1) * DAY_MS)
-        ],
+        [readAccount(card, instant), statement.payments([card.address], instant - (LOOKBACK_DAYS + 1) * DAY_MS)],
         { concurrency: "unbounded" }
       )
       const tokens = yield* shownTokens(state, strategy.targets)

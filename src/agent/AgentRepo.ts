@@ -74,7 +74,8 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
           RETURNING card_id`.pipe(Effect.map((rows) => rows.length === 1))
 
     /** Gives the funding back after it failed, so that the next strategy update tries again. */
-    const releaseFunding = (cardId: string) => sql`UPDATE agent_strategies SET funded_at = NULL WHERE card_id = ${cardId}`
+    const releaseFunding = (cardId: string) =>
+      sql`UPDATE agent_strategies SET funded_at = NULL WHERE card_id = ${cardId}`
 
     /** The card's decisions, newest first, with their transactions in the order they were signed. */
     const decisions = SqlSchema.findAll({

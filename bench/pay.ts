@@ -1,0 +1,221 @@
+/**
+ * (a) x402 pay: the service against the reference x402 server, at concurrency 10 and 1.
+ *
+ * Every run gets a fresh devnet, fresh payers funded with USD1 by the deployer (one per worker)
+ * and a fresh server process. The same standard client (`@x402/fetch` + `@x402/evm`) pays both.
+ * On the service one payment is: create an order, then the paid request (402, sign, retry with
+ * PAYMENT-SIGNATURE). The reference has no orders: one payment is its 402 and paid request, at
+ * the order's price. A run counts a payment settled only on 200 with a successful PAYMENT-RESPONSE,
+ * and checks on chain that the merchant received exactly one amount per settled payment.
+ */
+import { registerExactEvmScheme } from "@x402/evm/exact/client"
+import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@x402/fetch"
+import { Effect } from "effect"
+import { createPublicClient, erc20Abi, http } from "viem"
+import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts"
+import { type Devnet, startDevnet } from "../src/chain/Devnet.js"
+import { mintUsd1 } from "../src/chain/DevnetOperator.js"
+import {
+  alternating,
+  type BenchContext,
+  expectJson,
+  MERCHANT,
+  ORDER_AMOUNT_ATOMIC,
+  ORDER_AMOUNT_USD,
+  percentile,
+  type RatioRow,
+  RELAYER_KEY,
+  runConcurrently,
+  type Section,
+  type ServerProcess,
+  serviceEnv,
+  startPeer,
+  startService
+} from "./harness.js"
+
+export const REFERENCE_NAME = "reference x402 server: @x402/express 2.27 + in-process facilitator"
+
+/** A standard x402 v2 client paying with `account`; it accepts USD1 on this devnet up to one order. */
+export const payingFetch = (account: PrivateKeyAccount, devnet: Devnet, baseFetch: typeof fetch = fetch) => {
+  const client = new x402Client()
+  registerExactEvmScheme(client, { signer: account })
+  client.setSpendControls({
+    allowedAssets: [
+      {
+        network: `eip155:${devnet.chainId}`,
+        asset: devnet.usd1,
+        maxAmountPerPayment: ORDER_AMOUNT_ATOMIC.toString()
+      }
+    ]
+  })
+  return wrapFetchWithPayment(baseFetch, client)
+}
+
+const expectSettled = async (response: Response) => {
+  const text = await response.text()
+  const header = response.headers.get("PAYMENT-RESPONSE")
+  if (response.status !== 200 || header === null) {
+    throw new Error(`paid request answered ${response.status}: ${text.slice(0, 300)}`)
+  }
+  const receipt = decodePaymentResponseHeader(header)
+  if (!receipt.success) throw new Error(`settlement failed: ${receipt.errorReason ?? "?"}`)
+}
+
+export type PayFlow = (payFetch: typeof fetch, plainFetch?: typeof fetch) => Promise<void>
+
+/** An open order of the benchmark amount. */
+export const createOrder = async (baseUrl: string, plainFetch: typeof fetch = fetch) =>
+  expectJson<{ id: string }>(
+    await plainFetch(`${baseUrl}/merchant/orders`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ amount: ORDER_AMOUNT_USD, description: "bench" })
+    })
+  )
+
+/** The service: an order, then its paid request. */
+export const servicePayment =
+  (baseUrl: string): PayFlow =>
+  async (payFetch, plainFetch = fetch) => {
+    const order = await createOrder(baseUrl, plainFetch)
+    await expectSettled(await payFetch(`${baseUrl}/merchant/orders/${order.id}/pay`, { method: "POST" }))
+  }
+
+/** The reference: its paid request. */
+export const referencePayment =
+  (baseUrl: string): PayFlow =>
+  async (payFetch) => {
+    await expectSettled(await payFetch(`${baseUrl}/pay`, { method: "POST" }))
+  }
+
+export const referenceEnv = (devnet: Devnet, rpcUrl = devnet.rpcUrl) => ({
+  CHAIN_RPC_URL: rpcUrl,
+  CHAIN_ID: String(devnet.chainId),
+  USD1_ADDRESS: devnet.usd1,
+  USD1_EIP712_NAME: "World Liberty Financial USD",
+  USD1_EIP712_VERSION: "1",
+  RELAYER_PRIVATE_KEY: RELAYER_KEY,
+  MERCHANT_PAY_TO: MERCHANT,
+  PRICE_ATOMIC: ORDER_AMOUNT_ATOMIC.toString()
+})
+
+/** Fresh payers holding enough USD1 for every payment they can make. */
+export const fundedPayers = (devnet: Devnet, count: number) =>
+  Effect.gen(function* () {
+    const payers = Array.from({ length: count }, () => privateKeyToAccount(generatePrivateKey()))
+    for (const payer of payers) yield* mintUsd1(devnet, payer.address, ORDER_AMOUNT_ATOMIC * 10_000n)
+    return payers
+  })
+
+const merchantBalance = (devnet: Devnet) =>
+  Effect.promise(() =>
+    createPublicClient({ transport: http(devnet.rpcUrl) }).readContract({
+      address: devnet.usd1,
+      abi: erc20Abi,
+      functionName: "balanceOf",
+      args: [MERCHANT]
+    })
+  )
+
+interface PayRun {
+  readonly perSecond: number
+  readonly p50: number
+  readonly max: number
+  /** Payments that took a second or more (a receipt poll missed, see docs/performance.md). */
+  readonly slow: number
+  readonly cpuPerPayment: number
+  readonly failures: number
+  readonly onChainMatches: boolean
+}
+
+type Side = "service" | "reference"
+
+const payRun = (ctx: BenchContext, side: Side, concurrency: number, payments: number, runId: string) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const devnet = yield* startDevnet()
+      const payers = yield* fundedPayers(devnet, concurrency)
+      const server: ServerProcess =
+        side === "service"
+          ? yield* startService(ctx, serviceEnv(ctx, devnet, runId))
+          : yield* startPeer(ctx, "x402Reference", referenceEnv(devnet))
+      const flow = side === "service" ? servicePayment(server.baseUrl) : referencePayment(server.baseUrl)
+      const fetches = payers.map((payer) => payingFetch(payer, devnet))
+      const pay = (worker: number) => flow(fetches[worker]!)
+
+      const warm = yield* Effect.promise(() => runConcurrently(concurrency, ctx.sizes.warmPayments, pay))
+      if (warm.latencies.length === 0) {
+        return yield* Effect.fail(new Error(`${side} paid nothing: ${warm.failureSamples.join("; ")}`))
+      }
+      const balanceBefore = yield* merchantBalance(devnet)
+      const cpuBefore = server.cpuMs()
+      const outcome = yield* Effect.promise(() => runConcurrently(concurrency, payments, pay))
+      const cpu = server.cpuMs() - cpuBefore
+      const received = (yield* merchantBalance(devnet)) - balanceBefore
+      const settled = outcome.latencies.length
+      if (outcome.failures > 0) ctx.progress(`  ${side} failures: ${outcome.failureSamples.join(" | ")}`)
+      return {
+        perSecond: (settled * 1000) / outcome.wallMs,
+        p50: percentile(outcome.latencies, 50),
+        max: Math.max(...outcome.latencies),
+        slow: outcome.latencies.filter((ms) => ms >= 1000).length,
+        cpuPerPayment: cpu / settled,
+        failures: outcome.failures,
+        onChainMatches: received === BigInt(settled) * ORDER_AMOUNT_ATOMIC
+      } satisfies PayRun
+    })
+  )
+
+export const paySection: Section = {
+  name: "pay",
+  about: "x402 pay at concurrency 10 and 1: the service against the reference x402 server",
+  run: (ctx) =>
+    Effect.gen(function* () {
+      const rows: Array<RatioRow> = []
+      const checks: Array<string> = []
+      for (const concurrency of [10, 1] as const) {
+        const runs: Record<Side, Array<PayRun>> = { service: [], reference: [] }
+        for (let round = 0; round < ctx.sizes.rounds; round++) {
+          for (const side of alternating<Side>(round, "service", "reference")) {
+            const run = yield* payRun(
+              ctx,
+              side,
+              concurrency,
+              ctx.sizes.payments[concurrency],
+              `pay-${concurrency}-${round}`
+            )
+            runs[side].push(run)
+            ctx.progress(
+              `[pay c=${concurrency}] round ${round + 1}/${ctx.sizes.rounds} ${side}: ${run.perSecond.toFixed(1)}/s, ` +
+                `p50 ${run.p50.toFixed(0)} ms, max ${run.max.toFixed(0)} ms, ${run.slow} took ≥ 1 s, ` +
+                `CPU ${run.cpuPerPayment.toFixed(1)} ms/payment, ${run.failures} failed` +
+                (run.onChainMatches ? "" : ", ON-CHAIN MISMATCH")
+            )
+          }
+        }
+        const errors = [runs.service, runs.reference].map((list) =>
+          list.reduce((sum, run) => sum + run.failures, 0)
+        ) as [number, number]
+        checks.push(
+          [...runs.service, ...runs.reference].every((run) => run.onChainMatches)
+            ? `x402 pay, concurrency ${concurrency}: in every run the merchant received on chain exactly one amount per settled payment.`
+            : `x402 pay, concurrency ${concurrency}: ON-CHAIN TRANSFERS DIFFER FROM SETTLED PAYMENTS (see the progress log).`
+        )
+        const flow =
+          concurrency === 10 ? "x402 pay, concurrency 10" : "x402 pay, concurrency 1 (one payment after another)"
+        const row = (measure: string, better: RatioRow["better"], pick: (run: PayRun) => number) =>
+          rows.push({
+            measure: `${flow}: ${measure}`,
+            better,
+            reference: REFERENCE_NAME,
+            service: runs.service.map(pick),
+            peer: runs.reference.map(pick),
+            errors
+          })
+        row("settled payments/s", "higher", (run) => run.perSecond)
+        row("p50 latency, ms", "lower", (run) => run.p50)
+        row("server CPU per payment, ms", "lower", (run) => run.cpuPerPayment)
+      }
+      return { ratios: rows, counts: [], checks }
+    })
+}
