@@ -8,6 +8,7 @@
 import { HttpApi, OpenApi } from "@effect/platform"
 import { BadRequest, InternalError, NotFound, openApiWithServiceErrors, PayloadTooLarge } from "./ApiError.js"
 import { AccountApi } from "./account/Api.js"
+import { AgentApi, StrategyApi } from "./agent/Api.js"
 import { AuthApi } from "./auth/Api.js"
 import { StatementApi } from "./cards/Api.js"
 import { HealthApi } from "./health/Api.js"
@@ -24,6 +25,7 @@ export class CoreApi extends HttpApi.make("api")
   .add(KycSandboxApi)
   .add(MarketApi)
   .add(StatementApi)
+  .add(StrategyApi)
   .addError(BadRequest.wire)
   .addError(NotFound.wire)
   .addError(PayloadTooLarge.wire)
@@ -32,8 +34,11 @@ export class CoreApi extends HttpApi.make("api")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Transform, openApiWithServiceErrors) {}
 
-/** Served when `MERCHANT_PAY_TO` is set. */
+/** Served when `MERCHANT_PAY_TO` is set (and the agent is off). */
 export class MerchantEnabledApi extends CoreApi.add(MerchantApi) {}
 
-/** Every group, whatever is enabled: handlers are built against it. */
-export class Api extends MerchantEnabledApi {}
+/** Served when `AGENT_MODE` is `dry` or `live` (and the merchant is off). */
+export class AgentEnabledApi extends CoreApi.add(AgentApi) {}
+
+/** Every group, whatever is enabled: handlers are built against it, and it is served when all are on. */
+export class Api extends MerchantEnabledApi.add(AgentApi) {}

@@ -18,13 +18,15 @@ import {
 } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Cause, Deferred, Duration, Effect, Layer, Option } from "effect"
-import { Api, CoreApi, MerchantEnabledApi } from "./Api.js"
+import { AgentEnabledApi, Api, CoreApi, MerchantEnabledApi } from "./Api.js"
 import { BadRequest, InternalError, NotFound, PayloadTooLarge } from "./ApiError.js"
 import { Account } from "./account/Account.js"
 import { AccountHttpLive } from "./account/Http.js"
+import { Agent } from "./agent/Agent.js"
+import { AgentHttpLive, StrategyHttpLive } from "./agent/Http.js"
 import { Auth } from "./auth/Auth.js"
 import { AuthHttpLive } from "./auth/Http.js"
-import { AppConfig, durationConfig } from "./Config.js"
+import { AppConfig, type AppSettings, durationConfig } from "./Config.js"
 import { Cards } from "./cards/Cards.js"
 import { StatementHttpLive } from "./cards/Http.js"
 import { Statement } from "./cards/Statement.js"
@@ -63,35 +65,62 @@ const describeIssues = (issues: ReadonlyArray<DecodeIssue>, fallback: string) =>
  * HttpApi answers routing misses, malformed JSON, schema mismatches and defects with empty or
  * framework-shaped bodies; this turns each into the service's `{error, code}` errors.
  */
-const ErrorNormalizerLive = HttpApiBuilder.middleware(Api, (app) =>
-  Effect.catchAllCause(app, (cause): Effect.Effect<never, BadRequest | NotFound | PayloadTooLarge | InternalError> => {
-    if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
-    const failure = Cause.failureOption(cause)
-    if (Option.isSome(failure)) {
-      const error: unknown = failure.value
-      switch (tagOf(error)) {
-        case "RouteNotFound": {
-          const request = (error as { request: HttpServerRequest.HttpServerRequest }).request
-          return Effect.fail(new NotFound({ error: `no route for ${request.method} ${request.url.split("?")[0]}` }))
+/** Paths of the parts that exist only when configured, and what switches them on. */
+const switchedOff = (config: AppSettings): ReadonlyArray<readonly [RegExp, string]> => [
+  ...(config.agentMode === "off"
+    ? [
+        [
+          /^\/(portfolio|agent)(\/|$)/,
+          "the agent is off: /portfolio and /agent/* exist with AGENT_MODE=dry or live"
+        ] as const
+      ]
+    : []),
+  ...(Option.isNone(config.merchantPayTo)
+    ? [[/^\/merchant(\/|$)/, "the demo merchant is off: /merchant/* exists when MERCHANT_PAY_TO is set"] as const]
+    : [])
+]
+
+const notFound = (request: HttpServerRequest.HttpServerRequest, off: ReturnType<typeof switchedOff>) => {
+  const path = request.url.split("?")[0] ?? ""
+  const reason = off.find(([pattern]) => pattern.test(path))?.[1]
+  return new NotFound({ error: reason ?? `no route for ${request.method} ${path}` })
+}
+
+const ErrorNormalizerLive = HttpApiBuilder.middleware(
+  Api,
+  Effect.map(AppConfig, (config) => {
+    const off = switchedOff(config)
+    return (app) =>
+      Effect.catchAllCause(
+        app,
+        (cause): Effect.Effect<never, BadRequest | NotFound | PayloadTooLarge | InternalError> => {
+          if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
+          const failure = Cause.failureOption(cause)
+          if (Option.isSome(failure)) {
+            const error: unknown = failure.value
+            switch (tagOf(error)) {
+              case "RouteNotFound":
+                return Effect.fail(notFound((error as { request: HttpServerRequest.HttpServerRequest }).request, off))
+              case "HttpApiDecodeError": {
+                const decode = error as { message: string; issues: ReadonlyArray<DecodeIssue> }
+                return Effect.fail(new BadRequest({ error: describeIssues(decode.issues, decode.message) }))
+              }
+              default:
+                return Effect.failCause(cause)
+            }
+          }
+          const defect = Cause.dieOption(cause)
+          if (Option.isSome(defect) && tagOf(defect.value) === "RequestError") {
+            const reason = String((defect.value as { cause?: unknown }).cause)
+            return reason.includes("maxBytes exceeded")
+              ? Effect.fail(new PayloadTooLarge({ error: `the request body exceeds ${MAX_BODY_BYTES} bytes` }))
+              : Effect.fail(new BadRequest({ error: "the request body is not valid JSON" }))
+          }
+          return Effect.logError("unhandled defect", cause).pipe(
+            Effect.zipRight(Effect.fail(new InternalError({ error: "internal server error" })))
+          )
         }
-        case "HttpApiDecodeError": {
-          const decode = error as { message: string; issues: ReadonlyArray<DecodeIssue> }
-          return Effect.fail(new BadRequest({ error: describeIssues(decode.issues, decode.message) }))
-        }
-        default:
-          return Effect.failCause(cause)
-      }
-    }
-    const defect = Cause.dieOption(cause)
-    if (Option.isSome(defect) && tagOf(defect.value) === "RequestError") {
-      const reason = String((defect.value as { cause?: unknown }).cause)
-      return reason.includes("maxBytes exceeded")
-        ? Effect.fail(new PayloadTooLarge({ error: `the request body exceeds ${MAX_BODY_BYTES} bytes` }))
-        : Effect.fail(new BadRequest({ error: "the request body is not valid JSON" }))
-    }
-    return Effect.logError("unhandled defect", cause).pipe(
-      Effect.zipRight(Effect.fail(new InternalError({ error: "internal server error" })))
-    )
+      )
   })
 )
 
@@ -126,8 +155,8 @@ const withRequestId = HttpMiddleware.make((app) =>
 )
 
 /** The domain services, each with its own repositories; the ports they use come from outside. */
-const DomainLive = Layer.mergeAll(Account.Default, Statement.Default, Market.Default, RateLimiter.Default).pipe(
-  Layer.provideMerge(Layer.mergeAll(Auth.Default, Kyc.Default, SandboxDeskLive)),
+const DomainLive = Layer.mergeAll(Account.Default, Agent.Default, RateLimiter.Default).pipe(
+  Layer.provideMerge(Layer.mergeAll(Auth.Default, Kyc.Default, SandboxDeskLive, Statement.Default, Market.Default)),
   Layer.provideMerge(Cards.Default),
   Layer.provide(KycConfig.layer)
 )
@@ -141,19 +170,26 @@ const CoreLive = Layer.mergeAll(
   KycSandboxHttpLive,
   MarketHttpLive,
   StatementHttpLive,
+  StrategyHttpLive,
   ErrorNormalizerLive,
   MarketRefreshLive
 )
 
 const MerchantLive = Layer.merge(MerchantHttpLive, SettlementReconcilerLive).pipe(Layer.provide(Merchant.Default))
 
-/** The API in force: the core, plus the merchant when `MERCHANT_PAY_TO` is set. */
+/** The API in force: the core, plus the merchant when `MERCHANT_PAY_TO` is set and the agent unless it is off. */
 const ApiLive = Layer.unwrapEffect(
-  Effect.map(AppConfig, (config) =>
-    Option.isSome(config.merchantPayTo)
-      ? HttpApiBuilder.api(MerchantEnabledApi).pipe(Layer.provide(MerchantLive))
-      : HttpApiBuilder.api(CoreApi)
-  )
+  Effect.map(AppConfig, (config) => {
+    const merchant = Option.isSome(config.merchantPayTo)
+    const agent = config.agentMode !== "off"
+    return merchant && agent
+      ? HttpApiBuilder.api(Api).pipe(Layer.provide([MerchantLive, AgentHttpLive]))
+      : merchant
+        ? HttpApiBuilder.api(MerchantEnabledApi).pipe(Layer.provide(MerchantLive))
+        : agent
+          ? HttpApiBuilder.api(AgentEnabledApi).pipe(Layer.provide(AgentHttpLive))
+          : HttpApiBuilder.api(CoreApi)
+  })
 ).pipe(Layer.provide(CoreLive), Layer.provide(DomainLive))
 
 const CorsLive = Layer.unwrapEffect(

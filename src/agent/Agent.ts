@@ -209,7 +209,7 @@ export class Agent extends Effect.Service<Agent>()("app/Agent", {
         Effect.mapError((error) =>
           error._tag === "UnknownToken"
             ? new UnknownToken({ error: error.message })
-            : new BadRequest({ error: `${error.field}: ${error.message}` })
+            : new BadRequest({ error: error.message })
         )
       )
       const now = new Date(yield* Clock.currentTimeMillis)

@@ -1,0 +1,42 @@
+import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
+import { Effect, Layer, Option } from "effect"
+import { Api } from "../Api.js"
+import { CurrentUser } from "../auth/Api.js"
+import { Auth } from "../auth/Auth.js"
+import { AuthenticationLive, withBearerChallenge } from "../auth/Http.js"
+import { Agent } from "./Agent.js"
+import { OptionalAuthentication, Viewer } from "./Api.js"
+
+/** No Authorization header: the default account; a header that does not authenticate: 401. */
+const OptionalAuthenticationLive = Layer.effect(
+  OptionalAuthentication,
+  Effect.map(Auth, (auth) =>
+    Effect.gen(function* () {
+      const header = (yield* HttpServerRequest.HttpServerRequest).headers.authorization
+      if (header === undefined) return Option.none()
+      const token = /^Bearer +(\S+)$/i.exec(header.trim())?.[1] ?? ""
+      const user = yield* withBearerChallenge(auth.authenticate(token))
+      return Option.some(user.address)
+    })
+  )
+)
+
+export const StrategyHttpLive = HttpApiBuilder.group(Api, "strategy", (handlers) =>
+  Effect.gen(function* () {
+    const agent = yield* Agent
+    return handlers
+      .handle("put", ({ payload }) => Effect.flatMap(CurrentUser, (user) => agent.putStrategy(user.address, payload)))
+      .handle("get", () => Effect.flatMap(CurrentUser, (user) => agent.getStrategy(user.address)))
+  })
+).pipe(Layer.provide(AuthenticationLive))
+
+export const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>
+  Effect.gen(function* () {
+    const agent = yield* Agent
+    return handlers
+      .handle("portfolio", () => Effect.flatMap(Viewer, agent.portfolio))
+      .handle("preview", ({ urlParams }) => Effect.flatMap(Viewer, (who) => agent.preview(who, urlParams.at)))
+      .handle("decisions", ({ urlParams }) => Effect.flatMap(Viewer, (who) => agent.decisions(who, urlParams)))
+      .handle("session", () => agent.session)
+  })
+).pipe(Layer.provide(OptionalAuthenticationLive))
