@@ -44,6 +44,8 @@ export default Effect.flatMap(
       status text NOT NULL
         CHECK (status IN ('logged', 'dry-run', 'executing', 'executed', 'failed', 'unknown', 'blocked')),
       error text,
+      -- The replica that decided it (its lease owner id), for operators.
+      replica text NOT NULL,
       created_at timestamptz NOT NULL,
       updated_at timestamptz NOT NULL,
       CONSTRAINT agent_decisions_card_due_key UNIQUE (card_id, due_at)

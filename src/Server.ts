@@ -23,6 +23,7 @@ import { BadRequest, InternalError, NotFound, PayloadTooLarge } from "./ApiError
 import { Account } from "./account/Account.js"
 import { AccountHttpLive } from "./account/Http.js"
 import { Agent } from "./agent/Agent.js"
+import { AgentLoop, AgentLoopLive } from "./agent/AgentLoop.js"
 import { AgentHttpLive, StrategyHttpLive } from "./agent/Http.js"
 import { Auth } from "./auth/Auth.js"
 import { AuthHttpLive } from "./auth/Http.js"
@@ -155,7 +156,7 @@ const withRequestId = HttpMiddleware.make((app) =>
 )
 
 /** The domain services, each with its own repositories; the ports they use come from outside. */
-const DomainLive = Layer.mergeAll(Account.Default, Agent.Default, RateLimiter.Default).pipe(
+const DomainLive = Layer.mergeAll(Account.Default, Agent.Default, AgentLoop.Default, RateLimiter.Default).pipe(
   Layer.provideMerge(Layer.mergeAll(Auth.Default, Kyc.Default, SandboxDeskLive, Statement.Default, Market.Default)),
   Layer.provideMerge(Cards.Default),
   Layer.provide(KycConfig.layer)
@@ -177,20 +178,23 @@ const CoreLive = Layer.mergeAll(
 
 const MerchantLive = Layer.merge(MerchantHttpLive, SettlementReconcilerLive).pipe(Layer.provide(Merchant.Default))
 
+/** The agent's endpoints and its loop, when `AGENT_MODE` is `dry` or `live`. */
+const AgentLive = Layer.merge(AgentHttpLive, AgentLoopLive)
+
 /** The API in force: the core, plus the merchant when `MERCHANT_PAY_TO` is set and the agent unless it is off. */
 const ApiLive = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) => {
     const merchant = Option.isSome(config.merchantPayTo)
     const agent = config.agentMode !== "off"
     return merchant && agent
-      ? HttpApiBuilder.api(Api).pipe(Layer.provide([MerchantLive, AgentHttpLive]))
+      ? HttpApiBuilder.api(Api).pipe(Layer.provide([MerchantLive, AgentLive]))
       : merchant
         ? HttpApiBuilder.api(MerchantEnabledApi).pipe(Layer.provide(MerchantLive))
         : agent
-          ? HttpApiBuilder.api(AgentEnabledApi).pipe(Layer.provide(AgentHttpLive))
+          ? HttpApiBuilder.api(AgentEnabledApi).pipe(Layer.provide(AgentLive))
           : HttpApiBuilder.api(CoreApi)
   })
-).pipe(Layer.provide(CoreLive), Layer.provide(DomainLive))
+).pipe(Layer.provide(CoreLive))
 
 const CorsLive = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) =>
@@ -232,6 +236,8 @@ export const httpLive = <A, E, R>(server: Layer.Layer<A | HttpServer.HttpServer,
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
     Layer.provide(CorsLive),
     Layer.provide(ApiLive),
+    // The domain services are in the app's context too: tests and tools reach them (the agent loop's tick).
+    Layer.provideMerge(DomainLive),
     Layer.provide(ServerAddress.layer)
   )
 

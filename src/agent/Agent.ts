@@ -148,6 +148,12 @@ export class Agent extends Effect.Service<Agent>()("app/Agent", {
 
     const waited = `did not answer within ${Duration.format(settings.readTimeout)}`
 
+    /** A wallet call within the read bound, its failures as the API answers them. */
+    const fromWallet = <A>(call: Effect.Effect<A, AgentWalletError>) =>
+      bounded(call, () => new AgentWalletFailed({ error: `the agent wallet ${waited}` })).pipe(
+        Effect.catchTag("AgentWalletError", (error) => Effect.fail(walletFailure(error)))
+      )
+
     /** The card's USD1, the wallet's holdings and every token's market data, read in parallel. */
     const readAccount = (card: CardRef, at: number) =>
       Effect.all(
@@ -237,7 +243,10 @@ export class Agent extends Effect.Service<Agent>()("app/Agent", {
       yield* Effect.annotateCurrentSpan("card.id", card.id)
       const strategy = yield* repo.findStrategy(card.id)
       const targets = Option.match(strategy, { onNone: () => ({}) as StrategyRow["targets"], onSome: (s) => s.targets })
-      const state = yield* readAccount(card, yield* Clock.currentTimeMillis)
+      const [state, walletAddress] = yield* Effect.all(
+        [readAccount(card, yield* Clock.currentTimeMillis), fromWallet(wallet.address(agentCard(card)))],
+        { concurrency: "unbounded" }
+      )
       const tokens = yield* shownTokens(state, targets)
       const cash = units(state.holdings.usd1, chain.usd1.decimals)
       const valued = tokens.map(({ balance, market: data, token }) => ({
@@ -261,6 +270,7 @@ export class Agent extends Effect.Service<Agent>()("app/Agent", {
       ]
       const totalUsd = holdings.reduce((sum, holding) => sum + holding.valueUsd, 0)
       return new Portfolio({
+        wallet: walletAddress,
         card: { address: card.address, usd1: state.cardUsd1 },
         totalUsd,
         holdings: holdings.map((holding) => ({ ...holding, weight: totalUsd > 0 ? holding.valueUsd / totalUsd : 0 }))
@@ -298,12 +308,7 @@ export class Agent extends Effect.Service<Agent>()("app/Agent", {
       return rows.map((row) => ({ ...row, at: row.at.getTime() }))
     })
 
-    const session = bounded(wallet.session, () => "timeout" as const).pipe(
-      Effect.mapError((error) =>
-        error === "timeout" ? new AgentWalletFailed({ error: `the agent wallet ${waited}` }) : walletFailure(error)
-      ),
-      Effect.withSpan("Agent.session")
-    )
+    const session = fromWallet(wallet.session).pipe(Effect.withSpan("Agent.session"))
 
     return { putStrategy, getStrategy, portfolio, preview, decisions, session }
   }),

@@ -1,7 +1,8 @@
 /** SQL for the agent: strategies, their schedule and the decision log. Infrastructure failures die here. */
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, Schema } from "effect"
-import { repository } from "../Sql.js"
+import { Address } from "../chain/Address.js"
+import { isUniqueViolation, repository, transactionally } from "../Sql.js"
 import { DecisionAction, DecisionStatus } from "./Api.js"
 
 export const StrategyRow = Schema.Struct({
@@ -27,6 +28,67 @@ const DecisionRow = Schema.Struct({
 })
 
 const strategyColumns = "card_id, targets, weekly_spend_usd, time_zone, created_at, updated_at"
+
+/** A card the loop claimed for one interval, with what deciding it needs. */
+export const ClaimedCard = Schema.Struct({
+  cardId: Schema.String,
+  address: Address,
+  cardCreatedAt: Schema.DateFromSelf,
+  dueAt: Schema.DateFromSelf,
+  targets: Schema.Record({ key: Schema.String, value: Schema.Number }),
+  weeklySpendUsd: Schema.Number,
+  timeZone: Schema.String,
+  tradeAfter: Schema.NullOr(Schema.DateFromSelf)
+})
+export type ClaimedCard = typeof ClaimedCard.Type
+
+/** What the loop stores of a decision. */
+export interface NewDecision {
+  readonly cardId: string
+  readonly dueAt: Date
+  readonly at: Date
+  readonly action: typeof DecisionAction.Type
+  readonly rule: string
+  readonly symbol: string | null
+  readonly buySymbol: string | null
+  readonly usd: number | null
+  readonly needUsd: number
+  readonly horizon: Date
+  readonly spread: number | null
+  readonly reason: string
+  readonly status: typeof DecisionStatus.Type
+  readonly error: string | null
+  readonly replica: string
+}
+
+/** A decision being executed, as the executor and the reconciler continue it. */
+export const ExecutingDecision = Schema.Struct({
+  id: Schema.String,
+  cardId: Schema.String,
+  address: Address,
+  action: DecisionAction,
+  symbol: Schema.NullOr(Schema.String),
+  buySymbol: Schema.NullOr(Schema.String),
+  usd: Schema.Number,
+  updatedAt: Schema.DateFromSelf
+})
+export type ExecutingDecision = typeof ExecutingDecision.Type
+
+export const TransactionStep = Schema.Literal("sell", "buy", "send")
+export type TransactionStep = typeof TransactionStep.Type
+
+export const AgentTransaction = Schema.Struct({
+  step: TransactionStep,
+  hash: Schema.String,
+  raw: Schema.String,
+  amount: Schema.BigInt,
+  status: Schema.Literal("broadcast", "succeeded", "failed"),
+  createdAt: Schema.DateFromSelf
+})
+export type AgentTransaction = typeof AgentTransaction.Type
+
+/** The decision is no longer this executor's to continue (finished, or taken over). */
+export class DecisionTaken extends Schema.TaggedError<DecisionTaken>()("DecisionTaken", {}) {}
 
 export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
   effect: Effect.gen(function* () {
@@ -91,13 +153,169 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
         LIMIT ${limit}`
     })
 
-    return repository("AgentRepo", {
-      upsertStrategy,
-      findStrategy,
-      firstStrategyCard,
-      claimFunding,
-      releaseFunding,
-      decisions
+    /**
+     * Claims up to `limit` cards due by `now` whose lease is free or expired: other replicas skip
+     * them (SKIP LOCKED) until the lease ends, so a replica that dies loses them after `leaseUntil`.
+     */
+    const claimDue = SqlSchema.findAll({
+      Request: Schema.Struct({
+        owner: Schema.String,
+        now: Schema.DateFromSelf,
+        leaseUntil: Schema.DateFromSelf,
+        limit: Schema.Number
+      }),
+      Result: ClaimedCard,
+      execute: ({ leaseUntil, limit, now, owner }) => sql`
+        WITH due AS (
+          SELECT card_id FROM agent_strategies
+          WHERE due_at <= ${now} AND (lease_until IS NULL OR lease_until < ${now})
+          ORDER BY due_at
+          LIMIT ${limit}
+          FOR UPDATE SKIP LOCKED
+        )
+        UPDATE agent_strategies s SET lease_owner = ${owner}, lease_until = ${leaseUntil}
+        FROM due, cards c
+        WHERE s.card_id = due.card_id AND c.id = s.card_id
+        RETURNING s.card_id, c.address, c.created_at AS card_created_at, s.due_at, s.targets,
+                  s.weekly_spend_usd, s.time_zone, s.trade_after`
     })
+
+    /** Moves each claimed card to its next interval and gives its lease back. */
+    const advance = (owner: string, cards: ReadonlyArray<{ readonly cardId: string; readonly dueAt: Date }>) =>
+      cards.length === 0
+        ? Effect.void
+        : sql`
+            UPDATE agent_strategies s SET due_at = next.due_at, lease_owner = NULL, lease_until = NULL
+            FROM (SELECT unnest(${cards.map((card) => card.cardId)}::text[]) AS card_id,
+                         unnest(${cards.map((card) => card.dueAt.toISOString())}::timestamptz[]) AS due_at) next
+            WHERE s.card_id = next.card_id AND s.lease_owner = ${owner}`.pipe(Effect.asVoid)
+
+    /** Each card's latest decision: what an idle decision is compared with before it is written. */
+    const latestDecisions = SqlSchema.findAll({
+      Request: Schema.Array(Schema.String),
+      Result: Schema.Struct({
+        cardId: Schema.String,
+        action: DecisionAction,
+        symbol: Schema.NullOr(Schema.String),
+        rule: Schema.String,
+        status: DecisionStatus
+      }),
+      execute: (cardIds) => sql`
+        SELECT DISTINCT ON (card_id) card_id, action, symbol, rule, status FROM agent_decisions
+        WHERE card_id IN ${sql.in(cardIds)} ORDER BY card_id, id DESC`
+    })
+
+    /**
+     * Stores a batch of decisions in one statement. (card, interval) is unique: a decision another
+     * replica already stored for that interval is skipped. Answers the stored ones' ids by card.
+     */
+    const insertDecisions = (rows: ReadonlyArray<NewDecision>) =>
+      rows.length === 0
+        ? Effect.succeed(new Map<string, string>())
+        : sql<{ cardId: string; id: string }>`
+            INSERT INTO agent_decisions ${sql.insert(
+              rows.map((row) => ({ ...row, createdAt: row.at, updatedAt: row.at }))
+            )}
+            ON CONFLICT (card_id, due_at) DO NOTHING
+            RETURNING card_id, id`.pipe(Effect.map((stored) => new Map(stored.map((row) => [row.cardId, row.id]))))
+
+    const setTradeAfter = (cardId: string, until: Date) =>
+      sql`UPDATE agent_strategies SET trade_after = GREATEST(trade_after, ${until}) WHERE card_id = ${cardId}`
+
+    const findExecuting = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: ExecutingDecision,
+      execute: (id) => sql`
+        SELECT d.id, d.card_id, c.address, d.action, d.symbol, d.buy_symbol, d.usd, d.updated_at
+        FROM agent_decisions d JOIN cards c ON c.id = d.card_id
+        WHERE d.id = ${id} AND d.status = 'executing'`
+    })
+
+    /** Executing decisions untouched since `before` (their executor is gone), locked for this replica. */
+    const lockStale = SqlSchema.findAll({
+      Request: Schema.Struct({ before: Schema.DateFromSelf, limit: Schema.Number }),
+      Result: Schema.Struct({ id: Schema.String }),
+      execute: ({ before, limit }) => sql`
+        SELECT id FROM agent_decisions WHERE status = 'executing' AND updated_at < ${before}
+        ORDER BY updated_at LIMIT ${limit} FOR UPDATE SKIP LOCKED`
+    })
+
+    /** Marks the decision as worked on now (the reconciler leaves it alone meanwhile). */
+    const touch = (id: string, now: Date) =>
+      sql`UPDATE agent_decisions SET updated_at = ${now} WHERE id = ${id} AND status = 'executing' RETURNING id`.pipe(
+        Effect.map((rows) => rows.length === 1)
+      )
+
+    const transactions = SqlSchema.findAll({
+      Request: Schema.String,
+      Result: AgentTransaction,
+      execute: (decisionId) => sql`
+        SELECT step, hash, raw, amount, status, created_at FROM agent_transactions
+        WHERE decision_id = ${decisionId} ORDER BY created_at`
+    })
+
+    /**
+     * Records a signed transaction of an executing decision before it is broadcast. Fails with
+     * `DecisionTaken` when the decision is no longer executing or the step was recorded already
+     * (by a reconciler): then the transaction must not go out.
+     */
+    const recordTransaction = (row: {
+      readonly decisionId: string
+      readonly step: TransactionStep
+      readonly hash: string
+      readonly raw: string
+      readonly amount: bigint
+      readonly now: Date
+    }) =>
+      sql<{ decisionId: string }>`
+        INSERT INTO agent_transactions (decision_id, step, hash, raw, amount, status, created_at, updated_at)
+        SELECT ${row.decisionId}, ${row.step}, ${row.hash}, ${row.raw}, ${row.amount.toString()}, 'broadcast',
+               ${row.now}, ${row.now}
+        WHERE EXISTS (SELECT 1 FROM agent_decisions WHERE id = ${row.decisionId} AND status = 'executing')
+        RETURNING decision_id`.pipe(
+        Effect.catchIf(
+          (error) => isUniqueViolation(error, "agent_transactions_pkey"),
+          () => Effect.succeed([])
+        ),
+        Effect.flatMap((rows) => (rows.length === 1 ? Effect.void : Effect.fail(new DecisionTaken())))
+      )
+
+    const finishTransaction = (decisionId: string, step: TransactionStep, status: "succeeded" | "failed", now: Date) =>
+      sql`UPDATE agent_transactions SET status = ${status}, updated_at = ${now}
+          WHERE decision_id = ${decisionId} AND step = ${step}`
+
+    /** Moves an executing decision to its final status; false when it was final already. */
+    const finishDecision = (
+      id: string,
+      status: "executed" | "failed" | "unknown" | "blocked",
+      error: string | null,
+      now: Date
+    ) =>
+      sql`UPDATE agent_decisions SET status = ${status}, error = ${error}, updated_at = ${now}
+          WHERE id = ${id} AND status = 'executing' RETURNING id`.pipe(Effect.map((rows) => rows.length === 1))
+
+    return {
+      ...repository("AgentRepo", {
+        upsertStrategy,
+        findStrategy,
+        firstStrategyCard,
+        claimFunding,
+        releaseFunding,
+        decisions,
+        claimDue,
+        advance,
+        latestDecisions,
+        insertDecisions,
+        setTradeAfter,
+        findExecuting,
+        lockStale,
+        touch,
+        transactions,
+        recordTransaction,
+        finishTransaction,
+        finishDecision
+      }),
+      withTransaction: transactionally(sql)
+    }
   })
 }) {}

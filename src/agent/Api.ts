@@ -101,6 +101,7 @@ export const Holding = Schema.Struct({
 }).annotations({ identifier: "Holding" })
 
 export class Portfolio extends Schema.Class<Portfolio>("Portfolio")({
+  wallet: Address.annotations({ description: "the agent wallet's address (beyond the seed)" }),
   card: Schema.Struct({
     address: Address,
     usd1: Schema.Number.annotations({ description: "the card's own USD1 balance" })

@@ -1,10 +1,12 @@
 /**
- * The card statement: settled merchant orders the card paid (and, once the agent runs, its
- * refills), newest first, with a cursor. Read-only over the tables that own those facts.
+ * The card statement: settled merchant orders the card paid and the agent's executed refills (the
+ * USD1 its send transaction moved to the card), newest first, with a cursor. Read-only over the
+ * tables that own those facts.
  */
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import type { Address } from "../chain/Address.js"
+import { ChainClient } from "../chain/ChainClient.js"
 import { ActivityItem } from "./Api.js"
 
 const ItemRow = Schema.Struct({
@@ -19,6 +21,8 @@ const ItemRow = Schema.Struct({
 export class Statement extends Effect.Service<Statement>()("app/Statement", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
+    // USD1 atomic units per millionth of a dollar.
+    const atomicPerMicro = (10n ** BigInt(Math.max(0, (yield* ChainClient).usd1.decimals - 6))).toString()
 
     const page = SqlSchema.findAll({
       Request: Schema.Struct({ address: Schema.String, limit: Schema.Number, before: Schema.NullOr(Schema.String) }),
@@ -28,6 +32,15 @@ export class Statement extends Effect.Service<Statement>()("app/Statement", {
         WITH items AS (
           SELECT id, 'payment' AS type, paid_at AS at, amount_micros, description, tx
           FROM orders WHERE payer = ${address} AND status = 'paid'
+          UNION ALL
+          SELECT 'refill-' || d.id, 'refill', t.updated_at, (t.amount / ${atomicPerMicro}::numeric)::bigint,
+                 CASE WHEN d.symbol = 'USD1' THEN 'Agent refill from the agent wallet''s USD1'
+                      ELSE 'Agent refill: sold ' || d.symbol END,
+                 t.hash
+          FROM agent_decisions d
+          JOIN cards c ON c.id = d.card_id
+          JOIN agent_transactions t ON t.decision_id = d.id AND t.step = 'send' AND t.status = 'succeeded'
+          WHERE c.address = ${address} AND d.action = 'refill' AND d.status = 'executed'
         ),
         cursor AS (SELECT at, id FROM items WHERE id = ${before})
         SELECT items.* FROM items

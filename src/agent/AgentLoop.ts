@@ -1,0 +1,545 @@
+/**
+ * The agent loop: every `AGENT_INTERVAL`, decide for every card with a strategy, and in live mode
+ * trade — from any number of replicas, never moving money twice.
+ *
+ * - Work is shared through PostgreSQL: a tick claims batches of due cards (`FOR UPDATE SKIP LOCKED`
+ *   and a lease), decides them, stores the decisions in one statement and moves each card's due
+ *   time forward. (card, interval) is unique, so a card is decided at most once per interval
+ *   whichever replica takes it; a replica that dies loses its claims when the lease ends.
+ * - Reads are per batch: card and wallet balances in one multicall each, prices from the market
+ *   cache, the batch's 28-day spending in one query.
+ * - Dry mode stores refills and rebalances as `dry-run`, and an idle decision (`none`, `hold`) as
+ *   `logged` only when it differs (action, symbol, rule) from the card's previous one.
+ * - Live mode stores a trade as `executing` before anything is signed; every transaction is
+ *   recorded after signing and before broadcast (one per step: sell, buy, send). The same state
+ *   machine continues a decision in the executor and, after a crash, in the reconciler, which
+ *   takes decisions left untouched longer than the lease: a mined sale without its send gets its
+ *   send (once: the step is unique), a recorded transaction is confirmed or re-broadcast, and no
+ *   more USD1 reaches the card than the sale produced. A transaction still pending after
+ *   `AGENT_TX_TIMEOUT` makes the decision `unknown` and blocks the card's trades for 30 minutes;
+ *   an executed refill starts a 5-minute cooldown; a wallet that needs a sign-in is `blocked`.
+ */
+import { randomUUID } from "node:crypto"
+import { Clock, Config, ConfigError, Duration, Effect, Either, Metric, MetricBoundaries, Option } from "effect"
+import { formatUnits, getAddress, parseUnits } from "viem"
+import { backgroundLoop } from "../BackgroundLoop.js"
+import { AppConfig, durationConfig } from "../Config.js"
+import { Statement } from "../cards/Statement.js"
+import type { Address } from "../chain/Address.js"
+import { ChainClient, type Receipt } from "../chain/ChainClient.js"
+import type { StockToken } from "../chain/Tokens.js"
+import type { MarketData } from "../market/Api.js"
+import { Market } from "../market/Market.js"
+import {
+  type AgentTransaction,
+  AgentRepo,
+  type ClaimedCard,
+  type ExecutingDecision,
+  type NewDecision,
+  type TransactionStep
+} from "./AgentRepo.js"
+import { type AgentCard, AgentWallet, type AgentWalletError, type WalletHoldings } from "./AgentWallet.js"
+import { CASH_SYMBOL, type Decision, decide } from "./Decide.js"
+import { LOOKBACK_DAYS } from "./Forecast.js"
+
+const DAY_MS = 86_400_000
+/** After an executed refill, no new trade for the card before this. */
+const REFILL_COOLDOWN_MS = 5 * 60_000
+/** After a transaction in doubt, no new trade for the card before this. */
+const UNKNOWN_BLOCK_MS = 30 * 60_000
+/** How long the reconciler waits for a receipt before leaving the decision for its next pass. */
+const RECONCILE_RECEIPT_WAIT_MS = 2_000
+
+const positiveInteger = (name: string, fallback: number) =>
+  Config.integer(name).pipe(
+    Config.validate({ message: `Expected ${name} to be a positive integer`, validation: (n) => n > 0 }),
+    Config.withDefault(fallback)
+  )
+
+const loopSettings = Config.all({
+  interval: durationConfig("AGENT_INTERVAL", "1 minute"),
+  /** Live trades of one replica in flight at once. */
+  concurrency: positiveInteger("AGENT_CONCURRENCY", 8),
+  /** Cards claimed at a time. */
+  batch: positiveInteger("AGENT_BATCH", 500),
+  /** How long a replica holds its claim on a batch, and after which an unfinished trade is the reconciler's. */
+  lease: durationConfig("AGENT_LEASE", "2 minutes"),
+  /** How long a trade's transaction may stay unmined before the decision is `unknown`. */
+  txTimeout: durationConfig("AGENT_TX_TIMEOUT", "60 seconds"),
+  /** The worst price a sale or purchase accepts, below the feed price. */
+  slippage: Config.number("AGENT_SLIPPAGE").pipe(
+    Config.mapOrFail((n) =>
+      n >= 0 && n < 0.5
+        ? Either.right(n)
+        : Either.left(ConfigError.InvalidData(["AGENT_SLIPPAGE"], "Expected AGENT_SLIPPAGE to be in [0, 0.5)"))
+    ),
+    Config.withDefault(0.01)
+  )
+})
+
+const decisionsCounter = Metric.counter("agent_decisions_total", {
+  description: "Agent decisions stored, by action and status"
+})
+const tickDuration = Metric.histogram(
+  "agent_tick_duration_seconds",
+  MetricBoundaries.exponential({ start: 0.01, factor: 2, count: 14 }),
+  "Duration of one agent loop tick"
+)
+
+const countDecision = (action: string, status: string) =>
+  Metric.increment(Metric.tagged(Metric.tagged(decisionsCounter, "action", action), "status", status))
+
+/** The trade a stored decision carries out, step by step. */
+const stepsOf = (decision: ExecutingDecision): ReadonlyArray<TransactionStep> =>
+  decision.action === "refill"
+    ? decision.symbol === CASH_SYMBOL
+      ? ["send"]
+      : ["sell", "send"]
+    : decision.symbol === CASH_SYMBOL
+      ? ["buy"]
+      : ["sell", "buy"]
+
+/** The stored form of a decision taken at `at` for a card's interval. */
+const stored = (
+  replica: string,
+  card: ClaimedCard,
+  at: number,
+  decision: Decision,
+  status: NewDecision["status"],
+  error: string | null = null
+): NewDecision => ({
+  cardId: card.cardId,
+  dueAt: card.dueAt,
+  at: new Date(at),
+  action: decision.action,
+  rule: decision.rule,
+  symbol: decision.action === "refill" || decision.action === "rebalance" ? decision.symbol : null,
+  buySymbol: decision.action === "rebalance" ? decision.buySymbol : null,
+  usd: decision.action === "refill" || decision.action === "rebalance" ? decision.usd : null,
+  needUsd: decision.needUsd,
+  horizon: new Date(decision.horizon),
+  spread: decision.action === "refill" || decision.action === "rebalance" ? decision.spread : null,
+  reason: decision.reason,
+  status,
+  error,
+  replica
+})
+
+/** What the executor sells for a decision: an amount of the token and the least USD1 it accepts. */
+interface Sale {
+  readonly amount: bigint
+  readonly minUsd1Out: bigint
+}
+
+export interface TickSummary {
+  readonly claimed: number
+  readonly stored: number
+  readonly executed: number
+}
+
+export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
+  effect: Effect.gen(function* () {
+    const repo = yield* AgentRepo
+    const market = yield* Market
+    const statement = yield* Statement
+    const wallet = yield* AgentWallet
+    const chain = yield* ChainClient
+    const { agentMode } = yield* AppConfig
+    const settings = yield* loopSettings
+    /** This replica, as the owner of its leases. */
+    const owner = randomUUID()
+    const intervalMs = Duration.toMillis(settings.interval)
+    const leaseMs = Duration.toMillis(settings.lease)
+    const txTimeoutMs = Duration.toMillis(settings.txTimeout)
+    const { usd1 } = chain
+
+    const agentCard = (card: { readonly cardId: string; readonly address: Address }): AgentCard => ({
+      id: card.cardId,
+      address: card.address
+    })
+    const tokenBySymbol = (symbol: string): StockToken =>
+      Option.getOrThrowWith(Option.fromNullable(market.tokens.find((t) => t.symbol === symbol)), () =>
+        Error(`no registry token ${symbol}`)
+      )
+    const usd1Atomic = (usd: number) => parseUnits(usd.toFixed(2), usd1.decimals)
+    /** USD1 atomic units per whole token at `price`. */
+    const priceAtomic = (price: number) => parseUnits(price.toFixed(8), usd1.decimals)
+    const withSlippage = (amount: bigint) =>
+      (amount * BigInt(Math.round((1 - settings.slippage) * 1_000_000))) / 1_000_000n
+    const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
+
+    // ---------------------------------------------------------------------------------------------
+    // Execution: one state machine for the executor and the reconciler
+
+    /** What a wallet's failure makes of a decision: a sign-in problem blocks it, anything else fails it. */
+    const walletOutcome = (error: AgentWalletError) =>
+      error.code === "AGENT_WALLET_ERROR" ? ("failed" as const) : ("blocked" as const)
+
+    /** The USD1 the wallet received in a mined sale. */
+    const receivedUsd1 = (receipt: Receipt, walletAddress: Address) =>
+      receipt.transfers
+        .filter((t) => t.token === usd1.address && getAddress(t.to) === getAddress(walletAddress))
+        .reduce((sum, t) => sum + t.value, 0n)
+
+    type StepResult = { readonly kind: "done"; readonly receipt: Receipt } | { readonly kind: "stop" }
+
+    /** Waits for a recorded transaction's receipt; re-broadcasts it when the node does not know it. */
+    const settle = (decision: ExecutingDecision, tx: AgentTransaction, waitMs: number) =>
+      Effect.gen(function* () {
+        const mined = yield* chain
+          .receipt(tx.hash as `0x${string}`, 0)
+          .pipe(
+            Effect.flatMap((first) =>
+              Option.isSome(first)
+                ? Effect.succeed(first)
+                : chain
+                    .rebroadcast(tx.raw as `0x${string}`)
+                    .pipe(Effect.zipRight(chain.receipt(tx.hash as `0x${string}`, waitMs)))
+            )
+          )
+        const at = yield* now
+        if (Option.isNone(mined)) {
+          if (at.getTime() - tx.createdAt.getTime() < txTimeoutMs) return { kind: "stop" } as StepResult
+          yield* repo.finishDecision(decision.id, "unknown", `the ${tx.step} transaction ${tx.hash} is not mined`, at)
+          yield* repo.setTradeAfter(decision.cardId, new Date(at.getTime() + UNKNOWN_BLOCK_MS))
+          return { kind: "stop" } as StepResult
+        }
+        if (mined.value.status === "reverted") {
+          yield* repo.finishTransaction(decision.id, tx.step, "failed", at)
+          yield* repo.finishDecision(decision.id, "failed", `the ${tx.step} transaction ${tx.hash} reverted`, at)
+          return { kind: "stop" } as StepResult
+        }
+        yield* repo.finishTransaction(decision.id, tx.step, "succeeded", at)
+        yield* repo.touch(decision.id, at)
+        return { kind: "done", receipt: mined.value } as StepResult
+      })
+
+    /** Signs, records and broadcasts one step; the amounts follow from the steps before it. */
+    const perform = (
+      decision: ExecutingDecision,
+      step: TransactionStep,
+      before: ReadonlyMap<TransactionStep, Receipt>,
+      sale: Option.Option<Sale>
+    ) =>
+      Effect.gen(function* () {
+        const card = agentCard(decision)
+        const walletAddress = yield* wallet.address(card)
+        const decided = usd1Atomic(decision.usd)
+        const sold = before.get("sell")
+        // The USD1 a step may spend: the decided amount, capped by what the sale brought in.
+        const budget =
+          sold === undefined
+            ? decided
+            : (() => {
+                const received = receivedUsd1(sold, walletAddress)
+                return received < decided ? received : decided
+              })()
+        const record = (amount: bigint) => (signed: { readonly hash: string; readonly raw: string }) =>
+          Effect.flatMap(now, (at) =>
+            repo.recordTransaction({
+              decisionId: decision.id,
+              step,
+              hash: signed.hash,
+              raw: signed.raw,
+              amount,
+              now: at
+            })
+          )
+        switch (step) {
+          case "sell": {
+            const { amount, minUsd1Out } = Option.getOrThrow(sale)
+            yield* wallet.sell(card, tokenBySymbol(decision.symbol!), amount, minUsd1Out, record(amount))
+            break
+          }
+          case "send":
+            yield* wallet.sendUsd1(card, budget, record(budget))
+            break
+          case "buy": {
+            const token = tokenBySymbol(decision.buySymbol!)
+            const price = (yield* market.marketData(token.address)).tokenPrice
+            const tokensOut = (budget * 10n ** BigInt(token.decimals)) / priceAtomic(price)
+            yield* wallet.buy(card, token, budget, withSlippage(tokensOut), record(budget))
+            break
+          }
+        }
+        return yield* repo.transactions(decision.id).pipe(Effect.map((txs) => txs.find((tx) => tx.step === step)!))
+      })
+
+    /**
+     * Carries an executing decision as far as the chain allows. The executor (with `sale`, what to
+     * sell, for a decision that sells) starts it; the reconciler only continues one whose first
+     * transaction was recorded — without that nothing was sent, so the decision fails and a later
+     * interval decides afresh at its own prices.
+     */
+    const continueDecision = (
+      id: string,
+      role: { readonly executor: true; readonly sale: Option.Option<Sale> } | { readonly executor: false },
+      waitMs: number
+    ) =>
+      Effect.gen(function* () {
+        const found = yield* repo.findExecuting(id)
+        if (Option.isNone(found)) return
+        const decision = found.value
+        const done = new Map<TransactionStep, Receipt>()
+        for (const [index, step] of stepsOf(decision).entries()) {
+          const recorded = (yield* repo.transactions(decision.id)).find((tx) => tx.step === step)
+          if (recorded === undefined && index === 0 && !role.executor) {
+            const at = yield* now
+            yield* repo.finishDecision(decision.id, "failed", "interrupted before any transaction was signed", at)
+            return
+          }
+          const sale = role.executor ? role.sale : Option.none<Sale>()
+          const tx = recorded ?? (yield* perform(decision, step, done, sale))
+          const result = yield* settle(decision, tx, waitMs)
+          if (result.kind === "stop") return
+          done.set(step, result.receipt)
+        }
+        const at = yield* now
+        if (yield* repo.finishDecision(decision.id, "executed", null, at)) {
+          if (decision.action === "refill") {
+            yield* repo.setTradeAfter(decision.cardId, new Date(at.getTime() + REFILL_COOLDOWN_MS))
+          }
+          yield* countDecision(decision.action, "executed")
+          yield* Effect.logInfo(`agent ${decision.action} executed`).pipe(
+            Effect.annotateLogs({ "card.id": decision.cardId, "decision.id": decision.id, usd: decision.usd })
+          )
+        }
+      }).pipe(
+        Effect.catchTags({
+          DecisionTaken: () => Effect.void,
+          AgentWalletError: (error) =>
+            Effect.flatMap(now, (at) => repo.finishDecision(id, walletOutcome(error), error.message, at)).pipe(
+              Effect.zipRight(
+                Effect.logWarning(`agent trade ${walletOutcome(error)}: ${error.message}`).pipe(
+                  Effect.annotateLogs("decision.id", id)
+                )
+              )
+            ),
+          // The chain did not answer: the decision stays executing and the reconciler continues it.
+          ChainError: (error) =>
+            Effect.logWarning(`agent trade waits for the chain: ${error.message}`).pipe(
+              Effect.annotateLogs("decision.id", id)
+            ),
+          PriceUnavailable: (error) =>
+            Effect.logWarning(`agent purchase waits for a price: ${error.error}`).pipe(
+              Effect.annotateLogs("decision.id", id)
+            )
+        }),
+        Effect.withSpan("AgentLoop.execute", { attributes: { "decision.id": id } })
+      )
+
+    /** What the executor sells: enough of the token for the decided USD, at most what the wallet holds. */
+    const saleOf = (
+      decision: Decision,
+      holdings: WalletHoldings,
+      market: MarketData | undefined
+    ): Option.Option<Sale> => {
+      if (decision.action !== "refill" && decision.action !== "rebalance") return Option.none()
+      if (decision.symbol === CASH_SYMBOL || market === undefined) return Option.none()
+      const token = tokenBySymbol(decision.symbol)
+      const usd = usd1Atomic(decision.usd)
+      const unit = 10n ** BigInt(token.decimals)
+      const price = priceAtomic(market.tokenPrice)
+      const needed = (usd * unit + price - 1n) / price
+      const held = holdings.tokens.get(token.address) ?? 0n
+      const amount = needed < held ? needed : held
+      return Option.some({ amount, minUsd1Out: withSlippage((amount * price) / unit) })
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // A tick
+
+    /** The holdings of each card's wallet: one bulk read, or card by card when the bulk read fails. */
+    const holdingsOf = (cards: ReadonlyArray<ClaimedCard>) =>
+      wallet.holdings(cards.map(agentCard)).pipe(
+        Effect.map((all) => all.map((holdings) => Either.right<WalletHoldings>(holdings))),
+        Effect.catchAll(() =>
+          Effect.forEach(cards, (card) =>
+            wallet.holdings([agentCard(card)]).pipe(
+              Effect.map((one) => one[0]!),
+              Effect.either
+            )
+          )
+        )
+      )
+
+    const decideBatch = (cards: ReadonlyArray<ClaimedCard>, at: number) =>
+      Effect.gen(function* () {
+        const addresses = cards.map((card) => card.address)
+        const [cardBalances, holdings, markets, payments, latest] = yield* Effect.all(
+          [
+            chain.balances(addresses, [usd1.address]),
+            holdingsOf(cards),
+            Effect.forEach(
+              market.tokens,
+              (token) =>
+                market.marketData(token.address, at).pipe(
+                  Effect.option,
+                  Effect.map((data) => [token.symbol, data] as const)
+                ),
+              { concurrency: "unbounded" }
+            ),
+            statement.payments(addresses, at - (LOOKBACK_DAYS + 1) * DAY_MS),
+            repo.latestDecisions(cards.map((card) => card.cardId))
+          ],
+          { concurrency: "unbounded" }
+        )
+        const marketBySymbol = new Map(
+          markets.flatMap(([symbol, data]) => (Option.isSome(data) ? [[symbol, data.value]] : []))
+        )
+        const previous = new Map(latest.map((row) => [row.cardId, row]))
+
+        return cards.map((card, i) => {
+          const held = holdings[i]!
+          if (Either.isLeft(held)) {
+            const error = held.left
+            const hold: Decision = {
+              action: "hold",
+              rule: "NOTHING_TO_SELL",
+              reason: `The agent wallet cannot be read: ${error.message}.`,
+              needUsd: 0,
+              horizon: at
+            }
+            return { card, decision: hold, row: stored(owner, card, at, hold, walletOutcome(error), error.message) }
+          }
+          const tokens = market.tokens
+            .filter((token) => (held.right.tokens.get(token.address) ?? 0n) > 0n || token.symbol in card.targets)
+            .map((token) => ({
+              symbol: token.symbol,
+              balance: Number(formatUnits(held.right.tokens.get(token.address) ?? 0n, token.decimals)),
+              market: marketBySymbol.get(token.symbol) ?? null
+            }))
+          const decision = decide({
+            at,
+            strategy: { targets: card.targets, weeklySpendUsd: card.weeklySpendUsd, timeZone: card.timeZone },
+            cardUsd1: Number(formatUnits(cardBalances[i]![0]!, usd1.decimals)),
+            walletUsd1: Number(formatUnits(held.right.usd1, usd1.decimals)),
+            tokens,
+            spending: { cardCreatedAt: card.cardCreatedAt.getTime(), payments: payments.get(card.address) ?? [] },
+            closures: market.settings.closures
+          })
+          const trade = decision.action === "refill" || decision.action === "rebalance"
+          const sale =
+            trade && decision.symbol !== CASH_SYMBOL
+              ? saleOf(decision, held.right, marketBySymbol.get(decision.symbol))
+              : Option.none()
+          if (!trade) {
+            const last = previous.get(card.cardId)
+            // An idle decision has no symbol: the same action and rule as the last one is nothing new.
+            const same =
+              last !== undefined &&
+              last.action === decision.action &&
+              last.rule === decision.rule &&
+              last.symbol === null
+            return { card, decision, row: same ? undefined : stored(owner, card, at, decision, "logged") }
+          }
+          if (agentMode !== "live") return { card, decision, row: stored(owner, card, at, decision, "dry-run") }
+          if (previous.get(card.cardId)?.status === "executing") {
+            // One trade in flight per card: the last one is still being executed (or reconciled).
+            return {
+              card,
+              decision,
+              row: stored(owner, card, at, decision, "blocked", "the previous trade is still being executed")
+            }
+          }
+          if (card.tradeAfter !== null && card.tradeAfter.getTime() > at) {
+            const until = card.tradeAfter.toISOString()
+            return {
+              card,
+              decision,
+              row: stored(owner, card, at, decision, "blocked", `no trade for this card before ${until}`)
+            }
+          }
+          return { card, decision, sale, row: stored(owner, card, at, decision, "executing") }
+        })
+      })
+
+    /**
+     * Decides one claimed batch at `at`, stores it, moves the cards on from `now` and, live,
+     * executes the trades.
+     */
+    const runBatch = (cards: ReadonlyArray<ClaimedCard>, at: number, now: number) =>
+      Effect.gen(function* () {
+        const outcomes = yield* decideBatch(cards, at)
+        const rows = outcomes.flatMap((outcome) => (outcome.row === undefined ? [] : [outcome.row]))
+        const ids = yield* repo.insertDecisions(rows)
+        for (const row of rows.filter((row) => ids.has(row.cardId))) yield* countDecision(row.action, row.status)
+        yield* repo.advance(
+          owner,
+          cards.map((card) => {
+            // The next slot of the card's own grid after now, however far behind the loop fell.
+            const behind = Math.max(0, now - card.dueAt.getTime())
+            const next = card.dueAt.getTime() + (Math.floor(behind / intervalMs) + 1) * intervalMs
+            return { cardId: card.cardId, dueAt: new Date(next) }
+          })
+        )
+        const trades = outcomes.flatMap((outcome) => {
+          const id = outcome.row?.status === "executing" ? ids.get(outcome.card.cardId) : undefined
+          return id === undefined ? [] : [{ id, sale: outcome.sale ?? Option.none() }]
+        })
+        yield* Effect.forEach(trades, ({ id, sale }) => continueDecision(id, { executor: true, sale }, txTimeoutMs), {
+          concurrency: settings.concurrency,
+          discard: true
+        })
+        return { stored: ids.size, executed: trades.length }
+      })
+
+    /**
+     * Claims and decides batches of the cards due now until none is left. The decisions are taken at
+     * `at` (default now): a tool can ask what the loop does at another instant, with today's cards.
+     */
+    const tick = (at?: number) =>
+      Effect.gen(function* () {
+        const started = yield* Clock.currentTimeMillis
+        let summary: TickSummary = { claimed: 0, stored: 0, executed: 0 }
+        while (true) {
+          const now = yield* Clock.currentTimeMillis
+          const cards = yield* repo.claimDue({
+            owner,
+            now: new Date(now),
+            leaseUntil: new Date(now + leaseMs),
+            limit: settings.batch
+          })
+          if (cards.length === 0) break
+          const batch = yield* runBatch(cards, at ?? now, now)
+          summary = {
+            claimed: summary.claimed + cards.length,
+            stored: summary.stored + batch.stored,
+            executed: summary.executed + batch.executed
+          }
+        }
+        yield* Metric.update(tickDuration, ((yield* Clock.currentTimeMillis) - started) / 1000)
+        yield* Effect.annotateCurrentSpan({
+          "agent.cards_claimed": summary.claimed,
+          "agent.decisions_stored": summary.stored,
+          "agent.trades": summary.executed
+        })
+        return summary
+      }).pipe(Effect.withSpan("AgentLoop.tick"))
+
+    /** Continues the trades whose executor went quiet for longer than the lease (it crashed or hung). */
+    const reconcile = Effect.gen(function* () {
+      const before = new Date((yield* Clock.currentTimeMillis) - leaseMs)
+      const stale = yield* repo.lockStale({ before, limit: 50 }).pipe(
+        Effect.tap((rows) => Effect.forEach(rows, (row) => Effect.flatMap(now, (at) => repo.touch(row.id, at)))),
+        repo.withTransaction
+      )
+      yield* Effect.forEach(stale, (row) => continueDecision(row.id, { executor: false }, RECONCILE_RECEIPT_WAIT_MS), {
+        concurrency: settings.concurrency,
+        discard: true
+      })
+      if (stale.length > 0) yield* Effect.logInfo(`agent reconciler continued ${stale.length} unfinished trade(s)`)
+    }).pipe(Effect.withSpan("AgentLoop.reconcile"))
+
+    return { settings, tick, reconcile }
+  })
+}) {}
+
+/** The loop, when `AGENT_MODE` is `dry` or `live`: unfinished trades first, then the due cards. */
+export const AgentLoopLive = backgroundLoop(
+  "agent",
+  Effect.map(AgentLoop, (loop) => ({
+    tick: Effect.zipRight(loop.reconcile, loop.tick()),
+    every: loop.settings.interval
+  }))
+)

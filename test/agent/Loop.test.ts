@@ -1,0 +1,135 @@
+/**
+ * The agent loop in one process on the real devnet: a live refill sells on the exchange and sends
+ * USD1 to the card, exactly as decided; dry mode sends nothing; idle cards write nothing new.
+ * Ticks are run by the test (the scheduled loop waits an hour), deciding at a fixed instant.
+ */
+import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { createPublicClient, erc20Abi, http, parseUnits } from "viem"
+import { AgentLoop } from "../../src/agent/AgentLoop.js"
+import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
+import { ScriptedKycProvider } from "../../src/kyc/ScriptedKycProvider.js"
+import { cardHolder } from "../support/agent.js"
+import { bearer, send } from "../support/http.js"
+import { TestDevnet } from "../support/TestChain.js"
+import { testServer } from "../support/TestServer.js"
+
+/** Friday 2026-11-20 15:40 ET: the regular session's last half hour. */
+const FRIDAY_1540_ET = Date.parse("2026-11-20T20:40:00Z")
+const strategy = { targets: { NVDA: 0.5, SPY: 0.5 }, weeklySpendUsd: 140 }
+
+const reader = Effect.map(TestDevnet, (devnet) => createPublicClient({ transport: http(devnet.rpcUrl) }))
+
+const balanceOf = (token: `0x${string}`, owner: `0x${string}`) =>
+  Effect.flatMap(reader, (client) =>
+    Effect.promise(() => client.readContract({ address: token, abi: erc20Abi, functionName: "balanceOf", args: [owner] }))
+  )
+
+const nonceOf = (address: `0x${string}`) =>
+  Effect.flatMap(reader, (client) => Effect.promise(() => client.getTransactionCount({ address })))
+
+const decisionsOf = (cardId: string) =>
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => sql<{ id: string; action: string; status: string; usd: number | null; symbol: string | null }>`
+      SELECT id, action, status, usd, symbol FROM agent_decisions WHERE card_id = ${cardId} ORDER BY id`
+  ).pipe(Effect.orDie)
+
+/** A card holder with a strategy and a funded agent wallet; answers them and the wallet's address. */
+const agentCustomer = Effect.gen(function* () {
+  const holder = yield* cardHolder()
+  expect((yield* send("PUT", "/strategy", { headers: bearer(holder.token), json: strategy })).status).toBe(200)
+  const portfolio = (yield* send("GET", "/portfolio", { headers: bearer(holder.token) })).body
+  return { ...holder, wallet: portfolio.wallet as `0x${string}`, portfolio }
+})
+
+const server = (mode: "dry" | "live") =>
+  testServer({ AGENT_MODE: mode, AGENT_INTERVAL: "1 hour" }, { kycProvider: ScriptedKycProvider.layer() })
+
+layer(server("live"), { excludeTestServices: true, timeout: "90 seconds" })("live on the devnet", (it) => {
+  it.effect("a card below its need is refilled in one tick: sale, then send, as decided", () =>
+    Effect.gen(function* () {
+      const devnet = yield* TestDevnet
+      const loop = yield* AgentLoop
+      const customer = yield* agentCustomer
+      expect(customer.portfolio.totalUsd).toBeGreaterThan(900)
+      const cardBefore = yield* balanceOf(devnet.usd1, customer.account.address)
+      expect(cardBefore).toBe(0n)
+
+      const summary = yield* loop.tick(FRIDAY_1540_ET)
+      expect(summary.executed).toBe(1)
+      const [decision] = yield* decisionsOf(customer.cardId)
+      expect(decision).toMatchObject({ action: "refill", status: "executed" })
+      const sold = devnet.stocks.find((stock) => stock.symbol === decision!.symbol)!
+
+      const log = (yield* send("GET", "/agent/decisions", { headers: bearer(customer.token) })).body
+      expect(log).toHaveLength(1)
+      expect(log[0]).toMatchObject({ id: decision!.id, action: "refill", status: "executed", error: null })
+      expect(log[0].txs).toHaveLength(2)
+      const [saleTx, sendTx] = log[0].txs as Array<`0x${string}`>
+
+      // The card received exactly the decided amount; the wallet gave up exactly what it sold.
+      const usd = parseUnits(decision!.usd!.toFixed(2), 18)
+      expect(yield* balanceOf(devnet.usd1, customer.account.address)).toBe(usd)
+      const sql = yield* SqlClient.SqlClient
+      const [sale] = yield* sql<{ amount: string }>`
+        SELECT amount FROM agent_transactions WHERE decision_id = ${decision!.id} AND step = 'sell'`.pipe(Effect.orDie)
+      const heldBefore = customer.portfolio.holdings.find((h: { symbol: string }) => h.symbol === sold.symbol)
+      expect(yield* balanceOf(sold.address, customer.wallet)).toBe(parseUnits(heldBefore.balance, 18) - BigInt(sale!.amount))
+      const client = yield* reader
+      const receipts = yield* Effect.promise(() =>
+        Promise.all([saleTx, sendTx].map((hash) => client.getTransactionReceipt({ hash: hash! })))
+      )
+      expect(receipts.map((receipt) => receipt.status)).toEqual(["success", "success"])
+
+      // The statement shows the refill first.
+      const statement = (yield* send("GET", "/me/activity", { headers: bearer(customer.token) })).body
+      expect(statement[0]).toMatchObject({
+        id: `refill-${decision!.id}`,
+        type: "refill",
+        usd: decision!.usd,
+        tx: sendTx,
+        description: `Agent refill: sold ${sold.symbol}`
+      })
+
+      // The next interval is in the cooldown: no second trade, and no second transfer.
+      yield* sql`UPDATE agent_strategies SET due_at = now() WHERE card_id = ${customer.cardId}`.pipe(Effect.orDie)
+      yield* loop.tick(FRIDAY_1540_ET + 60_000)
+      expect(yield* balanceOf(devnet.usd1, customer.account.address)).toBe(usd)
+    })
+  )
+})
+
+layer(server("dry"), { excludeTestServices: true, timeout: "90 seconds" })("dry on the devnet", (it) => {
+  it.effect("the same refill is stored as dry-run and nothing is sent", () =>
+    Effect.gen(function* () {
+      const devnet = yield* TestDevnet
+      const loop = yield* AgentLoop
+      const customer = yield* agentCustomer
+      const nonce = yield* nonceOf(customer.wallet)
+      yield* loop.tick(FRIDAY_1540_ET)
+      const [decision] = yield* decisionsOf(customer.cardId)
+      expect(decision).toMatchObject({ action: "refill", status: "dry-run" })
+      expect(yield* nonceOf(customer.wallet)).toBe(nonce)
+      expect(yield* balanceOf(devnet.usd1, customer.account.address)).toBe(0n)
+    })
+  )
+
+  it.effect("idle cards write a logged decision once, then nothing while nothing changes", () =>
+    Effect.gen(function* () {
+      const loop = yield* AgentLoop
+      const sql = yield* SqlClient.SqlClient
+      const devnet = yield* TestDevnet
+      const customer = yield* agentCustomer
+      // Enough on the card for the weekend: nothing to do.
+      yield* mintUsd1(devnet, customer.account.address, parseUnits("500", 18))
+      for (const minutes of [0, 1, 2]) {
+        yield* sql`UPDATE agent_strategies SET due_at = now() WHERE card_id = ${customer.cardId}`.pipe(Effect.orDie)
+        yield* loop.tick(FRIDAY_1540_ET + minutes * 60_000)
+      }
+      const decisions = yield* decisionsOf(customer.cardId)
+      expect(decisions.map((d) => [d.action, d.status])).toEqual([["none", "logged"]])
+    })
+  )
+})
