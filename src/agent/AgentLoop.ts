@@ -532,7 +532,8 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
     }).pipe(Effect.withSpan("AgentLoop.reconcile"))
 
     return { settings, tick, reconcile }
-  })
+  }),
+  dependencies: [AgentRepo.Default]
 }) {}
 
 /** The loop, when `AGENT_MODE` is `dry` or `live`: unfinished trades first, then the due cards. */
