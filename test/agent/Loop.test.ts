@@ -23,7 +23,9 @@ const reader = Effect.map(TestDevnet, (devnet) => createPublicClient({ transport
 
 const balanceOf = (token: `0x${string}`, owner: `0x${string}`) =>
   Effect.flatMap(reader, (client) =>
-    Effect.promise(() => client.readContract({ address: token, abi: erc20Abi, functionName: "balanceOf", args: [owner] }))
+    Effect.promise(() =>
+      client.readContract({ address: token, abi: erc20Abi, functionName: "balanceOf", args: [owner] })
+    )
   )
 
 const nonceOf = (address: `0x${string}`) =>
@@ -76,7 +78,9 @@ layer(server("live"), { excludeTestServices: true, timeout: "90 seconds" })("liv
       const [sale] = yield* sql<{ amount: string }>`
         SELECT amount FROM agent_transactions WHERE decision_id = ${decision!.id} AND step = 'sell'`.pipe(Effect.orDie)
       const heldBefore = customer.portfolio.holdings.find((h: { symbol: string }) => h.symbol === sold.symbol)
-      expect(yield* balanceOf(sold.address, customer.wallet)).toBe(parseUnits(heldBefore.balance, 18) - BigInt(sale!.amount))
+      expect(yield* balanceOf(sold.address, customer.wallet)).toBe(
+        parseUnits(heldBefore.balance, 18) - BigInt(sale!.amount)
+      )
       const client = yield* reader
       const receipts = yield* Effect.promise(() =>
         Promise.all([saleTx, sendTx].map((hash) => client.getTransactionReceipt({ hash: hash! })))

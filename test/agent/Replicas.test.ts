@@ -1,0 +1,333 @@
+/**
+ * The agent loop across processes and crashes: the real service as separate processes over one
+ * database and one devnet. Cards are made through the real sign-in and sandbox identity check.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Schedule } from "effect"
+import pg from "pg"
+import { createPublicClient, erc20Abi, http, parseAbiItem, parseUnits } from "viem"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { ANVIL_ACCOUNT_KEYS, type Devnet, startDevnet } from "../../src/chain/Devnet.js"
+import { freePort } from "../../src/EmbeddedPostgres.js"
+import { type ServiceProcess, startService, stopService, temporaryDirectory } from "../support/process.js"
+import { temporaryDatabaseUrl } from "../support/TestDatabase.js"
+
+/** Friday 2026-11-20 15:40 ET: a token may be sold. */
+const FRIDAY_1540_ET = Date.parse("2026-11-20T20:40:00Z")
+
+const serviceEnv = (devnet: Devnet, databaseUrl: string, agent: Record<string, string>) =>
+  Effect.gen(function* () {
+    const port = String(yield* freePort)
+    return {
+      PORT: port,
+      API_URL: `http://127.0.0.1:${port}`,
+      DATA_DIR: yield* temporaryDirectory("card-service-agent-replica-"),
+      DATABASE_URL: databaseUrl,
+      CHAIN_RPC_URL: devnet.rpcUrl,
+      CHAIN_ID: String(devnet.chainId),
+      USD1_ADDRESS: devnet.usd1,
+      EXCHANGE_ADDRESS: devnet.exchange,
+      STOCK_TOKENS: JSON.stringify(devnet.stocks.map(({ address, feed, symbol }) => ({ symbol, address, feed }))),
+      RELAYER_PRIVATE_KEY: ANVIL_ACCOUNT_KEYS[9]!,
+      AGENT_WALLET_SEED: "replica-test-seed-0123456789abcdef",
+      KYC_SANDBOX_SECRET: "replica-test-sandbox-secret",
+      CARD_DATA_KEY: "3f1c2b9a8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f10",
+      RATE_LIMIT_SIGNIN: "100000",
+      LOG_LEVEL: "Warn",
+      ...agent
+    }
+  })
+
+const call = (
+  service: ServiceProcess,
+  method: string,
+  route: string,
+  options: { body?: unknown; token?: string } = {}
+) =>
+  Effect.promise(async () => {
+    const response = await fetch(`${service.baseUrl}${route}`, {
+      method,
+      redirect: "manual",
+      headers: {
+        "content-type": "application/json",
+        ...(options.token === undefined ? {} : { authorization: `Bearer ${options.token}` })
+      },
+      ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) })
+    })
+    const text = await response.text()
+    // biome-ignore lint/suspicious/noExplicitAny: response bodies are checked field by field
+    return { status: response.status, body: (text === "" ? undefined : JSON.parse(text)) as any }
+  })
+
+/** A new user signed in, approved by the sandbox provider, with a strategy: answers its token and address. */
+const newCustomer = (service: ServiceProcess, strategy: unknown) =>
+  Effect.gen(function* () {
+    const account = privateKeyToAccount(generatePrivateKey())
+    const { message } = (yield* call(service, "POST", "/auth/challenge", { body: { address: account.address } })).body
+    const signature = yield* Effect.promise(() => account.signMessage({ message }))
+    const { token } = (yield* call(service, "POST", "/auth/verify", { body: { message, signature } })).body
+    const { url } = (yield* call(service, "POST", "/kyc/session", { token })).body
+    const form = new URLSearchParams({
+      fullName: "Replica Holder",
+      documentNumber: randomBytes(5).toString("hex"),
+      outcome: "approve"
+    })
+    yield* Effect.promise(() => fetch(url, { method: "POST", body: form, redirect: "manual" }))
+    yield* call(service, "GET", "/me", { token }).pipe(
+      Effect.filterOrFail(
+        (me) => me.body.kyc === "approved",
+        () => "not approved yet"
+      ),
+      Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.upTo("10 seconds"))),
+      Effect.orDie
+    )
+    expect((yield* call(service, "PUT", "/strategy", { token, body: strategy })).status).toBe(200)
+    return { token, address: account.address }
+  })
+
+const query = <A>(databaseUrl: string, text: string, values: ReadonlyArray<unknown> = []) =>
+  Effect.promise(async () => {
+    const client = new pg.Client({ connectionString: databaseUrl })
+    await client.connect()
+    try {
+      return (await client.query(text, [...values])).rows as Array<A>
+    } finally {
+      await client.end()
+    }
+  })
+
+const rpc = (devnet: Devnet, method: string, params: ReadonlyArray<unknown> = []) =>
+  Effect.promise(() =>
+    fetch(devnet.rpcUrl, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params })
+    }).then((r) => r.json())
+  )
+
+/** USD1 transfers into the given addresses. */
+const usd1TransfersTo = (devnet: Devnet, to: ReadonlyArray<`0x${string}`>) =>
+  Effect.promise(() =>
+    createPublicClient({ transport: http(devnet.rpcUrl) }).getLogs({
+      address: devnet.usd1,
+      event: parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)"),
+      args: { to: [...to] },
+      fromBlock: 0n
+    })
+  )
+
+const usd1Of = (devnet: Devnet, owner: `0x${string}`) =>
+  Effect.promise(() =>
+    createPublicClient({ transport: http(devnet.rpcUrl) }).readContract({
+      address: devnet.usd1,
+      abi: erc20Abi,
+      functionName: "balanceOf",
+      args: [owner]
+    })
+  )
+
+/** Waits until the query's first row satisfies `done`. */
+const awaitRow = <A>(
+  databaseUrl: string,
+  text: string,
+  values: ReadonlyArray<unknown>,
+  done: (row: A | undefined) => boolean
+) =>
+  query<A>(databaseUrl, text, values).pipe(
+    Effect.filterOrFail(
+      (rows) => done(rows[0]),
+      () => "not yet"
+    ),
+    Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.upTo("60 seconds"))),
+    Effect.orDieWith(() => new Error(`timed out waiting for: ${text}`)),
+    Effect.map((rows) => rows[0]!)
+  )
+
+/** The one-tick harness as its own process (SIGKILLed by the crash test). */
+const spawnTick = (env: Record<string, string>, at: number) =>
+  Effect.acquireRelease(
+    Effect.sync(
+      () =>
+        spawn(process.execPath, ["--import", "tsx", "test/agent/support/tick.ts"], {
+          env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env, AGENT_TICK_AT: String(at) },
+          stdio: "ignore"
+        }) as ChildProcess
+    ),
+    (child) => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL"))
+  )
+
+// Cash refills (below the $10 floor, paid from the agent wallet's USD1) are allowed in every session,
+// so these tests do not depend on the hour they run at.
+const cashRefill = { targets: { NVDA: 0.5, SPY: 0.5 }, weeklySpendUsd: 0 }
+
+describe("the agent loop across processes", () => {
+  it.live(
+    "two replicas share 50 cards: each decided once per interval, and live refills equal transfers",
+    () =>
+      Effect.gen(function* () {
+        const devnet = yield* startDevnet().pipe(Effect.orDie)
+        const databaseUrl = yield* temporaryDatabaseUrl
+        const agent = { AGENT_INTERVAL: "2 seconds", AGENT_BATCH: "5", AGENT_CONCURRENCY: "4" }
+        const envs = [
+          yield* serviceEnv(devnet, databaseUrl, { ...agent, AGENT_MODE: "dry" }),
+          yield* serviceEnv(devnet, databaseUrl, { ...agent, AGENT_MODE: "dry" })
+        ]
+        const dry = yield* Effect.all(
+          envs.map((env) => startService(env)),
+          { concurrency: "unbounded" }
+        )
+        const customers = yield* Effect.forEach(
+          Array.from({ length: 50 }),
+          (_, i) => newCustomer(dry[i % 2]!, cashRefill),
+          {
+            concurrency: 5
+          }
+        )
+        yield* Effect.sleep("7 seconds")
+        yield* Effect.forEach(dry, (service) => stopService(service, "SIGTERM"), { concurrency: "unbounded" })
+
+        // Dry: one decision per card and interval (each a dry-run cash refill), intervals back to back.
+        const rows = yield* query<{ cardId: string; dueAt: Date; status: string; replica: string }>(
+          databaseUrl,
+          `SELECT card_id AS "cardId", due_at AS "dueAt", status, replica FROM agent_decisions ORDER BY card_id, due_at`
+        )
+        const byCard = new Map<string, Array<(typeof rows)[number]>>()
+        for (const row of rows) byCard.set(row.cardId, [...(byCard.get(row.cardId) ?? []), row])
+        expect(byCard.size).toBe(50)
+        for (const decided of byCard.values()) {
+          expect(decided.length).toBeGreaterThanOrEqual(3)
+          expect(decided.every((row) => row.status === "dry-run")).toBe(true)
+          const gaps = decided.slice(1).map((row, i) => row.dueAt.getTime() - decided[i]!.dueAt.getTime())
+          expect(new Set(gaps)).toEqual(new Set([2_000]))
+        }
+        expect(new Set(rows.map((row) => row.replica)).size).toBe(2)
+        expect(
+          yield* usd1TransfersTo(
+            devnet,
+            customers.map((c) => c.address)
+          )
+        ).toHaveLength(0)
+
+        // Live: every card is refilled once from its wallet's cash, by one replica or the other.
+        const live = yield* Effect.all(
+          envs.map((env) => startService({ ...env, AGENT_MODE: "live" })),
+          { concurrency: "unbounded" }
+        )
+        yield* awaitRow<{ n: string }>(
+          databaseUrl,
+          `SELECT count(*) AS n FROM agent_decisions WHERE status = 'executed'`,
+          [],
+          (row) => Number(row?.n) === 50
+        )
+        yield* Effect.sleep("4 seconds")
+        yield* Effect.forEach(live, (service) => stopService(service, "SIGTERM"), { concurrency: "unbounded" })
+        const executed = yield* query<{ replica: string }>(
+          databaseUrl,
+          `SELECT replica FROM agent_decisions WHERE status = 'executed'`
+        )
+        expect(executed).toHaveLength(50)
+        expect(new Set(executed.map((row) => row.replica)).size).toBe(2)
+        expect(
+          yield* usd1TransfersTo(
+            devnet,
+            customers.map((c) => c.address)
+          )
+        ).toHaveLength(50)
+        for (const { address } of customers) expect(yield* usd1Of(devnet, address)).toBe(parseUnits("10", 18))
+      }).pipe(Effect.scoped),
+    240_000
+  )
+
+  it.live(
+    "a tick killed after its sale is mined and before its send: the restart sends once, the decision ends executed",
+    () =>
+      Effect.gen(function* () {
+        const devnet = yield* startDevnet().pipe(Effect.orDie)
+        const databaseUrl = yield* temporaryDatabaseUrl
+        const env = yield* serviceEnv(devnet, databaseUrl, {
+          AGENT_MODE: "live",
+          AGENT_INTERVAL: "1 hour",
+          AGENT_LEASE: "1 second"
+        })
+        let service = yield* startService(env)
+        // A weekly spend that a token sale, not the wallet's cash, has to cover.
+        const customer = yield* newCustomer(service, { targets: { NVDA: 0.5, SPY: 0.5 }, weeklySpendUsd: 140 })
+        yield* stopService(service, "SIGTERM")
+
+        yield* rpc(devnet, "evm_setAutomine", [false])
+        const tick = yield* spawnTick(env, FRIDAY_1540_ET)
+        const decision = yield* awaitRow<{ id: string; usd: number }>(
+          databaseUrl,
+          `SELECT d.id, d.usd FROM agent_decisions d JOIN agent_transactions t ON t.decision_id = d.id AND t.step = 'sell'`,
+          [],
+          (row) => row !== undefined
+        )
+        tick.kill("SIGKILL")
+        // The sale is mined while nothing of ours runs.
+        yield* rpc(devnet, "evm_mine")
+        yield* rpc(devnet, "evm_setAutomine", [true])
+        expect(yield* query(databaseUrl, `SELECT 1 FROM agent_transactions WHERE step = 'send'`)).toHaveLength(0)
+
+        service = yield* startService({ ...env, AGENT_INTERVAL: "1 second" })
+        yield* awaitRow<{ status: string }>(
+          databaseUrl,
+          `SELECT status FROM agent_decisions WHERE id = $1`,
+          [decision.id],
+          (row) => row?.status === "executed"
+        )
+        yield* Effect.sleep("3 seconds")
+        yield* stopService(service, "SIGTERM")
+        const sent = yield* usd1TransfersTo(devnet, [customer.address])
+        expect(sent).toHaveLength(1)
+        expect(yield* usd1Of(devnet, customer.address)).toBe(parseUnits(decision.usd.toFixed(2), 18))
+      }).pipe(Effect.scoped),
+    180_000
+  )
+
+  it.live(
+    "SIGTERM during a tick's trade exits promptly, and the next start finishes the trade",
+    () =>
+      Effect.gen(function* () {
+        const devnet = yield* startDevnet().pipe(Effect.orDie)
+        const databaseUrl = yield* temporaryDatabaseUrl
+        const env = yield* serviceEnv(devnet, databaseUrl, {
+          AGENT_MODE: "live",
+          AGENT_INTERVAL: "1 hour",
+          AGENT_LEASE: "1 second",
+          SHUTDOWN_GRACE: "3 seconds"
+        })
+        let service = yield* startService(env)
+        const customer = yield* newCustomer(service, cashRefill)
+        yield* stopService(service, "SIGTERM")
+
+        // The next start's first tick sends the cash refill, and waits for a receipt that never comes.
+        yield* rpc(devnet, "evm_setAutomine", [false])
+        service = yield* startService(env)
+        yield* awaitRow(
+          databaseUrl,
+          `SELECT 1 FROM agent_transactions WHERE step = 'send'`,
+          [],
+          (row) => row !== undefined
+        )
+        expect(yield* stopService(service, "SIGTERM").pipe(Effect.timeout("10 seconds"), Effect.orDie)).toBe(0)
+        const [left] = yield* query<{ status: string }>(databaseUrl, `SELECT status FROM agent_decisions`)
+        expect(left?.status).toBe("executing")
+
+        yield* rpc(devnet, "evm_setAutomine", [true])
+        yield* rpc(devnet, "evm_mine")
+        service = yield* startService({ ...env, AGENT_INTERVAL: "1 second" })
+        yield* awaitRow<{ status: string }>(
+          databaseUrl,
+          `SELECT status FROM agent_decisions ORDER BY id LIMIT 1`,
+          [],
+          (row) => row?.status === "executed"
+        )
+        yield* stopService(service, "SIGTERM")
+        expect(yield* usd1TransfersTo(devnet, [customer.address])).toHaveLength(1)
+        expect(yield* usd1Of(devnet, customer.address)).toBe(parseUnits("10", 18))
+      }).pipe(Effect.scoped),
+    180_000
+  )
+})
