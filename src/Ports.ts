@@ -11,6 +11,7 @@
  * | `KycProvider`      | `KYC_PROVIDER`: the built-in sandbox, or Didit                         |
  * | `CardIssuer`       | the local issuer                                                      |
  * | `Secrets`          | `CARD_DATA_KEY` and named secrets, else development files in DATA_DIR |
+ * | `AgentWallet`      | one wallet per card on the chain, keys derived from `AGENT_WALLET_SEED` |
  *
  * A developer or a test replaces any of them with one Layer; the default of a replaced port is not
  * even built (no devnet starts when the chain is replaced):
@@ -20,6 +21,8 @@
 import { FetchHttpClient } from "@effect/platform"
 import type { SqlClient } from "@effect/sql"
 import { Config, Effect, Layer, Option } from "effect"
+import type { AgentWallet } from "./agent/AgentWallet.js"
+import { ChainAgentWallet } from "./agent/ChainAgentWallet.js"
 import type { AppConfig } from "./Config.js"
 import { type CardIssuer, LocalCardIssuer } from "./cards/CardIssuer.js"
 import type { ChainClient } from "./chain/ChainClient.js"
@@ -35,7 +38,15 @@ import { FacilitatorProcessor, type PaymentProcessor, RelayerProcessor } from ".
 import { Secrets } from "./Secrets.js"
 
 /** Every port, as the HTTP app requires them. */
-export type Ports = ChainClient | TokenRegistry | PriceFeed | PaymentProcessor | KycProvider | CardIssuer | Secrets
+export type Ports =
+  | ChainClient
+  | TokenRegistry
+  | PriceFeed
+  | PaymentProcessor
+  | KycProvider
+  | CardIssuer
+  | Secrets
+  | AgentWallet
 
 /** A replacement for each port, with what it may itself require. */
 export interface PortLayers {
@@ -45,6 +56,7 @@ export interface PortLayers {
   readonly kycProvider: Layer.Layer<KycProvider, unknown, AppConfig | KycConfig | Secrets | SqlClient.SqlClient>
   readonly cardIssuer: Layer.Layer<CardIssuer, unknown>
   readonly secrets: Layer.Layer<Secrets, unknown, AppConfig>
+  readonly agentWallet: Layer.Layer<AgentWallet, unknown, ChainClient | TokenRegistry | Secrets>
 }
 
 /** `CHAIN_RPC_URL` and the contract addresses, or the embedded devnet. */
@@ -68,17 +80,20 @@ const defaults: PortLayers = {
   paymentProcessor: ConfiguredPaymentProcessor,
   kycProvider: ConfiguredKycProvider,
   cardIssuer: LocalCardIssuer,
-  secrets: Secrets.layer
+  secrets: Secrets.layer,
+  agentWallet: ChainAgentWallet
 }
 
 /** Every port: the given replacements, and the configured default for the others. */
 export const portsLayer = (overrides: Partial<PortLayers> = {}) => {
   const ports = { ...defaults, ...overrides }
-  return Layer.mergeAll(ports.priceFeed, ports.paymentProcessor, ports.kycProvider, ports.cardIssuer).pipe(
-    Layer.provideMerge(ports.chain),
-    Layer.provideMerge(ports.secrets),
-    Layer.provide(KycConfig.layer)
-  )
+  return Layer.mergeAll(
+    ports.priceFeed,
+    ports.paymentProcessor,
+    ports.kycProvider,
+    ports.cardIssuer,
+    ports.agentWallet
+  ).pipe(Layer.provideMerge(ports.chain), Layer.provideMerge(ports.secrets), Layer.provide(KycConfig.layer))
 }
 
 export const PortsLive = portsLayer()
