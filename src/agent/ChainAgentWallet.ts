@@ -23,8 +23,8 @@ export const AGENT_WALLET_SEED: SecretName = {
 }
 
 /** A new wallet's starting funds where the chain has a faucet: USD1 cash, and stock tokens worth this much in all. */
-export const STARTING_USD1 = 25n
-export const STARTING_STOCKS_USD = 1_000n
+const STARTING_USD1 = 25n
+const STARTING_STOCKS_USD = 1_000n
 
 /** The private key of a card's agent wallet. */
 export const agentWalletKey = (seed: Redacted.Redacted<string>, cardId: string): Redacted.Redacted<`0x${string}`> =>
@@ -33,7 +33,7 @@ export const agentWalletKey = (seed: Redacted.Redacted<string>, cardId: string):
   )
 
 /** `usd` (USD1 atomic units) worth of a token at its feed answer, in the token's atomic units. */
-export const tokensWorth = (
+const tokensWorth = (
   usd: bigint,
   usd1Decimals: number,
   round: { readonly answer: bigint; readonly decimals: number },

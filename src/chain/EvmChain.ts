@@ -77,7 +77,7 @@ const contractErrors: Abi = [...Usd1Artifact.abi, ...StockTokenArtifact.abi, ...
  * Why a simulated call reverted: the `require` message, or the custom error's name
  * (`ERC20InsufficientAllowance`); else viem's text.
  */
-export const revertReason = (cause: unknown): string => {
+const revertReason = (cause: unknown): string => {
   if (cause instanceof BaseError) {
     const reverted = cause.walk((e) => e instanceof ContractFunctionRevertedError)
     if (reverted instanceof ContractFunctionRevertedError) {
