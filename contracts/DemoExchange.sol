@@ -16,8 +16,13 @@ interface IPausable {
     function paused() external view returns (bool);
 }
 
-/// @title Demo exchange: buys registered stock tokens for USD1 at the feed price
-/// @notice Pays from its own USD1 balance. Stock tokens and USD1 both have 18 decimals; feeds have 8.
+interface IMintable {
+    function mint(address to, uint256 amount) external;
+}
+
+/// @title Demo exchange: trades registered stock tokens for USD1 at the feed price
+/// @notice Sells pay from its own USD1 balance; buys mint the stock token, so the exchange must be one
+/// of its minters. Stock tokens and USD1 both have 18 decimals; feeds have 8.
 contract DemoExchange is Ownable {
     using SafeERC20 for IERC20;
 
@@ -29,6 +34,9 @@ contract DemoExchange is Ownable {
     event MaxPriceAgeSet(uint256 maxPriceAge);
     event Sold(
         address indexed seller, address indexed stockToken, uint256 amountIn, uint256 usd1Out, address recipient
+    );
+    event Bought(
+        address indexed buyer, address indexed stockToken, uint256 usd1In, uint256 amountOut, address recipient
     );
 
     constructor(IERC20 usd1_) Ownable(msg.sender) {
@@ -67,6 +75,25 @@ contract DemoExchange is Ownable {
         IERC20(stockToken).safeTransferFrom(msg.sender, address(this), amountIn);
         usd1.safeTransfer(recipient, usd1Out);
         emit Sold(msg.sender, stockToken, amountIn, usd1Out, recipient);
+    }
+
+    /// @notice Amount of `stockToken` bought with `usd1In` USD1 at the current feed price.
+    function quoteBuy(address stockToken, uint256 usd1In) public view returns (uint256) {
+        return usd1In * 1e8 / _price(stockToken);
+    }
+
+    /// @notice Buys `stockToken` with `usd1In` USD1 (pulled from msg.sender; approve first), minted to `recipient`.
+    /// @dev Checks before moving anything, as `sell` does, so a refused trade reverts with its own reason.
+    function buy(address stockToken, uint256 usd1In, uint256 minTokensOut, address recipient)
+        external
+        returns (uint256 amountOut)
+    {
+        require(!IPausable(stockToken).paused(), "DemoExchange: token is paused");
+        amountOut = quoteBuy(stockToken, usd1In);
+        require(amountOut >= minTokensOut, "DemoExchange: output below minimum");
+        usd1.safeTransferFrom(msg.sender, address(this), usd1In);
+        IMintable(stockToken).mint(recipient, amountOut);
+        emit Bought(msg.sender, stockToken, usd1In, amountOut, recipient);
     }
 
     function _price(address stockToken) private view returns (uint256) {

@@ -13,8 +13,9 @@ await mkdir(path.dirname(artifactsPath), { recursive: true })
 await writeFile(artifactsPath, renderArtifacts(compilation))
 for (const c of compilation.contracts) {
   const initcode = (c.bytecode.length - 2) / 2
+  const runtime = (c.deployedBytecode.length - 2) / 2
   console.log(
-    `${c.name.padEnd(14)} initcode ${String(initcode).padStart(6)} B, runtime ${String(c.runtimeSize).padStart(6)} B`
+    `${c.name.padEnd(14)} initcode ${String(initcode).padStart(6)} B, runtime ${String(runtime).padStart(6)} B`
   )
 }
 console.log(

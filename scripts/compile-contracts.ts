@@ -16,13 +16,17 @@ export const projectRoot = fileURLToPath(new URL("..", import.meta.url))
 export const contractsDir = path.join(projectRoot, "contracts")
 export const artifactsPath = path.join(projectRoot, "src", "chain", "contracts", "artifacts.ts")
 
-/** Contracts emitted into the module, in this order: [source file, contract name, export name]. */
+/**
+ * Contracts emitted into the module, in this order: [source file, contract name, export name, and
+ * whether the runtime code is emitted too (for code placed with `anvil_setCode` rather than deployed)].
+ */
 const outputs = [
-  ["USD1.sol", "USD1", "Usd1Artifact"],
-  ["StockToken.sol", "StockToken", "StockTokenArtifact"],
-  ["PriceFeed.sol", "PriceFeed", "PriceFeedArtifact"],
-  ["DemoExchange.sol", "DemoExchange", "DemoExchangeArtifact"],
-  ["SmartWallet.sol", "SmartWallet", "SmartWalletArtifact"]
+  ["USD1.sol", "USD1", "Usd1Artifact", false],
+  ["StockToken.sol", "StockToken", "StockTokenArtifact", false],
+  ["PriceFeed.sol", "PriceFeed", "PriceFeedArtifact", false],
+  ["DemoExchange.sol", "DemoExchange", "DemoExchangeArtifact", false],
+  ["SmartWallet.sol", "SmartWallet", "SmartWalletArtifact", false],
+  ["Multicall.sol", "Multicall", "MulticallArtifact", true]
 ] as const
 
 export const compilerSettings = {
@@ -48,8 +52,9 @@ export interface CompiledContract {
   readonly exportName: string
   readonly abi: ReadonlyArray<unknown>
   readonly bytecode: `0x${string}`
-  /** Size of the deployed (runtime) code in bytes; not written to the artifacts module. */
-  readonly runtimeSize: number
+  /** The deployed (runtime) code, written to the module only for the contracts that ask for it. */
+  readonly deployedBytecode: `0x${string}`
+  readonly emitRuntime: boolean
 }
 
 export interface Compilation {
@@ -87,7 +92,7 @@ export const compile = async (): Promise<Compilation> => {
   if (errors.length > 0) {
     throw new Error(`solc failed:\n${errors.map((e) => e.formattedMessage).join("\n")}`)
   }
-  const contracts = outputs.map(([source, name, exportName]): CompiledContract => {
+  const contracts = outputs.map(([source, name, exportName, emitRuntime]): CompiledContract => {
     const compiled = output.contracts?.[`contracts/${source}`]?.[name]
     if (compiled === undefined) throw new Error(`solc produced no output for contracts/${source}:${name}`)
     if (!Array.isArray(compiled.abi)) throw new Error(`unexpected ABI for ${name}`)
@@ -97,7 +102,8 @@ export const compile = async (): Promise<Compilation> => {
       exportName,
       abi: compiled.abi,
       bytecode: `0x${compiled.evm.bytecode.object}`,
-      runtimeSize: compiled.evm.deployedBytecode.object.length / 2
+      deployedBytecode: `0x${compiled.evm.deployedBytecode.object}`,
+      emitRuntime
     }
   })
   return { contracts, warnings: messages.filter((m) => m.severity === "warning").map((m) => m.formattedMessage) }
@@ -125,7 +131,8 @@ export const renderArtifacts = (compilation: Compilation): string => {
       "  abi: [",
       c.abi.map((item) => `    ${stableJson(item)}`).join(",\n"),
       "  ] as const,",
-      `  bytecode: "${c.bytecode}" as const`,
+      `  bytecode: "${c.bytecode}" as const${c.emitRuntime ? "," : ""}`,
+      ...(c.emitRuntime ? [`  deployedBytecode: "${c.deployedBytecode}" as const`] : []),
       "}",
       ""
     ].join("\n")

@@ -11,6 +11,7 @@
  * | `KycProvider`      | `KYC_PROVIDER`: the built-in sandbox, or Didit                         |
  * | `CardIssuer`       | the local issuer                                                      |
  * | `Secrets`          | `CARD_DATA_KEY` and named secrets, else development files in DATA_DIR |
+ * | `AgentWallet`      | one wallet per card on the chain, keys derived from `AGENT_WALLET_SEED` |
  *
  * A developer or a test replaces any of them with one Layer; the default of a replaced port is not
  * even built (no devnet starts when the chain is replaced):
@@ -21,7 +22,7 @@ import { FetchHttpClient } from "@effect/platform"
 import type { SqlClient } from "@effect/sql"
 import { Config, Effect, Layer, Option } from "effect"
 import type { AgentWallet } from "./agent/AgentWallet.js"
-import { ScriptedAgentWallet } from "./agent/ScriptedAgentWallet.js"
+import { ChainAgentWallet } from "./agent/ChainAgentWallet.js"
 import type { AppConfig } from "./Config.js"
 import { type CardIssuer, LocalCardIssuer } from "./cards/CardIssuer.js"
 import type { ChainClient } from "./chain/ChainClient.js"
@@ -80,7 +81,7 @@ const defaults: PortLayers = {
   kycProvider: ConfiguredKycProvider,
   cardIssuer: LocalCardIssuer,
   secrets: Secrets.layer,
-  agentWallet: ScriptedAgentWallet.layer()
+  agentWallet: ChainAgentWallet
 }
 
 /** Every port: the given replacements, and the configured default for the others. */

@@ -31,8 +31,8 @@ import type { StockToken } from "../chain/Tokens.js"
 import type { MarketData } from "../market/Api.js"
 import { Market } from "../market/Market.js"
 import {
-  type AgentTransaction,
   AgentRepo,
+  type AgentTransaction,
   type ClaimedCard,
   type ExecutingDecision,
   type NewDecision,

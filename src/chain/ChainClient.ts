@@ -4,7 +4,7 @@
  *
  * Amounts are atomic units (bigint), times are seconds of block time, addresses EIP-55.
  */
-import { Context, Data, type Effect, type Option } from "effect"
+import { Context, Data, type Effect, type Option, type Redacted } from "effect"
 import type { Hash, Hex } from "viem"
 import type { Address } from "./Address.js"
 
@@ -65,6 +65,50 @@ export interface FeedRound {
   readonly updatedAt: bigint
 }
 
+/** Persists a signed transaction before it is broadcast; failing stops the broadcast. */
+export type RecordSigned<E, R> = (signed: SignedTransaction) => Effect.Effect<void, E, R>
+
+/**
+ * Transactions signed by one of the service's own accounts (an agent wallet), sent in order from
+ * one queue per account. Each write simulates first (a revert fails with `CallReverted`, nothing
+ * sent), signs, lets `record` persist the signed transaction, then broadcasts it.
+ */
+export interface ChainAccount {
+  readonly address: Address
+  /** Sells `amount` of a stock token on the exchange for at least `minUsd1Out` USD1, paid to this account. */
+  readonly sell: <E, R>(
+    token: Address,
+    amount: bigint,
+    minUsd1Out: bigint,
+    record: RecordSigned<E, R>
+  ) => Effect.Effect<SignedTransaction, ChainError | CallReverted | E, R>
+  /** Buys a stock token on the exchange with `usd1In` USD1 for at least `minTokensOut`. */
+  readonly buy: <E, R>(
+    token: Address,
+    usd1In: bigint,
+    minTokensOut: bigint,
+    record: RecordSigned<E, R>
+  ) => Effect.Effect<SignedTransaction, ChainError | CallReverted | E, R>
+  /** Transfers `amount` USD1 to `to`. */
+  readonly transferUsd1: <E, R>(
+    to: Address,
+    amount: bigint,
+    record: RecordSigned<E, R>
+  ) => Effect.Effect<SignedTransaction, ChainError | CallReverted | E, R>
+}
+
+/** Tokens out of nothing, on a chain that allows it (the embedded devnet, the in-memory chain). */
+export interface Faucet {
+  /** Gives `to` gas, `usd1` USD1 and the given stock tokens. */
+  readonly fund: (
+    to: Address,
+    grant: {
+      readonly usd1: bigint
+      readonly tokens: ReadonlyArray<{ readonly token: Address; readonly amount: bigint }>
+    }
+  ) => Effect.Effect<void, ChainError>
+}
+
 export interface ChainClientShape {
   readonly chainId: number
   /** CAIP-2 id, `eip155:<chainId>`, as x402 names networks. */
@@ -82,6 +126,14 @@ export interface ChainClientShape {
   ) => Effect.Effect<boolean, ChainError>
 
   readonly balanceOf: (token: Address, owner: Address) => Effect.Effect<bigint, ChainError>
+  /**
+   * Every owner's balance of every token in one read (a multicall, chunked when large):
+   * `result[i][j]` is `owners[i]`'s balance of `tokens[j]`.
+   */
+  readonly balances: (
+    owners: ReadonlyArray<Address>,
+    tokens: ReadonlyArray<Address>
+  ) => Effect.Effect<ReadonlyArray<ReadonlyArray<bigint>>, ChainError>
   /** Whether the authorizer's nonce was used or cancelled on the USD1 token. */
   readonly authorizationState: (authorizer: Address, nonce: Hex) => Effect.Effect<boolean, ChainError>
   /** The transaction in which the authorizer's nonce was used (its `AuthorizationUsed` event), if any. */
@@ -109,6 +161,13 @@ export interface ChainClientShape {
   readonly tokenPaused: (token: Address) => Effect.Effect<boolean, ChainError>
   /** The latest block's timestamp, seconds. */
   readonly blockTime: Effect.Effect<bigint, ChainError>
+
+  /** The exchange that trades stock tokens for USD1 at the feed price, when the deployment has one. */
+  readonly exchange: Option.Option<Address>
+  /** Signs as the account of `key` (one of the service's own, e.g. an agent wallet). */
+  readonly account: (key: Redacted.Redacted<Hex>) => ChainAccount
+  /** Present on chains that can mint (the embedded devnet, the in-memory chain). */
+  readonly faucet: Option.Option<Faucet>
 }
 
 export class ChainClient extends Context.Tag("app/ChainClient")<ChainClient, ChainClientShape>() {}

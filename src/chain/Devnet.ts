@@ -1,11 +1,12 @@
 /**
  * Embedded devnet: an anvil node (Anvil.ts) with USD1, the stock tokens, their price feeds and the
- * demo exchange deployed and the ten standard dev accounts funded. Operator helpers that change its
- * state (prices, pauses, mints) are in DevnetOperator.ts.
+ * demo exchange deployed (a minter of every stock: a buy mints what it pays out), our Multicall's
+ * code at the canonical Multicall3 address, and the ten standard dev accounts funded. Operator
+ * helpers that change its state (prices, pauses, mints) are in DevnetOperator.ts.
  *
  * Without `stateDir` every start is a fresh, ephemeral chain (tests). With `stateDir` the chain state
  * is kept in `<stateDir>/anvil-state.json` and the addresses in `<stateDir>/devnet.json`, and a
- * restart reuses both.
+ * restart reuses both, bringing a state of an older layout up to date (see `upgrade`).
  */
 import { readFile, rename, writeFile } from "node:fs/promises"
 import * as path from "node:path"
@@ -14,9 +15,11 @@ import {
   type Address,
   type Chain,
   createPublicClient,
+  createTestClient,
   createWalletClient,
   defineChain,
   encodeDeployData,
+  encodeFunctionData,
   getContractAddress,
   type Hash,
   type Hex,
@@ -29,7 +32,14 @@ import { privateKeyToAccount } from "viem/accounts"
 import type { EmbeddedServerError } from "../EmbeddedServer.js"
 import { Address as AddressSchema } from "./Address.js"
 import { startAnvil } from "./Anvil.js"
-import { DemoExchangeArtifact, PriceFeedArtifact, StockTokenArtifact, Usd1Artifact } from "./contracts/artifacts.js"
+import {
+  DemoExchangeArtifact,
+  MulticallArtifact,
+  PriceFeedArtifact,
+  StockTokenArtifact,
+  Usd1Artifact
+} from "./contracts/artifacts.js"
+import { MULTICALL3_ADDRESS } from "./Multicall.js"
 
 // ---------------------------------------------------------------------------------------------------
 // Public types
@@ -103,6 +113,9 @@ export const DEVNET_STOCK_FIXTURES: ReadonlyArray<{
   { ticker: "SPY", name: "SPDR S&P 500 ETF", initialPrice: 665.4 }
 ]
 
+/** anvil account 0: deploys and owns every devnet contract, and mints. */
+export const DEVNET_DEPLOYER_KEY: Hex = ANVIL_ACCOUNT_KEYS[0]!
+
 /** USD1 minted to each of the ten dev accounts on a fresh devnet (18 decimals). */
 export const DEVNET_ACCOUNT_USD1 = parseUnits("10000", 18)
 /** USD1 liquidity minted to the demo exchange on a fresh devnet (18 decimals). */
@@ -110,7 +123,7 @@ export const DEVNET_EXCHANGE_USD1 = parseUnits("10000000", 18)
 
 /** On reuse, a feed older than this is re-posted at its current answer (the exchange refuses prices > 1 day old). */
 const FEED_REFRESH_AGE_SECONDS = 12n * 3600n
-/** Gas limit for the fixed-shape setup calls (mint, setFeed), which cost 50-75k. */
+/** Gas limit for the fixed-shape setup calls (mint, setFeed, setMinter), which cost 50-75k. */
 const SETUP_CALL_GAS = 200_000n
 const POLLING_INTERVAL_MS = 20
 const MANIFEST_FILE = "devnet.json"
@@ -178,8 +191,14 @@ export const sendAsDeployer = (
 // ---------------------------------------------------------------------------------------------------
 // Manifest
 
+/**
+ * 1: the first layout, whose exchange could only sell. 2: the exchange also buys (it mints the stock
+ * tokens). A version-1 state gets a new exchange on start; everything else is kept.
+ */
+const MANIFEST_VERSION = 2
+
 const Manifest = Schema.Struct({
-  version: Schema.Literal(1),
+  version: Schema.Literal(1, MANIFEST_VERSION),
   chainId: Schema.Number,
   usd1: AddressSchema,
   exchange: AddressSchema,
@@ -215,133 +234,74 @@ const writeManifest = (file: string, manifest: Manifest) =>
 // ---------------------------------------------------------------------------------------------------
 // Deployment
 
-const deploy = (devnet: Pick<Devnet, "rpcUrl" | "chainId">): Effect.Effect<Manifest, DevnetError> =>
+type Endpoint = Pick<Devnet, "rpcUrl" | "chainId">
+
+/** One deployer transaction of a setup batch: a contract creation when `to` is absent. */
+interface SetupStep {
+  readonly what: string
+  readonly to?: Address
+  readonly data: Hex
+}
+
+const deployStep = (what: string, data: Hex): SetupStep => ({ what, data })
+
+const callStep = (what: string, to: Address, data: Hex): SetupStep => ({ what, to, data })
+
+/** The deployer's next nonce, pending transactions included. */
+const deployerNonce = (devnet: Endpoint) =>
+  attempt("cannot read the deployer nonce", () =>
+    publicClientFor(devnet).getTransactionCount({
+      address: privateKeyToAccount(DEVNET_DEPLOYER_KEY).address,
+      blockTag: "pending"
+    })
+  )
+
+/** Where the contract the deployer creates with `nonce` lands. */
+const createdAt = (nonce: number): Address =>
+  getContractAddress({ from: privateKeyToAccount(DEVNET_DEPLOYER_KEY).address, nonce: BigInt(nonce) })
+
+/**
+ * Sends the steps from the deployer with sequential nonces from `startNonce`, signed locally and sent
+ * without waiting in between (anvil mines them in nonce order), then fails unless every one succeeded.
+ */
+const sendSetup = (devnet: Endpoint, startNonce: number, steps: ReadonlyArray<SetupStep>) =>
   Effect.gen(function* () {
     const client = publicClientFor(devnet)
-    const deployerKey = ANVIL_ACCOUNT_KEYS[0]!
-    const wallet = walletClientFor(devnet, deployerKey)
-    const deployer = wallet.account.address
-
-    const [startNonce, fees] = yield* attempt("cannot read deployer nonce and fees", () =>
-      Promise.all([client.getTransactionCount({ address: deployer, blockTag: "pending" }), client.estimateFeesPerGas()])
-    )
-    const addressAt = (nonce: number) => getContractAddress({ from: deployer, nonce: BigInt(nonce) })
-
-    // Every transaction gets an explicit, sequential nonce, so the addresses are known up front and the
-    // whole setup is sent without waiting; anvil mines it in nonce order.
-    const n = {
-      usd1: startNonce,
-      stock: (i: number) => startNonce + 1 + i,
-      feed: (i: number) => startNonce + 1 + DEVNET_STOCK_FIXTURES.length + i,
-      exchange: startNonce + 1 + 2 * DEVNET_STOCK_FIXTURES.length
-    }
-    const manifest: Manifest = {
-      version: 1,
-      chainId: devnet.chainId,
-      usd1: addressAt(n.usd1),
-      exchange: addressAt(n.exchange),
-      stocks: DEVNET_STOCK_FIXTURES.map((s, i) => ({
-        symbol: s.ticker,
-        address: addressAt(n.stock(i)),
-        feed: addressAt(n.feed(i))
-      }))
-    }
-
-    const estimateDeploy = (data: Hex) => client.estimateGas({ account: deployer, data })
-    const deployGas = yield* attempt("cannot estimate deployment gas", () =>
+    const sender = walletClientFor(devnet, DEVNET_DEPLOYER_KEY)
+    const deployer = sender.account
+    const [fees, gas] = yield* attempt("cannot estimate devnet setup gas and fees", () =>
       Promise.all([
-        estimateDeploy(encodeDeployData(Usd1Artifact)),
-        ...DEVNET_STOCK_FIXTURES.map((s) =>
-          estimateDeploy(encodeDeployData({ ...StockTokenArtifact, args: [s.name, s.ticker] }))
-        ),
-        ...DEVNET_STOCK_FIXTURES.map((s) =>
-          estimateDeploy(
-            encodeDeployData({ ...PriceFeedArtifact, args: [`${s.ticker} / USD`, toFeedAnswer(s.initialPrice)] })
+        client.estimateFeesPerGas(),
+        Promise.all(
+          steps.map((step) =>
+            step.to === undefined
+              ? client.estimateGas({ account: deployer.address, data: step.data }).then((g) => (g * 12n) / 10n)
+              : Promise.resolve(SETUP_CALL_GAS)
           )
-        ),
-        estimateDeploy(encodeDeployData({ ...DemoExchangeArtifact, args: [manifest.usd1] }))
-      ]).then((gas) => gas.map((g) => (g * 12n) / 10n))
+        )
+      ])
     )
-    const gasAt = (i: number) => deployGas[i]!
-    const common = { maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas }
-
-    const sends: Array<{ readonly what: string; readonly send: () => Promise<Hash> }> = [
-      {
-        what: "deploy USD1",
-        send: () => wallet.deployContract({ ...Usd1Artifact, ...common, nonce: n.usd1, gas: gasAt(0) })
-      },
-      ...DEVNET_STOCK_FIXTURES.map((s, i) => ({
-        what: `deploy ${s.ticker}`,
-        send: () =>
-          wallet.deployContract({
-            ...StockTokenArtifact,
-            ...common,
-            args: [s.name, s.ticker],
-            nonce: n.stock(i),
-            gas: gasAt(1 + i)
-          })
-      })),
-      ...DEVNET_STOCK_FIXTURES.map((s, i) => ({
-        what: `deploy ${s.ticker} feed`,
-        send: () =>
-          wallet.deployContract({
-            ...PriceFeedArtifact,
-            ...common,
-            args: [`${s.ticker} / USD`, toFeedAnswer(s.initialPrice)],
-            nonce: n.feed(i),
-            gas: gasAt(1 + DEVNET_STOCK_FIXTURES.length + i)
-          })
-      })),
-      {
-        what: "deploy DemoExchange",
-        send: () =>
-          wallet.deployContract({
-            ...DemoExchangeArtifact,
-            ...common,
-            args: [manifest.usd1],
-            nonce: n.exchange,
-            gas: gasAt(1 + 2 * DEVNET_STOCK_FIXTURES.length)
-          })
-      }
-    ]
-    let nonce = n.exchange + 1
-    const call = (what: string, send: (nonce: number) => Promise<Hash>) => {
-      const txNonce = nonce++
-      sends.push({ what, send: () => send(txNonce) })
-    }
-    for (const stock of manifest.stocks) {
-      call(`register ${stock.symbol}`, (txNonce) =>
-        wallet.writeContract({
-          address: manifest.exchange,
-          abi: DemoExchangeArtifact.abi,
-          functionName: "setFeed",
-          args: [stock.address, stock.feed],
-          ...common,
-          nonce: txNonce,
-          gas: SETUP_CALL_GAS
-        })
-      )
-    }
-    const mintUsd1To = (to: Address, amount: bigint) =>
-      call(`mint USD1 to ${to}`, (txNonce) =>
-        wallet.writeContract({
-          address: manifest.usd1,
-          abi: Usd1Artifact.abi,
-          functionName: "mint",
-          args: [to, amount],
-          ...common,
-          nonce: txNonce,
-          gas: SETUP_CALL_GAS
-        })
-      )
-    mintUsd1To(manifest.exchange, DEVNET_EXCHANGE_USD1)
-    for (const key of ANVIL_ACCOUNT_KEYS) mintUsd1To(privateKeyToAccount(key).address, DEVNET_ACCOUNT_USD1)
-
-    // Send in nonce order (each send is one eth_sendRawTransaction: nothing left for viem to fill in).
     const hashes: Array<Hash> = []
-    for (const { what, send } of sends) {
-      hashes.push(yield* attempt(`devnet setup failed to send (${what})`, send))
+    for (const [i, step] of steps.entries()) {
+      const raw = yield* attempt(`devnet setup failed to sign (${step.what})`, () =>
+        deployer.signTransaction({
+          chainId: devnet.chainId,
+          type: "eip1559",
+          nonce: startNonce + i,
+          gas: gas[i]!,
+          maxFeePerGas: fees.maxFeePerGas,
+          maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+          data: step.data,
+          ...(step.to === undefined ? {} : { to: step.to })
+        })
+      )
+      hashes.push(
+        yield* attempt(`devnet setup failed to send (${step.what})`, () =>
+          sender.sendRawTransaction({ serializedTransaction: raw })
+        )
+      )
     }
+    if (hashes.length === 0) return
     // anvil mines in nonce order, so once the last receipt exists all of them do.
     yield* attempt("devnet setup: waiting for the last receipt", () =>
       client.waitForTransactionReceipt({ hash: hashes[hashes.length - 1]!, timeout: 30_000 })
@@ -349,16 +309,110 @@ const deploy = (devnet: Pick<Devnet, "rpcUrl" | "chainId">): Effect.Effect<Manif
     const receipts = yield* attempt("devnet setup: reading receipts", () =>
       Promise.all(hashes.map((hash) => client.getTransactionReceipt({ hash })))
     )
-    const failed = receipts.flatMap((r, i) => (r.status === "success" ? [] : [sends[i]!.what]))
+    const failed = receipts.flatMap((r, i) => (r.status === "success" ? [] : [steps[i]!.what]))
     if (failed.length > 0) {
       return yield* new DevnetError({ message: `devnet setup transactions reverted: ${failed.join(", ")}` })
     }
     yield* Effect.annotateCurrentSpan("transactions", hashes.length)
+  })
+
+const mintUsd1Step = (usd1: Address, to: Address, amount: bigint) =>
+  callStep(
+    `mint USD1 to ${to}`,
+    usd1,
+    encodeFunctionData({ abi: Usd1Artifact.abi, functionName: "mint", args: [to, amount] })
+  )
+
+/**
+ * Deploys the exchange (the first step: sent with the nonce that puts it at `manifest.exchange`),
+ * registers every stock's feed on it, makes it a minter of every stock and gives it USD1 liquidity.
+ */
+const exchangeSteps = (manifest: Pick<Manifest, "usd1" | "exchange" | "stocks">): ReadonlyArray<SetupStep> => [
+  deployStep("deploy DemoExchange", encodeDeployData({ ...DemoExchangeArtifact, args: [manifest.usd1] })),
+  ...manifest.stocks.flatMap((stock) => [
+    callStep(
+      `register ${stock.symbol}`,
+      manifest.exchange,
+      encodeFunctionData({ abi: DemoExchangeArtifact.abi, functionName: "setFeed", args: [stock.address, stock.feed] })
+    ),
+    // buys mint the stock token
+    callStep(
+      `make the exchange a ${stock.symbol} minter`,
+      stock.address,
+      encodeFunctionData({ abi: StockTokenArtifact.abi, functionName: "setMinter", args: [manifest.exchange, true] })
+    )
+  ]),
+  mintUsd1Step(manifest.usd1, manifest.exchange, DEVNET_EXCHANGE_USD1)
+]
+
+const deploy = (devnet: Endpoint): Effect.Effect<Manifest, DevnetError> =>
+  Effect.gen(function* () {
+    const startNonce = yield* deployerNonce(devnet)
+    // Every transaction gets an explicit, sequential nonce, so the addresses are known up front.
+    const stockCount = DEVNET_STOCK_FIXTURES.length
+    const manifest: Manifest = {
+      version: MANIFEST_VERSION,
+      chainId: devnet.chainId,
+      usd1: createdAt(startNonce),
+      exchange: createdAt(startNonce + 1 + 2 * stockCount),
+      stocks: DEVNET_STOCK_FIXTURES.map((s, i) => ({
+        symbol: s.ticker,
+        address: createdAt(startNonce + 1 + i),
+        feed: createdAt(startNonce + 1 + stockCount + i)
+      }))
+    }
+    yield* sendSetup(devnet, startNonce, [
+      deployStep("deploy USD1", encodeDeployData(Usd1Artifact)),
+      ...DEVNET_STOCK_FIXTURES.map((s) =>
+        deployStep(`deploy ${s.ticker}`, encodeDeployData({ ...StockTokenArtifact, args: [s.name, s.ticker] }))
+      ),
+      ...DEVNET_STOCK_FIXTURES.map((s) =>
+        deployStep(
+          `deploy ${s.ticker} feed`,
+          encodeDeployData({ ...PriceFeedArtifact, args: [`${s.ticker} / USD`, toFeedAnswer(s.initialPrice)] })
+        )
+      ),
+      ...exchangeSteps(manifest),
+      ...ANVIL_ACCOUNT_KEYS.map((key) =>
+        mintUsd1Step(manifest.usd1, privateKeyToAccount(key).address, DEVNET_ACCOUNT_USD1)
+      )
+    ])
     return manifest
   }).pipe(Effect.withSpan("Devnet.deploy"))
 
+/**
+ * Brings a manifest of an older layout up to date: a version-1 exchange cannot buy, so a new one
+ * replaces it (registered, minter of every stock, with its own USD1 liquidity). Tokens, feeds and
+ * balances stay.
+ */
+const upgrade = (devnet: Endpoint, manifest: Manifest): Effect.Effect<Manifest, DevnetError> =>
+  Effect.gen(function* () {
+    if (manifest.version === MANIFEST_VERSION) return manifest
+    const startNonce = yield* deployerNonce(devnet)
+    const upgraded: Manifest = { ...manifest, version: MANIFEST_VERSION, exchange: createdAt(startNonce) }
+    yield* sendSetup(devnet, startNonce, exchangeSteps(upgraded))
+    yield* Effect.logInfo(`devnet upgraded: a new exchange that also buys replaces ${manifest.exchange}`)
+    return upgraded
+  }).pipe(Effect.withSpan("Devnet.upgrade"))
+
+/** Places our Multicall's runtime code at the canonical Multicall3 address unless it is already there. */
+const placeMulticall = (devnet: Endpoint) =>
+  Effect.gen(function* () {
+    const client = publicClientFor(devnet)
+    const code = yield* attempt("cannot read the Multicall3 code", () =>
+      client.getCode({ address: MULTICALL3_ADDRESS })
+    )
+    if (code === MulticallArtifact.deployedBytecode) return
+    yield* attempt("cannot place the Multicall3 code", () =>
+      createTestClient({ mode: "anvil", chain: devnetChain(devnet), transport: http(devnet.rpcUrl) }).setCode({
+        address: MULTICALL3_ADDRESS,
+        bytecode: MulticallArtifact.deployedBytecode
+      })
+    )
+  })
+
 /** True when the manifest matches this chain and fixture set and every contract has code. */
-const manifestIsLive = (devnet: Pick<Devnet, "rpcUrl" | "chainId">, manifest: Manifest) =>
+const manifestIsLive = (devnet: Endpoint, manifest: Manifest) =>
   Effect.gen(function* () {
     const sameStocks =
       manifest.chainId === devnet.chainId &&
@@ -426,8 +480,12 @@ export const startDevnet = (
     const manifestFile = stateDir === undefined ? undefined : path.join(stateDir, MANIFEST_FILE)
     const existing = manifestFile === undefined ? Option.none() : yield* readManifest(manifestFile)
     const reusable = Option.isSome(existing) && (yield* manifestIsLive(endpoint, existing.value))
-    const manifest = reusable ? existing.value : yield* deploy(endpoint)
-    if (!reusable && manifestFile !== undefined) yield* writeManifest(manifestFile, manifest)
+    const [manifest] = yield* Effect.all(
+      [reusable ? upgrade(endpoint, existing.value) : deploy(endpoint), placeMulticall(endpoint)],
+      { concurrency: 2 }
+    )
+    const outcome = !reusable ? "fresh" : manifest === Option.getOrUndefined(existing) ? "reused" : "upgraded"
+    if (manifestFile !== undefined && outcome !== "reused") yield* writeManifest(manifestFile, manifest)
 
     const devnet: Devnet = {
       rpcUrl,
@@ -446,7 +504,7 @@ export const startDevnet = (
           initialPrice: fixture.initialPrice
         }
       }),
-      deployerKey: ANVIL_ACCOUNT_KEYS[0]!,
+      deployerKey: DEVNET_DEPLOYER_KEY,
       accountKeys: ANVIL_ACCOUNT_KEYS
     }
     if (reusable) yield* refreshStaleFeeds(devnet)
@@ -457,7 +515,7 @@ export const startDevnet = (
         rpcUrl,
         usd1: devnet.usd1,
         exchange: devnet.exchange,
-        deployment: reusable ? "reused" : "fresh",
+        deployment: outcome,
         stateDir: stateDir ?? "(ephemeral)",
         ms: Date.now() - started
       })

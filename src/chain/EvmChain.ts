@@ -1,16 +1,19 @@
 /**
  * `ChainClient` over JSON-RPC with viem, for the deployment in `ChainDeployment` (the embedded
- * devnet or a configured chain). Writes go out from one relayer account through one ordered send
- * queue; a send is never retried by the transport (it is not idempotent).
+ * devnet or a configured chain). Every sending account (the relayer, each agent wallet, the devnet's
+ * faucet) has one ordered send queue; a send is simulated first, signed locally, recorded by the
+ * caller, then broadcast once: the transport never retries it (a send is not idempotent).
  */
 import { Effect, Layer, Option, Redacted } from "effect"
 import {
+  type Abi,
   BaseError,
   type Chain,
   ContractFunctionRevertedError,
   ContractFunctionZeroDataError,
   createPublicClient,
   createWalletClient,
+  decodeErrorResult,
   defineChain,
   encodeFunctionData,
   erc20Abi,
@@ -20,7 +23,10 @@ import {
   http,
   isAddressEqual,
   keccak256,
+  maxUint256,
+  type PrivateKeyAccount,
   parseAbiItem,
+  parseEther,
   parseEventLogs,
   parseSignature,
   recoverMessageAddress,
@@ -28,17 +34,24 @@ import {
 } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
 import { verifyTypedData } from "viem/actions"
+import type { Address } from "./Address.js"
 import {
   CallReverted,
+  type ChainAccount,
   ChainClient,
   ChainError,
+  type Faucet,
   type Receipt,
+  type RecordSigned,
   type SignedTransaction,
   type TransferAuthorization
 } from "./ChainClient.js"
-import { PriceFeedArtifact, StockTokenArtifact, Usd1Artifact } from "./contracts/artifacts.js"
+import { DemoExchangeArtifact, PriceFeedArtifact, StockTokenArtifact, Usd1Artifact } from "./contracts/artifacts.js"
 import { ChainDeployment } from "./Deployment.js"
+import { DEVNET_DEPLOYER_KEY } from "./Devnet.js"
 import { transferWithAuthorizationTypedData } from "./Eip3009.js"
+import { chunksOf, MULTICALL_CHUNK, MULTICALL3_ADDRESS, rowsOf } from "./Multicall.js"
+import { sendQueues } from "./SendQueues.js"
 
 /** viem's error text, with the node's own words and a revert reason when there is one. */
 export const errorText = (cause: unknown): string => {
@@ -53,6 +66,36 @@ export const errorText = (cause: unknown): string => {
     }
   }
   return cause instanceof Error ? cause.message : String(cause)
+}
+
+/** Every custom error our contracts can revert with, to name them in a revert reason. */
+const contractErrors: Abi = [...Usd1Artifact.abi, ...StockTokenArtifact.abi, ...DemoExchangeArtifact.abi].filter(
+  (item) => item.type === "error"
+)
+
+/**
+ * Why a simulated call reverted: the `require` message, or the custom error's name
+ * (`ERC20InsufficientAllowance`); else viem's text.
+ */
+const revertReason = (cause: unknown): string => {
+  if (cause instanceof BaseError) {
+    const reverted = cause.walk((e) => e instanceof ContractFunctionRevertedError)
+    if (reverted instanceof ContractFunctionRevertedError) {
+      const named = reverted.reason ?? reverted.data?.errorName
+      if (named !== undefined) return named
+    }
+    const withData = cause.walk((e) => /^0x[0-9a-fA-F]{8}/.test(String((e as { data?: unknown }).data)))
+    const data = (withData as { data?: Hex } | null)?.data
+    if (data !== undefined) {
+      try {
+        const decoded = decodeErrorResult({ abi: contractErrors, data })
+        return decoded.errorName === "Error" ? String(decoded.args?.[0]) : decoded.errorName
+      } catch {
+        // not one of ours: viem's text below
+      }
+    }
+  }
+  return errorText(cause)
 }
 
 const chainCall = <A>(what: string, f: () => Promise<A>) =>
@@ -77,6 +120,25 @@ const authorizationUsedEvent = parseAbiItem(
   "event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)"
 )
 
+/** A transaction to send: where, what, and the ether it carries. */
+interface Call {
+  readonly to: Address
+  readonly data: Hex
+  readonly value?: bigint
+}
+
+/** Gas ether the devnet faucet gives with every grant. */
+const FAUCET_GAS = parseEther("1")
+/** How long a send waits for a receipt it needs before going on (an approval, the faucet's mints). */
+const RECEIPT_TIMEOUT_MS = 30_000
+/** Multicall chunks read at once. */
+const BALANCE_READS_IN_FLIGHT = 4
+
+const noRecord: RecordSigned<never, never> = () => Effect.void
+
+/** `mint(to, amount)` of USD1 and of the stock tokens alike. */
+const mintAbi = [parseAbiItem("function mint(address to, uint256 amount)")]
+
 export const EvmChain = Layer.scoped(
   ChainClient,
   Effect.gen(function* () {
@@ -94,13 +156,53 @@ export const EvmChain = Layer.scoped(
     // A retried send is never idempotent: writes go out exactly once per call.
     const wallet = createWalletClient({
       chain,
-      account: relayer,
       transport: http(deployment.rpcUrl, { retryCount: 0 }),
       pollingInterval
     })
-    const sendQueue = yield* Effect.makeSemaphore(1)
 
-    const verifyMessage = (address: `0x${string}`, message: string, signature: Hex) =>
+    const queueOf = sendQueues()
+
+    /** The gas the call needs, sent by `from`; a refusal (a revert) is `CallReverted`, nothing sent. */
+    const simulate = (from: Address, call: Call) =>
+      Effect.tryPromise({
+        try: () => publicClient.estimateGas({ account: from, ...call }),
+        catch: (cause) => new CallReverted({ reason: revertReason(cause) })
+      })
+
+    /**
+     * Signs the call with the signer's next nonce, lets `record` persist it, then broadcasts it once.
+     * Runs inside the signer's queue, after the call was simulated (`gas`).
+     */
+    const signAndSend = <E, R>(signer: PrivateKeyAccount, call: Call, gas: bigint, record: RecordSigned<E, R>) =>
+      Effect.gen(function* () {
+        const nonce = yield* chainCall("nonce", () =>
+          publicClient.getTransactionCount({ address: signer.address, blockTag: "pending" })
+        )
+        const prepared = yield* chainCall("prepare", () =>
+          wallet.prepareTransactionRequest({ account: signer, chain, ...call, gas: (gas * 12n) / 10n, nonce })
+        )
+        const raw = yield* chainCall("sign", () => signer.signTransaction(prepared as never))
+        const signed: SignedTransaction = { hash: keccak256(raw), raw, nonce }
+        yield* record(signed)
+        yield* chainCall("broadcast", () => wallet.sendRawTransaction({ serializedTransaction: raw }))
+        return signed
+      })
+
+    /** Simulates, signs, records and broadcasts one call from the signer's queue. */
+    const send = <E, R>(signer: PrivateKeyAccount, call: Call, record: RecordSigned<E, R>) =>
+      queueOf(signer.address).withPermits(1)(
+        Effect.flatMap(simulate(signer.address, call), (gas) => signAndSend(signer, call, gas, record))
+      )
+
+    const minedSuccessfully = (what: string, hash: Hash) =>
+      chainCall(what, () => publicClient.waitForTransactionReceipt({ hash, timeout: RECEIPT_TIMEOUT_MS })).pipe(
+        Effect.filterOrFail(
+          (mined) => mined.status === "success",
+          () => new ChainError({ message: `${what}: transaction ${hash} reverted` })
+        )
+      )
+
+    const verifyMessage = (address: Address, message: string, signature: Hex) =>
       Effect.promise(async () => {
         // An EOA signature recovers locally; otherwise the chain is asked (ERC-1271 contract
         // wallets, ERC-6492 for wallets not deployed yet). A malformed signature is "not signed".
@@ -117,12 +219,35 @@ export const EvmChain = Layer.scoped(
         return verifyTypedData(publicClient, { address: authorization.from, ...typed }).catch(() => false)
       })
 
-    const balanceOf = (token: `0x${string}`, owner: `0x${string}`) =>
+    const balanceOf = (token: Address, owner: Address) =>
       chainCall("balanceOf", () =>
         publicClient.readContract({ address: token, abi: erc20Abi, functionName: "balanceOf", args: [owner] })
       )
 
-    const authorizationState = (authorizer: `0x${string}`, nonce: Hex) =>
+    const balances = (owners: ReadonlyArray<Address>, tokens: ReadonlyArray<Address>) => {
+      const reads = owners.flatMap((owner) =>
+        tokens.map((token) => ({ address: token, abi: erc20Abi, functionName: "balanceOf", args: [owner] }) as const)
+      )
+      return Effect.forEach(
+        chunksOf(reads, MULTICALL_CHUNK),
+        (chunk) =>
+          chainCall("balances (multicall)", () =>
+            publicClient.multicall({
+              contracts: chunk,
+              allowFailure: false,
+              multicallAddress: MULTICALL3_ADDRESS,
+              // the chunks are ours: no further split by calldata size
+              batchSize: 0
+            })
+          ),
+        { concurrency: BALANCE_READS_IN_FLIGHT }
+      ).pipe(
+        Effect.map((results) => rowsOf(results.flat(), owners.length, tokens.length)),
+        Effect.withSpan("ChainClient.balances", { attributes: { owners: owners.length, tokens: tokens.length } })
+      )
+    }
+
+    const authorizationState = (authorizer: Address, nonce: Hex) =>
       chainCall("authorizationState", () =>
         publicClient.readContract({
           address: usd1.address,
@@ -132,7 +257,7 @@ export const EvmChain = Layer.scoped(
         })
       )
 
-    const authorizationUsedIn = (authorizer: `0x${string}`, nonce: Hex) =>
+    const authorizationUsedIn = (authorizer: Address, nonce: Hex) =>
       chainCall("AuthorizationUsed logs", () =>
         publicClient.getLogs({
           address: usd1.address,
@@ -149,7 +274,7 @@ export const EvmChain = Layer.scoped(
     const transferWithAuthorization = <E, R>(
       authorization: TransferAuthorization,
       signature: Hex,
-      record: (signed: SignedTransaction) => Effect.Effect<void, E, R>
+      record: RecordSigned<E, R>
     ) => {
       const a = authorization
       const common = [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce] as const
@@ -170,27 +295,9 @@ export const EvmChain = Layer.scoped(
               functionName: "transferWithAuthorization",
               args: [...common, signature]
             })
-      return sendQueue
-        .withPermits(1)(
-          Effect.gen(function* () {
-            const gas = yield* Effect.tryPromise({
-              try: () => publicClient.estimateGas({ account: relayer, to: usd1.address, data }),
-              catch: (cause) => new CallReverted({ reason: errorText(cause) })
-            })
-            const nonce = yield* chainCall("nonce", () =>
-              publicClient.getTransactionCount({ address: relayer.address, blockTag: "pending" })
-            )
-            const prepared = yield* chainCall("prepare", () =>
-              wallet.prepareTransactionRequest({ to: usd1.address, data, gas: (gas * 12n) / 10n, nonce, chain })
-            )
-            const raw = yield* chainCall("sign", () => wallet.signTransaction(prepared as never))
-            const signed: SignedTransaction = { hash: keccak256(raw), raw, nonce }
-            yield* record(signed)
-            yield* chainCall("broadcast", () => wallet.sendRawTransaction({ serializedTransaction: raw }))
-            return signed
-          })
-        )
-        .pipe(Effect.withSpan("ChainClient.transferWithAuthorization"))
+      return send(relayer, { to: usd1.address, data }, record).pipe(
+        Effect.withSpan("ChainClient.transferWithAuthorization")
+      )
     }
 
     const rebroadcast = (raw: Hex) =>
@@ -229,7 +336,7 @@ export const EvmChain = Layer.scoped(
 
     /** Feed decimals never change; read once per feed. */
     const feedDecimals = new Map<string, number>()
-    const decimalsOf = (feed: `0x${string}`) => {
+    const decimalsOf = (feed: Address) => {
       const known = feedDecimals.get(feed)
       if (known !== undefined) return Effect.succeed(known)
       return chainCall("decimals()", () =>
@@ -237,7 +344,7 @@ export const EvmChain = Layer.scoped(
       ).pipe(Effect.tap((decimals) => Effect.sync(() => feedDecimals.set(feed, decimals))))
     }
 
-    const feedRound = (feed: `0x${string}`) =>
+    const feedRound = (feed: Address) =>
       Effect.all(
         [
           chainCall("latestRoundData()", () =>
@@ -248,7 +355,7 @@ export const EvmChain = Layer.scoped(
         { concurrency: "unbounded" }
       ).pipe(Effect.map(([[, answer, , updatedAt], decimals]) => ({ answer, decimals, updatedAt })))
 
-    const tokenPaused = (token: `0x${string}`) =>
+    const tokenPaused = (token: Address) =>
       Effect.tryPromise({
         try: () => publicClient.readContract({ address: token, abi: StockTokenArtifact.abi, functionName: "paused" }),
         catch: (cause) => cause
@@ -264,6 +371,130 @@ export const EvmChain = Layer.scoped(
       Effect.map((block) => block.timestamp)
     )
 
+    // -----------------------------------------------------------------------------------------------
+    // The service's own accounts
+
+    const exchangeAddress = Option.match(deployment.exchange, {
+      onNone: () => Effect.fail(new ChainError({ message: "no exchange is configured (EXCHANGE_ADDRESS)" })),
+      onSome: (exchange) => Effect.succeed(exchange)
+    })
+
+    /**
+     * Simulates a call that makes the exchange pull `amount` of `spent` from the signer. When the
+     * only obstacle is the exchange's allowance, approves it for good (max, waited for) and simulates
+     * again; any other refusal sends nothing.
+     */
+    const simulateSpending = (signer: PrivateKeyAccount, call: Call, spent: Address, amount: bigint) =>
+      simulate(signer.address, call).pipe(
+        Effect.catchIf(
+          (refused) => /allowance/i.test(refused.reason),
+          (refused) =>
+            Effect.gen(function* () {
+              const exchange = call.to
+              const allowance = yield* chainCall("allowance", () =>
+                publicClient.readContract({
+                  address: spent,
+                  abi: erc20Abi,
+                  functionName: "allowance",
+                  args: [signer.address, exchange]
+                })
+              )
+              if (allowance >= amount) return yield* refused
+              const approve: Call = {
+                to: spent,
+                data: encodeFunctionData({ abi: erc20Abi, functionName: "approve", args: [exchange, maxUint256] })
+              }
+              const gas = yield* simulate(signer.address, approve)
+              const approval = yield* signAndSend(signer, approve, gas, noRecord)
+              yield* minedSuccessfully("approve the exchange", approval.hash)
+              return yield* simulate(signer.address, call)
+            })
+        )
+      )
+
+    const trade = <E, R>(
+      signer: PrivateKeyAccount,
+      side: "sell" | "buy",
+      token: Address,
+      amountIn: bigint,
+      minOut: bigint,
+      record: RecordSigned<E, R>
+    ) =>
+      Effect.gen(function* () {
+        const exchange = yield* exchangeAddress
+        const call: Call = {
+          to: exchange,
+          data: encodeFunctionData({
+            abi: DemoExchangeArtifact.abi,
+            functionName: side,
+            args: [token, amountIn, minOut, signer.address]
+          })
+        }
+        const spent = side === "sell" ? token : usd1.address
+        return yield* queueOf(signer.address).withPermits(1)(
+          Effect.flatMap(simulateSpending(signer, call, spent, amountIn), (gas) =>
+            signAndSend(signer, call, gas, record)
+          )
+        )
+      }).pipe(Effect.withSpan(`ChainAccount.${side}`, { attributes: { "chain.token": token } }))
+
+    const account = (key: Redacted.Redacted<Hex>): ChainAccount => {
+      const signer = privateKeyToAccount(Redacted.value(key))
+      return {
+        address: signer.address,
+        sell: (token, amount, minUsd1Out, record) => trade(signer, "sell", token, amount, minUsd1Out, record),
+        buy: (token, usd1In, minTokensOut, record) => trade(signer, "buy", token, usd1In, minTokensOut, record),
+        transferUsd1: (to, amount, record) =>
+          send(
+            signer,
+            {
+              to: usd1.address,
+              data: encodeFunctionData({ abi: erc20Abi, functionName: "transfer", args: [to, amount] })
+            },
+            record
+          ).pipe(Effect.withSpan("ChainAccount.transferUsd1"))
+      }
+    }
+
+    /** The devnet's deployer mints every token: gas ether, then the mints, all simulated before any is sent. */
+    const devnetFaucet = (): Faucet => {
+      const minter = privateKeyToAccount(DEVNET_DEPLOYER_KEY)
+      return {
+        fund: (to, grant) =>
+          queueOf(minter.address)
+            .withPermits(1)(
+              Effect.gen(function* () {
+                const mints = [{ token: usd1.address, amount: grant.usd1 }, ...grant.tokens].filter(
+                  ({ amount }) => amount > 0n
+                )
+                const calls: ReadonlyArray<{ readonly what: string; readonly call: Call }> = [
+                  { what: "gas", call: { to, data: "0x", value: FAUCET_GAS } },
+                  ...mints.map(({ token, amount }) => ({
+                    what: `mint ${token}`,
+                    call: {
+                      to: token,
+                      data: encodeFunctionData({ abi: mintAbi, functionName: "mint", args: [to, amount] })
+                    }
+                  }))
+                ]
+                const gas = yield* Effect.forEach(
+                  calls,
+                  ({ what, call }) =>
+                    simulate(minter.address, call).pipe(
+                      Effect.mapError((refused) => new ChainError({ message: `faucet: ${what}: ${refused.reason}` }))
+                    ),
+                  { concurrency: "unbounded" }
+                )
+                const sent = yield* Effect.forEach(calls, ({ call }, i) => signAndSend(minter, call, gas[i]!, noRecord))
+                yield* Effect.forEach(sent, ({ hash }) => minedSuccessfully("faucet", hash), {
+                  concurrency: "unbounded"
+                })
+              })
+            )
+            .pipe(Effect.withSpan("Faucet.fund", { attributes: { "chain.to": to } }))
+      }
+    }
+
     return ChainClient.of({
       chainId: deployment.chainId,
       network: `eip155:${deployment.chainId}`,
@@ -272,6 +503,7 @@ export const EvmChain = Layer.scoped(
       verifyMessage,
       verifyAuthorization,
       balanceOf,
+      balances,
       authorizationState,
       authorizationUsedIn,
       usd1DomainSeparator,
@@ -280,7 +512,10 @@ export const EvmChain = Layer.scoped(
       receipt,
       feedRound,
       tokenPaused,
-      blockTime
+      blockTime,
+      exchange: deployment.exchange,
+      account,
+      faucet: deployment.local ? Option.some(devnetFaucet()) : Option.none()
     })
   })
 )

@@ -2,14 +2,17 @@
  * An in-memory chain for tests and demos: a `ChainClient` and a `TokenRegistry` with no process
  * behind them. State lives in memory; signatures are checked for real (EOA signers only: a
  * contract wallet's signature is refused), block time is effect's `Clock` (so `TestClock` drives
- * it), and every transfer is "mined" at once. `InMemoryChain` itself is the control a test uses to
- * mint USD1, set feed prices and pause tokens.
+ * it), and every transaction is "mined" at once. The demo exchange trades by the contract's own
+ * rules (Exchange.ts) from 10,000,000 USD1 of liquidity. `InMemoryChain` itself is the control a
+ * test uses to mint tokens, set feed prices and pause tokens.
  *
  *     layer(testServer({ ports: { chain: InMemoryChain.layer() } }))(...)
  */
-import { Clock, Context, Effect, Layer, Option, Ref } from "effect"
+import { Clock, Context, Effect, Either, Layer, Option, Redacted, Ref } from "effect"
 import {
   encodeAbiParameters,
+  encodeFunctionData,
+  erc20Abi,
   getAddress,
   type Hash,
   type Hex,
@@ -18,20 +21,28 @@ import {
   parseUnits,
   recoverMessageAddress,
   recoverTypedDataAddress,
-  toHex
+  toHex,
+  zeroAddress
 } from "viem"
+import { privateKeyToAccount } from "viem/accounts"
 import type { Address } from "./Address.js"
 import {
   CallReverted,
+  type ChainAccount,
   ChainClient,
+  ChainError,
   type Receipt,
+  type RecordSigned,
   type SignedTransaction,
   type TokenTransfer,
   type TransferAuthorization,
   type Usd1Token
 } from "./ChainClient.js"
-import { DEVNET_STOCK_FIXTURES } from "./Devnet.js"
+import { DemoExchangeArtifact, Usd1Artifact } from "./contracts/artifacts.js"
+import { DEVNET_EXCHANGE_USD1, DEVNET_STOCK_FIXTURES } from "./Devnet.js"
 import { transferWithAuthorizationTypedData } from "./Eip3009.js"
+import { exchangeOutput } from "./Exchange.js"
+import { sendQueues } from "./SendQueues.js"
 import { type StockToken, TokenRegistry } from "./Tokens.js"
 
 /** A deterministic address for a name, so that test fixtures are stable. */
@@ -52,7 +63,8 @@ interface State {
   readonly receipts: ReadonlyMap<Hash, Receipt>
   readonly feeds: ReadonlyMap<string, Feed>
   readonly paused: ReadonlySet<string>
-  readonly transactions: number
+  /** sender (lower case) -> transactions it sent */
+  readonly nonces: ReadonlyMap<string, number>
 }
 
 const key = (...parts: ReadonlyArray<string>) => parts.join(":").toLowerCase()
@@ -68,6 +80,53 @@ const withBalance = (state: State, token: Address, owner: Address, amount: bigin
   return { ...state, balances }
 }
 
+/**
+ * The state after the transfers, in order, as the tokens would make them: a transfer from the zero
+ * address mints; a paused token or a balance too small reverts (with the tokens' own errors).
+ */
+const moved = (state: State, transfers: ReadonlyArray<TokenTransfer>): Either.Either<State, string> => {
+  let next = state
+  for (const transfer of transfers) {
+    if (next.paused.has(transfer.token.toLowerCase())) return Either.left("EnforcedPause")
+    if (transfer.from !== zeroAddress) {
+      const balance = balanceIn(next, transfer.token, transfer.from)
+      if (balance < transfer.value) return Either.left("ERC20InsufficientBalance")
+      next = withBalance(next, transfer.token, transfer.from, balance - transfer.value)
+    }
+    next = withBalance(next, transfer.token, transfer.to, balanceIn(next, transfer.token, transfer.to) + transfer.value)
+  }
+  return Either.right(next)
+}
+
+/**
+ * What a transaction does when mined on `state` at `blockTime`: its transfers and any other change
+ * (`andThen`), or its revert reason.
+ */
+type Execution = (
+  state: State,
+  blockTime: bigint
+) => Either.Either<
+  { readonly transfers: ReadonlyArray<TokenTransfer>; readonly andThen?: (state: State, hash: Hash) => State },
+  string
+>
+
+/** The state after mining `execution` as transaction `hash`: its changes and a receipt, or a reverted receipt. */
+const mine = (state: State, execution: Execution, hash: Hash, blockTime: bigint): State => {
+  const outcome = Either.flatMap(execution(state, blockTime), ({ transfers, andThen }) =>
+    Either.map(moved(state, transfers), (after) => ({ transfers, after: andThen?.(after, hash) ?? after }))
+  )
+  return Either.match(outcome, {
+    onLeft: () => ({
+      ...state,
+      receipts: new Map(state.receipts).set(hash, { hash, status: "reverted", transfers: [] })
+    }),
+    onRight: ({ transfers, after }) => ({
+      ...after,
+      receipts: new Map(after.receipts).set(hash, { hash, status: "success", transfers })
+    })
+  })
+}
+
 export interface InMemoryChainOptions {
   readonly chainId?: number
   /** USD1's EIP-712 domain, as the real token's. */
@@ -77,14 +136,18 @@ export interface InMemoryChainOptions {
 export interface InMemoryChainShape {
   readonly usd1: Usd1Token
   readonly tokens: ReadonlyArray<StockToken>
+  /** The demo exchange's address (it holds the USD1 it pays for sold tokens). */
+  readonly exchange: Address
   /** Creates tokens out of nothing (USD1 or a stock token). */
   readonly mint: (token: Address, to: Address, amount: bigint) => Effect.Effect<void>
   /** A token's balance. */
   readonly balanceOf: (token: Address, owner: Address) => Effect.Effect<bigint>
+  /** How many transactions `sender` has sent (its next nonce). */
+  readonly transactionCount: (sender: Address) => Effect.Effect<number>
   /** Starts a new feed round for the stock `symbol` at `price` USD, stamped with the current block time. */
   readonly setPrice: (symbol: string, price: number) => Effect.Effect<void>
   readonly setPaused: (symbol: string, paused: boolean) => Effect.Effect<void>
-  /** Every transfer made so far, oldest first. */
+  /** Every transfer made by a transaction so far, oldest first. */
   readonly transfers: Effect.Effect<ReadonlyArray<TokenTransfer & { readonly hash: Hash }>>
 }
 
@@ -112,9 +175,10 @@ const make = (options: InMemoryChainOptions) =>
       platform: "devnet"
     }))
     const relayer = addressFor("relayer")
+    const exchange = addressFor("exchange")
     const now = Effect.map(Clock.currentTimeMillis, (ms) => BigInt(Math.floor(ms / 1000)))
     const startedAt = yield* now
-    const state = yield* Ref.make<State>({
+    const empty: State = {
       balances: new Map(),
       authorizations: new Map(),
       receipts: new Map(),
@@ -125,10 +189,44 @@ const make = (options: InMemoryChainOptions) =>
         ])
       ),
       paused: new Set(),
-      transactions: 0
-    })
-    /** One writer at a time, as one relayer's ordered send queue. */
-    const sendQueue = yield* Effect.makeSemaphore(1)
+      nonces: new Map()
+    }
+    const state = yield* Ref.make<State>(withBalance(empty, usd1.address, exchange, DEVNET_EXCHANGE_USD1))
+
+    const queueOf = sendQueues()
+
+    /**
+     * Sends a transaction from `sender`'s queue: judges it on the current state (a revert is
+     * `CallReverted`, nothing sent), lets `record` persist it, then mines it (on the state of that
+     * moment: should it fail by then, it is mined reverted, as on a chain).
+     */
+    const transact = <E, R>(
+      sender: Address,
+      to: Address,
+      data: Hex,
+      execution: Execution,
+      record: RecordSigned<E, R>
+    ) =>
+      queueOf(sender).withPermits(1)(
+        Effect.gen(function* () {
+          const blockTime = yield* now
+          const current = yield* Ref.get(state)
+          const refusal = Either.flatMap(execution(current, blockTime), ({ transfers }) => moved(current, transfers))
+          if (Either.isLeft(refusal)) return yield* new CallReverted({ reason: refusal.left })
+          const nonce = current.nonces.get(sender.toLowerCase()) ?? 0
+          const raw = encodeAbiParameters(
+            [{ type: "address" }, { type: "uint256" }, { type: "address" }, { type: "bytes" }],
+            [sender, BigInt(nonce), to, data]
+          )
+          const signed: SignedTransaction = { hash: keccak256(raw), raw, nonce }
+          yield* record(signed)
+          yield* Ref.update(state, (latest) => ({
+            ...mine(latest, execution, signed.hash, blockTime),
+            nonces: new Map(latest.nonces).set(sender.toLowerCase(), nonce + 1)
+          }))
+          return signed
+        })
+      )
 
     const stock = (symbol: string) =>
       Option.fromNullable(tokens.find((token) => token.symbol === symbol.toUpperCase())).pipe(
@@ -140,81 +238,104 @@ const make = (options: InMemoryChainOptions) =>
       return recovered !== undefined && isAddressEqual(recovered, address)
     }
 
-    /** The token's checks, in its order, with its revert messages. */
-    const refusal = (current: State, authorization: TransferAuthorization, signed: boolean, blockTime: bigint) => {
-      if (blockTime <= authorization.validAfter) return "USD1: authorization is not yet valid"
-      if (blockTime >= authorization.validBefore) return "USD1: authorization is expired"
-      if (current.authorizations.has(key(authorization.from, authorization.nonce))) {
-        return "USD1: authorization is used or canceled"
-      }
-      if (!signed) return "USD1: invalid signature"
-      if (balanceIn(current, usd1.address, authorization.from) < authorization.value) {
-        return "ERC20InsufficientBalance: transfer amount exceeds balance"
-      }
-      return undefined
-    }
+    const authorizationSigned = (authorization: TransferAuthorization, signature: Hex) =>
+      Effect.promise(() =>
+        signedBy(authorization.from, () =>
+          recoverTypedDataAddress({
+            signature,
+            ...transferWithAuthorizationTypedData(authorization, { chainId, usd1 })
+          })
+        )
+      )
 
     const transferWithAuthorization = <E, R>(
       authorization: TransferAuthorization,
       signature: Hex,
-      record: (signed: SignedTransaction) => Effect.Effect<void, E, R>
+      record: RecordSigned<E, R>
     ) =>
-      sendQueue.withPermits(1)(
-        Effect.gen(function* () {
-          const signed = yield* Effect.promise(() =>
-            signedBy(authorization.from, () =>
-              recoverTypedDataAddress({
-                signature,
-                ...transferWithAuthorizationTypedData(authorization, { chainId, usd1 })
-              })
-            )
-          )
-          const blockTime = yield* now
-          const reason = refusal(yield* Ref.get(state), authorization, signed, blockTime)
-          if (reason !== undefined) return yield* new CallReverted({ reason })
-          const count = (yield* Ref.get(state)).transactions
-          const raw = encodeAbiParameters(
-            [{ type: "uint256" }, { type: "address" }, { type: "bytes32" }],
-            [BigInt(count), authorization.from, authorization.nonce]
-          )
-          const transaction: SignedTransaction = { hash: keccak256(raw), raw, nonce: count }
-          yield* record(transaction)
-          const transfer: TokenTransfer = {
-            token: usd1.address,
-            from: authorization.from,
-            to: authorization.to,
-            value: authorization.value
-          }
-          yield* Ref.update(state, (current) => {
-            const debited = withBalance(
-              current,
-              usd1.address,
-              authorization.from,
-              balanceIn(current, usd1.address, authorization.from) - authorization.value
-            )
-            const credited = withBalance(
-              debited,
-              usd1.address,
-              authorization.to,
-              balanceIn(debited, usd1.address, authorization.to) + authorization.value
-            )
-            return {
-              ...credited,
-              transactions: current.transactions + 1,
-              authorizations: new Map(current.authorizations).set(
-                key(authorization.from, authorization.nonce),
-                transaction.hash
-              ),
-              receipts: new Map(current.receipts).set(transaction.hash, {
-                hash: transaction.hash,
-                status: "success",
-                transfers: [transfer]
-              })
-            }
+      Effect.flatMap(authorizationSigned(authorization, signature), (signed) => {
+        const used = key(authorization.from, authorization.nonce)
+        // The token's checks, in its order, with its revert messages.
+        const execution: Execution = (current, blockTime) => {
+          if (blockTime <= authorization.validAfter) return Either.left("USD1: authorization is not yet valid")
+          if (blockTime >= authorization.validBefore) return Either.left("USD1: authorization is expired")
+          if (current.authorizations.has(used)) return Either.left("USD1: authorization is used or canceled")
+          if (!signed) return Either.left("USD1: invalid signature")
+          return Either.right({
+            transfers: [
+              { token: usd1.address, from: authorization.from, to: authorization.to, value: authorization.value }
+            ],
+            andThen: (after, hash) => ({ ...after, authorizations: new Map(after.authorizations).set(used, hash) })
           })
-          return transaction
+        }
+        const a = authorization
+        const data = encodeFunctionData({
+          abi: Usd1Artifact.abi,
+          functionName: "transferWithAuthorization",
+          args: [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce, signature]
         })
-      )
+        return transact(relayer, usd1.address, data, execution, record)
+      })
+
+    /** A trade on the demo exchange by `trader`, paid to `trader`, by the contract's rules. */
+    const trade = <E, R>(
+      trader: Address,
+      side: "sell" | "buy",
+      tokenAddress: Address,
+      amountIn: bigint,
+      minOut: bigint,
+      record: RecordSigned<E, R>
+    ) => {
+      const token = getAddress(tokenAddress)
+      const listed = tokens.find((t) => isAddressEqual(t.address, token))
+      const execution: Execution = (current, blockTime) =>
+        Either.map(
+          exchangeOutput(
+            { side, amountIn, minOut },
+            {
+              paused: current.paused.has(token.toLowerCase()),
+              round: listed === undefined ? undefined : current.feeds.get(listed.feed.toLowerCase()),
+              now: blockTime
+            }
+          ),
+          (out) => ({
+            transfers:
+              side === "sell"
+                ? [
+                    { token, from: trader, to: exchange, value: amountIn },
+                    { token: usd1.address, from: exchange, to: trader, value: out }
+                  ]
+                : [
+                    { token: usd1.address, from: trader, to: exchange, value: amountIn },
+                    { token, from: zeroAddress, to: trader, value: out }
+                  ]
+          })
+        )
+      const data = encodeFunctionData({
+        abi: DemoExchangeArtifact.abi,
+        functionName: side,
+        args: [token, amountIn, minOut, trader]
+      })
+      return transact(trader, exchange, data, execution, record)
+    }
+
+    const account = (privateKey: Redacted.Redacted<Hex>): ChainAccount => {
+      const address = privateKeyToAccount(Redacted.value(privateKey)).address
+      return {
+        address,
+        sell: (token, amount, minUsd1Out, record) => trade(address, "sell", token, amount, minUsd1Out, record),
+        buy: (token, usd1In, minTokensOut, record) => trade(address, "buy", token, usd1In, minTokensOut, record),
+        transferUsd1: (to, amount, record) =>
+          transact(
+            address,
+            usd1.address,
+            encodeFunctionData({ abi: erc20Abi, functionName: "transfer", args: [to, amount] }),
+            () =>
+              Either.right({ transfers: [{ token: usd1.address, from: address, to: getAddress(to), value: amount }] }),
+            record
+          )
+      }
+    }
 
     const feedOf = (feed: Address) =>
       Effect.map(Ref.get(state), (current) =>
@@ -231,16 +352,12 @@ const make = (options: InMemoryChainOptions) =>
       relayer,
       verifyMessage: (address, message, signature) =>
         Effect.promise(() => signedBy(address, () => recoverMessageAddress({ message, signature }))),
-      verifyAuthorization: (authorization, signature) =>
-        Effect.promise(() =>
-          signedBy(authorization.from, () =>
-            recoverTypedDataAddress({
-              signature,
-              ...transferWithAuthorizationTypedData(authorization, { chainId, usd1 })
-            })
-          )
-        ),
+      verifyAuthorization: authorizationSigned,
       balanceOf: (token, owner) => Effect.map(Ref.get(state), (current) => balanceIn(current, token, owner)),
+      balances: (owners, tokens) =>
+        Effect.map(Ref.get(state), (current) =>
+          owners.map((owner) => tokens.map((token) => balanceIn(current, token, owner)))
+        ),
       authorizationState: (authorizer, nonce) =>
         Effect.map(Ref.get(state), (current) => current.authorizations.has(key(authorizer, nonce))),
       authorizationUsedIn: (authorizer, nonce) =>
@@ -254,15 +371,43 @@ const make = (options: InMemoryChainOptions) =>
       feedRound: (feed) =>
         Effect.map(feedOf(feed), ({ answer, updatedAt }) => ({ answer, decimals: FEED_DECIMALS, updatedAt })),
       tokenPaused: (token) => Effect.map(Ref.get(state), (current) => current.paused.has(token.toLowerCase())),
-      blockTime: now
+      blockTime: now,
+      exchange: Option.some(exchange),
+      account,
+      faucet: Option.some({
+        // Mints like the devnet's faucet (a paused token refuses); gas does not exist here.
+        fund: (to, grant) =>
+          Effect.flatten(
+            Ref.modify(state, (current) =>
+              Either.match(
+                moved(
+                  current,
+                  [{ token: usd1.address, amount: grant.usd1 }, ...grant.tokens]
+                    .filter(({ amount }) => amount > 0n)
+                    .map(({ token, amount }) => ({ token, from: zeroAddress, to, value: amount }))
+                ),
+                {
+                  onLeft: (reason): readonly [Effect.Effect<void, ChainError>, State] => [
+                    Effect.fail(new ChainError({ message: `faucet: ${reason}` })),
+                    current
+                  ],
+                  onRight: (funded): readonly [Effect.Effect<void, ChainError>, State] => [Effect.void, funded]
+                }
+              )
+            )
+          )
+      })
     })
 
     const control = InMemoryChain.of({
       usd1,
       tokens,
+      exchange,
       mint: (token, to, amount) =>
         Ref.update(state, (current) => withBalance(current, token, to, balanceIn(current, token, to) + amount)),
       balanceOf: (token, owner) => Effect.map(Ref.get(state), (current) => balanceIn(current, token, owner)),
+      transactionCount: (sender) =>
+        Effect.map(Ref.get(state), (current) => current.nonces.get(sender.toLowerCase()) ?? 0),
       setPrice: (symbol, price) =>
         Effect.gen(function* () {
           const feed = stock(symbol).feed.toLowerCase()

@@ -23,12 +23,14 @@ import {
 import { generatePrivateKey, mnemonicToAccount, privateKeyToAccount } from "viem/accounts"
 import {
   DemoExchangeArtifact,
+  MulticallArtifact,
   PriceFeedArtifact,
   StockTokenArtifact,
   Usd1Artifact
 } from "../../src/chain/contracts/artifacts.js"
 import { type Devnet, DevnetError, devnetChain, startDevnet } from "../../src/chain/Devnet.js"
 import { mintStock, mintUsd1, setStockPaused, setStockPrice } from "../../src/chain/DevnetOperator.js"
+import { MULTICALL3_ADDRESS } from "../../src/chain/Multicall.js"
 import type { EmbeddedServerError } from "../../src/EmbeddedServer.js"
 import { TestDevnet } from "../support/TestChain.js"
 
@@ -211,7 +213,7 @@ layer(Layer.scoped(TestDevnet, startDevnet()), { excludeTestServices: true, time
     )
 
     it.effect(
-      "deploys the five stocks, each with an 8-decimal feed at its fixture price, registered on the exchange",
+      "deploys the five stocks, each with an 8-decimal feed at its fixture price, registered on the exchange, which mints them",
       () =>
         Effect.gen(function* () {
           const devnet = yield* TestDevnet
@@ -259,6 +261,16 @@ layer(Layer.scoped(TestDevnet, startDevnet()), { excludeTestServices: true, time
               ])
             )
             expect(feedDecimals).toBe(8)
+            expect(
+              yield* Effect.promise(() =>
+                client.readContract({
+                  address: s.address,
+                  abi: StockTokenArtifact.abi,
+                  functionName: "isMinter",
+                  args: [devnet.exchange]
+                })
+              )
+            ).toBe(true)
             expect(description).toBe(`${s.symbol} / USD`)
             expect(firstRound[0]).toBe(1n)
             expect(firstRound[1]).toBe(expectedAnswers[i])
@@ -693,6 +705,72 @@ layer(Layer.scoped(TestDevnet, startDevnet()), { excludeTestServices: true, time
       })
     )
 
+    it.effect("DemoExchange sells 2 TSLA for exactly 805 USD1, minted to the recipient", () =>
+      Effect.gen(function* () {
+        const devnet = yield* TestDevnet
+        const { client, wallet } = clientsFor(devnet)
+        const tsla = stock(devnet, "TSLA")
+        const buyerKey = generatePrivateKey()
+        const buyer = wallet(buyerKey)
+        const recipient = addressOf(generatePrivateKey())
+        yield* mintUsd1(devnet, buyer.account.address, usd1("1000"))
+        yield* Effect.promise(() =>
+          createTestClient({ mode: "anvil", chain: devnetChain(devnet), transport: http(devnet.rpcUrl) }).setBalance({
+            address: buyer.account.address,
+            value: parseEther("1")
+          })
+        )
+        const exchange = { address: devnet.exchange, abi: DemoExchangeArtifact.abi } as const
+        const approve = yield* Effect.promise(() =>
+          buyer.writeContract({
+            address: devnet.usd1,
+            abi: Usd1Artifact.abi,
+            functionName: "approve",
+            args: [devnet.exchange, usd1("805")]
+          })
+        )
+        yield* Effect.promise(() => client.waitForTransactionReceipt({ hash: approve }))
+        expect(
+          yield* Effect.promise(() =>
+            client.readContract({ ...exchange, functionName: "quoteBuy", args: [tsla.address, usd1("805")] })
+          )
+        ).toBe(shares("2"))
+        expect(
+          yield* revertOf(() =>
+            client.simulateContract({
+              ...exchange,
+              functionName: "buy",
+              args: [tsla.address, usd1("805"), shares("2") + 1n, recipient],
+              account: buyer.account
+            })
+          )
+        ).toBe("DemoExchange: output below minimum")
+        const exchangeUsd1Before = yield* balanceOf(devnet, devnet.usd1, devnet.exchange)
+        const hash = yield* Effect.promise(() =>
+          buyer.writeContract({
+            ...exchange,
+            functionName: "buy",
+            args: [tsla.address, usd1("805"), shares("2"), recipient]
+          })
+        )
+        const receipt = yield* Effect.promise(() => client.waitForTransactionReceipt({ hash }))
+        expect(receipt.status).toBe("success")
+        const bought = parseEventLogs({ abi: DemoExchangeArtifact.abi, logs: receipt.logs, eventName: "Bought" })
+        expect(bought.map((e) => e.args)).toEqual([
+          {
+            buyer: buyer.account.address,
+            stockToken: tsla.address,
+            usd1In: usd1("805"),
+            amountOut: shares("2"),
+            recipient
+          }
+        ])
+        expect(yield* balanceOf(devnet, tsla.address, recipient)).toBe(shares("2"))
+        expect(yield* balanceOf(devnet, devnet.usd1, buyer.account.address)).toBe(usd1("195"))
+        expect(yield* balanceOf(devnet, devnet.usd1, devnet.exchange)).toBe(exchangeUsd1Before + usd1("805"))
+      })
+    )
+
     it.effect("DemoExchange refuses a paused token and a non-positive price", () =>
       Effect.gen(function* () {
         const devnet = yield* TestDevnet
@@ -719,9 +797,18 @@ layer(Layer.scoped(TestDevnet, startDevnet()), { excludeTestServices: true, time
           )
           yield* Effect.promise(() => client.waitForTransactionReceipt({ hash: approve }))
         }
+        const buyArgs = (token: Address) =>
+          ({
+            address: devnet.exchange,
+            abi: DemoExchangeArtifact.abi,
+            functionName: "buy",
+            args: [token, usd1("1"), 0n, seller.account.address],
+            account: seller.account
+          }) as const
         const aapl = stock(devnet, "AAPL").address
         yield* setStockPaused(devnet, "AAPL", true)
         expect(yield* revertOf(() => client.simulateContract(sellArgs(aapl)))).toBe("DemoExchange: token is paused")
+        expect(yield* revertOf(() => client.simulateContract(buyArgs(aapl)))).toBe("DemoExchange: token is paused")
         yield* setStockPaused(devnet, "AAPL", false)
         // succeeds once trading resumes
         yield* Effect.promise(() => client.simulateContract(sellArgs(aapl)))
@@ -729,6 +816,7 @@ layer(Layer.scoped(TestDevnet, startDevnet()), { excludeTestServices: true, time
         const spy = stock(devnet, "SPY").address
         yield* setStockPrice(devnet, "SPY", 0)
         expect(yield* revertOf(() => client.simulateContract(sellArgs(spy)))).toBe("DemoExchange: invalid price")
+        expect(yield* revertOf(() => client.simulateContract(buyArgs(spy)))).toBe("DemoExchange: invalid price")
         yield* setStockPrice(devnet, "SPY", 665.4)
         yield* Effect.promise(() => client.simulateContract(sellArgs(spy)))
       })
@@ -745,7 +833,7 @@ const withDevnet = <A, E>(
 ): Effect.Effect<A, E | DevnetError | EmbeddedServerError> => Effect.scoped(Effect.flatMap(startDevnet(options), f))
 
 describe("devnet lifecycle", () => {
-  it.live("the exchange refuses a price older than a day", () =>
+  it.live("the exchange refuses a price older than a day, to sell and to buy", () =>
     withDevnet(undefined, (devnet) =>
       Effect.gen(function* () {
         const { client, wallet } = clientsFor(devnet)
@@ -766,6 +854,17 @@ describe("devnet lifecycle", () => {
               abi: DemoExchangeArtifact.abi,
               functionName: "sell",
               args: [nvda, shares("1"), 0n, seller.account.address],
+              account: seller.account
+            })
+          )
+        ).toBe("DemoExchange: stale price")
+        expect(
+          yield* revertOf(() =>
+            client.simulateContract({
+              address: devnet.exchange,
+              abi: DemoExchangeArtifact.abi,
+              functionName: "buy",
+              args: [nvda, usd1("1"), 0n, seller.account.address],
               account: seller.account
             })
           )
@@ -851,6 +950,98 @@ describe("devnet lifecycle", () => {
           expect(yield* balanceOf(devnet, devnet.usd1, addressOf(key(devnet, 3)))).toBe(usd1("10000"))
         })
       )
+    }).pipe(Effect.scoped)
+  )
+
+  it.live("a state of the first layout gets an exchange that also buys, and the Multicall3 code again", () =>
+    Effect.gen(function* () {
+      const stateDir = yield* Effect.acquireRelease(
+        Effect.promise(() => mkdtemp(path.join(tmpdir(), "devnet-upgrade-"))),
+        (dir) => Effect.promise(() => rm(dir, { recursive: true, force: true }))
+      )
+      const manifestFile = path.join(stateDir, "devnet.json")
+      const holder = addressOf(generatePrivateKey())
+      const first = yield* withDevnet({ stateDir }, (devnet) =>
+        Effect.gen(function* () {
+          yield* mintUsd1(devnet, holder, usd1("3"))
+          // as a chain from before the Multicall3 code was placed
+          const testClient = createTestClient({
+            mode: "anvil",
+            chain: devnetChain(devnet),
+            transport: http(devnet.rpcUrl)
+          })
+          yield* Effect.promise(() => testClient.setCode({ address: MULTICALL3_ADDRESS, bytecode: "0x" }))
+          return devnet
+        })
+      )
+      // as the manifest of the first layout
+      const old = JSON.parse(yield* Effect.promise(() => readFile(manifestFile, "utf8")))
+      expect(old.version).toBe(2)
+      yield* Effect.promise(() => writeFile(manifestFile, JSON.stringify({ ...old, version: 1 })))
+
+      const second = yield* withDevnet({ stateDir }, (devnet) =>
+        Effect.gen(function* () {
+          const { client } = clientsFor(devnet)
+          expect(devnet.exchange).not.toBe(first.exchange)
+          expect({ usd1: devnet.usd1, stocks: devnet.stocks }).toEqual({ usd1: first.usd1, stocks: first.stocks })
+          expect(yield* balanceOf(devnet, devnet.usd1, holder)).toBe(usd1("3"))
+          expect(yield* Effect.promise(() => client.getCode({ address: MULTICALL3_ADDRESS }))).toBe(
+            MulticallArtifact.deployedBytecode
+          )
+          expect(yield* balanceOf(devnet, devnet.usd1, devnet.exchange)).toBe(usd1("10000000"))
+          for (const s of devnet.stocks) {
+            const [feed, minter] = yield* Effect.promise(() =>
+              Promise.all([
+                client.readContract({
+                  address: devnet.exchange,
+                  abi: DemoExchangeArtifact.abi,
+                  functionName: "feedOf",
+                  args: [s.address]
+                }),
+                client.readContract({
+                  address: s.address,
+                  abi: StockTokenArtifact.abi,
+                  functionName: "isMinter",
+                  args: [devnet.exchange]
+                })
+              ])
+            )
+            expect([feed, minter]).toEqual([s.feed, true])
+          }
+          // the new exchange sells stock for USD1
+          const buyer = clientsFor(devnet).wallet(key(devnet, 4))
+          const approve = yield* Effect.promise(() =>
+            buyer.writeContract({
+              address: devnet.usd1,
+              abi: Usd1Artifact.abi,
+              functionName: "approve",
+              args: [devnet.exchange, usd1("181")]
+            })
+          )
+          yield* Effect.promise(() => client.waitForTransactionReceipt({ hash: approve }))
+          const nvda = stock(devnet, "NVDA").address
+          const bought = yield* Effect.promise(() =>
+            buyer.writeContract({
+              address: devnet.exchange,
+              abi: DemoExchangeArtifact.abi,
+              functionName: "buy",
+              args: [nvda, usd1("181"), shares("1"), holder]
+            })
+          )
+          expect((yield* Effect.promise(() => client.waitForTransactionReceipt({ hash: bought }))).status).toBe(
+            "success"
+          )
+          expect(yield* balanceOf(devnet, nvda, holder)).toBe(shares("1"))
+          return devnet
+        })
+      )
+      expect(JSON.parse(yield* Effect.promise(() => readFile(manifestFile, "utf8")))).toMatchObject({
+        version: 2,
+        exchange: second.exchange
+      })
+      // up to date: the next start reuses it as it is
+      const third = yield* withDevnet({ stateDir }, Effect.succeed)
+      expect(third.exchange).toBe(second.exchange)
     }).pipe(Effect.scoped)
   )
 
