@@ -5,10 +5,13 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import { createPublicClient, erc20Abi, http, parseUnits } from "viem"
 import { AgentLoop } from "../../src/agent/AgentLoop.js"
+import { ChainAgentWallet } from "../../src/agent/ChainAgentWallet.js"
+import { ScriptedAgentWallet } from "../../src/agent/ScriptedAgentWallet.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
+import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
 import { ScriptedKycProvider } from "../../src/kyc/ScriptedKycProvider.js"
 import { cardHolder } from "../support/agent.js"
 import { bearer, send } from "../support/http.js"
@@ -125,7 +128,11 @@ layer(server("dry"), { excludeTestServices: true, timeout: "90 seconds" })("dry 
       const loop = yield* AgentLoop
       const sql = yield* SqlClient.SqlClient
       const devnet = yield* TestDevnet
-      const customer = yield* agentCustomer
+      const holder = yield* cardHolder()
+      // The funded wallet holds the five tokens in equal parts, as this strategy wants.
+      const even = { targets: { NVDA: 0.2, TSLA: 0.2, AAPL: 0.2, MSFT: 0.2, SPY: 0.2 }, weeklySpendUsd: 140 }
+      expect((yield* send("PUT", "/strategy", { headers: bearer(holder.token), json: even })).status).toBe(200)
+      const customer = holder
       // Enough on the card for the weekend: nothing to do.
       yield* mintUsd1(devnet, customer.account.address, parseUnits("500", 18))
       for (const minutes of [0, 1, 2]) {
@@ -134,6 +141,46 @@ layer(server("dry"), { excludeTestServices: true, timeout: "90 seconds" })("dry 
       }
       const decisions = yield* decisionsOf(customer.cardId)
       expect(decisions.map((d) => [d.action, d.status])).toEqual([["none", "logged"]])
+    })
+  )
+})
+
+layer(
+  testServer(
+    { AGENT_MODE: "live", AGENT_INTERVAL: "1 hour" },
+    {
+      chain: InMemoryChain.layer(),
+      kycProvider: ScriptedKycProvider.layer(),
+      agentWallet: ScriptedAgentWallet.around(ChainAgentWallet)
+    }
+  ),
+  { excludeTestServices: true }
+)("a wallet that needs a sign-in for one card", (it) => {
+  it.effect("blocks that card's decision while the other cards are refilled in the same tick", () =>
+    Effect.gen(function* () {
+      const chain = yield* InMemoryChain
+      const wallet = yield* ScriptedAgentWallet
+      const loop = yield* AgentLoop
+      // Below the $10 floor with $25 of wallet cash: a cash refill, whatever the hour.
+      const cashRefill = { targets: { NVDA: 0.5, SPY: 0.5 }, weeklySpendUsd: 0 }
+      const holders = [yield* cardHolder("One"), yield* cardHolder("Two"), yield* cardHolder("Three")]
+      for (const holder of holders) {
+        expect((yield* send("PUT", "/strategy", { headers: bearer(holder.token), json: cashRefill })).status).toBe(200)
+      }
+      yield* wallet.failWith(holders[1]!.cardId, Option.some("SESSION_EXPIRED"))
+
+      const summary = yield* loop.tick()
+      expect(summary).toMatchObject({ claimed: 3, executed: 2 })
+      const statuses = yield* Effect.forEach(holders, (holder) =>
+        send("GET", "/agent/decisions", { headers: bearer(holder.token) }).pipe(Effect.map((r) => r.body[0]))
+      )
+      expect(statuses.map((d) => d.status)).toEqual(["executed", "blocked", "executed"])
+      expect(statuses[1].error).toContain("SESSION_EXPIRED")
+      for (const [i, holder] of holders.entries()) {
+        expect(yield* chain.balanceOf(chain.usd1.address, holder.account.address)).toBe(
+          i === 1 ? 0n : parseUnits("10", 18)
+        )
+      }
     })
   )
 })

@@ -5,11 +5,13 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Schedule } from "effect"
+import { Effect, Redacted, Schedule } from "effect"
 import pg from "pg"
-import { createPublicClient, erc20Abi, http, parseAbiItem, parseUnits } from "viem"
+import { createPublicClient, createWalletClient, erc20Abi, http, maxUint256, parseAbiItem, parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { agentWalletKey } from "../../src/agent/ChainAgentWallet.js"
 import { ANVIL_ACCOUNT_KEYS, type Devnet, startDevnet } from "../../src/chain/Devnet.js"
+import { mintStock, mintUsd1 } from "../../src/chain/DevnetOperator.js"
 import { freePort } from "../../src/EmbeddedPostgres.js"
 import { type ServiceProcess, startService, stopService, temporaryDirectory } from "../support/process.js"
 import { temporaryDatabaseUrl } from "../support/TestDatabase.js"
@@ -84,8 +86,27 @@ const newCustomer = (service: ServiceProcess, strategy: unknown) =>
       Effect.orDie
     )
     expect((yield* call(service, "PUT", "/strategy", { token, body: strategy })).status).toBe(200)
-    return { token, address: account.address }
+    const { wallet } = (yield* call(service, "GET", "/portfolio", { token })).body
+    return { token, address: account.address, wallet: wallet as `0x${string}` }
   })
+
+/**
+ * A configured chain has no faucet: the test gives each agent wallet gas, $25 of USD1 and, when
+ * asked, stock tokens, as the embedded devnet's faucet would (one at a time: one deployer nonce).
+ */
+const fund = (devnet: Devnet, wallets: ReadonlyArray<`0x${string}`>, options: { readonly stocks?: boolean } = {}) =>
+  Effect.forEach(
+    wallets,
+    (wallet) =>
+      Effect.gen(function* () {
+        yield* rpc(devnet, "anvil_setBalance", [wallet, "0xde0b6b3a7640000"])
+        yield* mintUsd1(devnet, wallet, parseUnits("25", 18))
+        if (options.stocks) {
+          for (const stock of devnet.stocks) yield* mintStock(devnet, stock.symbol, wallet, parseUnits("1", 18))
+        }
+      }).pipe(Effect.orDie),
+    { discard: true }
+  )
 
 const query = <A>(databaseUrl: string, text: string, values: ReadonlyArray<unknown> = []) =>
   Effect.promise(async () => {
@@ -145,6 +166,24 @@ const awaitRow = <A>(
     Effect.map((rows) => rows[0]!)
   )
 
+/** Approves the exchange to take every stock token of the wallet of `key`, as its first trade would. */
+const approveExchange = (devnet: Devnet, key: Redacted.Redacted<`0x${string}`>) =>
+  Effect.promise(async () => {
+    const account = privateKeyToAccount(Redacted.value(key))
+    const wallet = createWalletClient({ account, transport: http(devnet.rpcUrl) })
+    const reader = createPublicClient({ transport: http(devnet.rpcUrl) })
+    for (const stock of devnet.stocks) {
+      const hash = await wallet.writeContract({
+        chain: null,
+        address: stock.address,
+        abi: erc20Abi,
+        functionName: "approve",
+        args: [devnet.exchange, maxUint256]
+      })
+      await reader.waitForTransactionReceipt({ hash })
+    }
+  })
+
 /** The one-tick harness as its own process (SIGKILLed by the crash test). */
 const spawnTick = (env: Record<string, string>, at: number) =>
   Effect.acquireRelease(
@@ -181,17 +220,23 @@ describe("the agent loop across processes", () => {
         const customers = yield* Effect.forEach(
           Array.from({ length: 50 }),
           (_, i) => newCustomer(dry[i % 2]!, cashRefill),
-          {
-            concurrency: 5
-          }
+          { concurrency: 5 }
         )
+        yield* fund(
+          devnet,
+          customers.map((customer) => customer.wallet)
+        )
+        // Decided from here on: every card a dry-run cash refill each interval.
+        const funded = new Date()
         yield* Effect.sleep("7 seconds")
         yield* Effect.forEach(dry, (service) => stopService(service, "SIGTERM"), { concurrency: "unbounded" })
 
         // Dry: one decision per card and interval (each a dry-run cash refill), intervals back to back.
         const rows = yield* query<{ cardId: string; dueAt: Date; status: string; replica: string }>(
           databaseUrl,
-          `SELECT card_id AS "cardId", due_at AS "dueAt", status, replica FROM agent_decisions ORDER BY card_id, due_at`
+          `SELECT card_id AS "cardId", due_at AS "dueAt", status, replica FROM agent_decisions
+           WHERE at > $1 ORDER BY card_id, due_at`,
+          [funded]
         )
         const byCard = new Map<string, Array<(typeof rows)[number]>>()
         for (const row of rows) byCard.set(row.cardId, [...(byCard.get(row.cardId) ?? []), row])
@@ -254,6 +299,12 @@ describe("the agent loop across processes", () => {
         let service = yield* startService(env)
         // A weekly spend that a token sale, not the wallet's cash, has to cover.
         const customer = yield* newCustomer(service, { targets: { NVDA: 0.5, SPY: 0.5 }, weeklySpendUsd: 140 })
+        yield* fund(devnet, [customer.wallet], { stocks: true })
+        // The wallet's one-time approval of the exchange is mined before mining stops.
+        const [card] = yield* query<{ id: string }>(databaseUrl, "SELECT id FROM cards WHERE address = $1", [
+          customer.address
+        ])
+        yield* approveExchange(devnet, agentWalletKey(Redacted.make(env.AGENT_WALLET_SEED), card!.id))
         yield* stopService(service, "SIGTERM")
 
         yield* rpc(devnet, "evm_setAutomine", [false])
@@ -300,6 +351,7 @@ describe("the agent loop across processes", () => {
         })
         let service = yield* startService(env)
         const customer = yield* newCustomer(service, cashRefill)
+        yield* fund(devnet, [customer.wallet])
         yield* stopService(service, "SIGTERM")
 
         // The next start's first tick sends the cash refill, and waits for a receipt that never comes.

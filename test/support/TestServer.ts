@@ -50,9 +50,11 @@ export const testServer = <const P extends Partial<PortLayers> = {}>(
         RATE_LIMIT_ORDERS: "100000",
         ...env
       }
+      // Port layers may need other ports (a wallet the chain): each is built once, in the ports.
+      const portLayer = portsLayer({ ...ports, chain })
       return httpLive(NodeHttpServer.layerTest).pipe(
-        Layer.provide(portsLayer({ ...ports, chain })),
-        Layer.provideMerge(Layer.mergeAll(...(given as [ChainLayer]))),
+        Layer.provide(portLayer),
+        Layer.provideMerge(Layer.mergeAll(...(given as [ChainLayer])).pipe(Layer.provide(portLayer))),
         Layer.provideMerge(TestDatabase),
         Layer.provideMerge(AppConfig.layer),
         Layer.provide(Logger.minimumLogLevel(LogLevel.Warning)),
