@@ -6,6 +6,7 @@
 import path from "node:path"
 import { fileURLToPath } from "node:url"
 import { NodeContext } from "@effect/platform-node"
+import { SqlClient } from "@effect/sql"
 import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { Effect, Layer, Option, type Redacted, String as Str } from "effect"
 import { AppConfig } from "./Config.js"
@@ -13,9 +14,24 @@ import { startEmbeddedPostgres } from "./EmbeddedPostgres.js"
 
 const migrationsDir = fileURLToPath(new URL("../migrations", import.meta.url))
 
-const MigratorLive = PgMigrator.layer({ loader: PgMigrator.fromFileSystem(migrationsDir) }).pipe(
-  Layer.provide(NodeContext.layer)
-)
+/** Any number the replicas agree on: the advisory lock that serialises their migrations. */
+const MIGRATION_LOCK = 4_207_311_001
+
+/**
+ * Pending migrations, one replica at a time: replicas starting together on a fresh database would
+ * otherwise race to create the migrations table. The lock is a session lock on a connection of its
+ * own, released (with the connection) whatever the migrations' outcome.
+ */
+const MigratorLive = Layer.effectDiscard(
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const connection = yield* sql.reserve
+    const lock = (fn: "pg_advisory_lock" | "pg_advisory_unlock") =>
+      connection.execute(`SELECT ${fn}($1)`, [MIGRATION_LOCK], undefined)
+    yield* Effect.acquireRelease(lock("pg_advisory_lock"), () => Effect.ignore(lock("pg_advisory_unlock")))
+    yield* PgMigrator.run({ loader: PgMigrator.fromFileSystem(migrationsDir) })
+  }).pipe(Effect.scoped)
+).pipe(Layer.provide(NodeContext.layer))
 
 /** Client + migrations for a known URL (tests build one per throwaway database). */
 export const sqlLayer = (url: Redacted.Redacted<string>) =>

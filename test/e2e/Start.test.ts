@@ -185,8 +185,7 @@ describe("npm start on embedded defaults", () => {
         const service = yield* spawnService({ PORT: String(yield* freePort), DATA_DIR: dataDir }, checkout)
         expect(yield* service.exited).toBe(1)
         const output = service.output()
-        // the devnet had started: it was stopped before the service exited
-        expect(logLines(output).some((line) => String(line.message).startsWith("devnet ready"))).toBe(true)
+        // whatever had started (the devnet, a watchdog) was stopped before the service exited
         expect(processesMentioning(dataDir)).toEqual([])
         const fatal = fatalLines(output)
         expect(fatal).toHaveLength(1)
