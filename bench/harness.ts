@@ -42,6 +42,8 @@ export interface Sizes {
   readonly recoverSeconds: number
   readonly idleSettleMs: number
   readonly countedOps: number
+  /** The agent tick's card counts. */
+  readonly agentCards: ReadonlyArray<number>
 }
 
 export const sizesFor = (quick: boolean, rounds: number | undefined): Sizes =>
@@ -58,7 +60,8 @@ export const sizesFor = (quick: boolean, rounds: number | undefined): Sizes =>
         primeSignIns: 10,
         recoverSeconds: 0.5,
         idleSettleMs: 500,
-        countedOps: 3
+        countedOps: 3,
+        agentCards: [1, 100]
       }
     : {
         rounds: rounds ?? 3,
@@ -72,7 +75,8 @@ export const sizesFor = (quick: boolean, rounds: number | undefined): Sizes =>
         primeSignIns: 150,
         recoverSeconds: 3,
         idleSettleMs: 3000,
-        countedOps: 10
+        countedOps: 10,
+        agentCards: [1, 100, 1_000]
       }
 
 /** One line of the ratio table: the same measure taken on the service and on its reference. */

@@ -20,6 +20,7 @@ import { NodeRuntime } from "@effect/platform-node"
 import { Cause, Effect, Either, Logger, LogLevel, Redacted, Scope } from "effect"
 import { startDevnet } from "../src/chain/Devnet.js"
 import { startEmbeddedPostgres } from "../src/EmbeddedPostgres.js"
+import { agentSection } from "./agent.js"
 import { countsSection } from "./counts.js"
 import {
   type BenchContext,
@@ -39,14 +40,15 @@ import { paySection } from "./pay.js"
 import { signInSection } from "./signin.js"
 import { startupSection } from "./startup.js"
 
-/** In report order. The agent tick benchmark (bench/agent.ts) joins this list as one more Section. */
+/** In report order. */
 const SECTIONS: ReadonlyArray<Section> = [
   paySection,
   readSection,
   healthSection,
   signInSection,
   startupSection,
-  countsSection
+  countsSection,
+  agentSection
 ]
 
 const usage = () =>
