@@ -463,7 +463,29 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
         const outcomes = yield* decideBatch(cards, at)
         const rows = outcomes.flatMap((outcome) => (outcome.row === undefined ? [] : [outcome.row]))
         const ids = yield* repo.insertDecisions(rows)
-        for (const row of rows.filter((row) => ids.has(row.cardId))) yield* countDecision(row.action, row.status)
+        // One span per card's decision (stored or, being the same as its last, not), and the counters.
+        const tally = new Map<string, number>()
+        yield* Effect.forEach(
+          outcomes,
+          ({ card, decision, row }) => {
+            const id = ids.get(card.cardId)
+            const status = row === undefined ? "unchanged" : id === undefined ? "taken" : row.status
+            const key = `${decision.action}.${status}`
+            tally.set(key, (tally.get(key) ?? 0) + 1)
+            return (id === undefined ? Effect.void : countDecision(decision.action, status)).pipe(
+              Effect.withSpan("AgentLoop.decision", {
+                attributes: {
+                  "card.id": card.cardId,
+                  "decision.action": decision.action,
+                  "decision.rule": decision.rule,
+                  "decision.status": status,
+                  ...(id === undefined ? {} : { "decision.id": id })
+                }
+              })
+            )
+          },
+          { discard: true }
+        )
         yield* repo.advance(
           owner,
           cards.map((card) => {
@@ -481,7 +503,7 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
           concurrency: settings.concurrency,
           discard: true
         })
-        return { stored: ids.size, executed: trades.length }
+        return { stored: ids.size, executed: trades.length, tally }
       })
 
     /**
@@ -492,6 +514,7 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
       Effect.gen(function* () {
         const started = yield* Clock.currentTimeMillis
         let summary: TickSummary = { claimed: 0, stored: 0, executed: 0 }
+        const tally = new Map<string, number>()
         while (true) {
           const now = yield* Clock.currentTimeMillis
           const cards = yield* repo.claimDue({
@@ -502,6 +525,7 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
           })
           if (cards.length === 0) break
           const batch = yield* runBatch(cards, at ?? now, now)
+          for (const [key, n] of batch.tally) tally.set(key, (tally.get(key) ?? 0) + n)
           summary = {
             claimed: summary.claimed + cards.length,
             stored: summary.stored + batch.stored,
@@ -512,7 +536,9 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
         yield* Effect.annotateCurrentSpan({
           "agent.cards_claimed": summary.claimed,
           "agent.decisions_stored": summary.stored,
-          "agent.trades": summary.executed
+          "agent.trades": summary.executed,
+          // e.g. agent.decisions.refill.dry-run = 12, agent.decisions.none.unchanged = 980
+          ...Object.fromEntries([...tally].map(([key, n]) => [`agent.decisions.${key}`, n]))
         })
         return summary
       }).pipe(Effect.withSpan("AgentLoop.tick"))

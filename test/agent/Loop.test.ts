@@ -6,10 +6,11 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Option } from "effect"
-import { createPublicClient, erc20Abi, http, parseUnits } from "viem"
+import { createPublicClient, erc20Abi, formatUnits, http, parseUnits } from "viem"
 import { AgentLoop } from "../../src/agent/AgentLoop.js"
 import { ChainAgentWallet } from "../../src/agent/ChainAgentWallet.js"
 import { ScriptedAgentWallet } from "../../src/agent/ScriptedAgentWallet.js"
+import { PriceFeedArtifact } from "../../src/chain/contracts/artifacts.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
 import { ScriptedKycProvider } from "../../src/kyc/ScriptedKycProvider.js"
@@ -120,6 +121,43 @@ layer(server("dry"), { excludeTestServices: true, timeout: "90 seconds" })("dry 
       expect(decision).toMatchObject({ action: "refill", status: "dry-run" })
       expect(yield* nonceOf(customer.wallet)).toBe(nonce)
       expect(yield* balanceOf(devnet.usd1, customer.account.address)).toBe(0n)
+    })
+  )
+
+  it.effect("the portfolio is the chain's balances at the feeds' prices, with the market's own data", () =>
+    Effect.gen(function* () {
+      const devnet = yield* TestDevnet
+      const client = yield* reader
+      const customer = yield* agentCustomer
+      yield* mintUsd1(devnet, customer.account.address, parseUnits("7.25", 18))
+      const portfolio = (yield* send("GET", "/portfolio", { headers: bearer(customer.token) })).body
+      expect(portfolio.card).toEqual({ address: customer.account.address, usd1: 7.25 })
+      for (const holding of portfolio.holdings) {
+        if (holding.symbol === "USD1") {
+          const cash = yield* balanceOf(devnet.usd1, customer.wallet)
+          expect(holding.balance).toBe(formatUnits(cash, 18))
+          expect(holding.valueUsd).toBe(Number(formatUnits(cash, 18)))
+          expect(holding.market).toBeNull()
+          continue
+        }
+        const stock = devnet.stocks.find((s) => s.symbol === holding.symbol)!
+        const onChain = yield* balanceOf(stock.address, customer.wallet)
+        const [, answer] = yield* Effect.promise(() =>
+          client.readContract({ address: stock.feed, abi: PriceFeedArtifact.abi, functionName: "latestRoundData" })
+        )
+        const price = Number(formatUnits(answer, 8))
+        expect(holding.balance).toBe(formatUnits(onChain, 18))
+        expect(holding.valueUsd).toBeCloseTo(Number(formatUnits(onChain, 18)) * price, 9)
+        expect(holding.target).toBe(strategy.targets[holding.symbol as keyof typeof strategy.targets] ?? 0)
+        const market = (yield* send("GET", `/market/tokens/${holding.symbol}`)).body.market
+        expect(holding.market).toEqual(market)
+      }
+      const weights = portfolio.holdings.reduce((sum: number, h: { weight: number }) => sum + h.weight, 0)
+      expect(Math.abs(weights - 1)).toBeLessThan(1e-9)
+      expect(portfolio.totalUsd).toBeCloseTo(
+        portfolio.holdings.reduce((sum: number, h: { valueUsd: number }) => sum + h.valueUsd, 0),
+        9
+      )
     })
   )
 
