@@ -40,6 +40,19 @@ const ports = () => ({
 layer(testServer({ AGENT_MODE: "dry", AGENT_READ_TIMEOUT: "300 millis" }, ports()), { excludeTestServices: true })(
   "the agent in dry mode",
   (it) => {
+    it.effect("the agent's endpoints are in /openapi.json with their error bodies", () =>
+      Effect.gen(function* () {
+        const spec = (yield* send("GET", "/openapi.json")).body
+        for (const path of ["/portfolio", "/agent/preview", "/agent/decisions", "/agent/session", "/strategy"]) {
+          expect(Object.keys(spec.paths)).toContain(path)
+        }
+        const portfolio = spec.paths["/portfolio"].get
+        // Its own errors, and the API-wide ones (400, 413, 500).
+        expect(Object.keys(portfolio.responses).sort()).toEqual(["200", "400", "401", "403", "404", "413", "500", "502", "503"])
+        expect(JSON.stringify(portfolio.responses["502"])).toContain("SESSION_EXPIRED")
+      })
+    )
+
     it.effect("with no strategy anywhere there is no default account", () =>
       Effect.gen(function* () {
         for (const path of ["/portfolio", "/agent/preview", "/agent/decisions"]) {
