@@ -48,7 +48,17 @@ layer(testServer({ AGENT_MODE: "dry", AGENT_READ_TIMEOUT: "300 millis" }, ports(
         }
         const portfolio = spec.paths["/portfolio"].get
         // Its own errors, and the API-wide ones (400, 413, 500).
-        expect(Object.keys(portfolio.responses).sort()).toEqual(["200", "400", "401", "403", "404", "413", "500", "502", "503"])
+        expect(Object.keys(portfolio.responses).sort()).toEqual([
+          "200",
+          "400",
+          "401",
+          "403",
+          "404",
+          "413",
+          "500",
+          "502",
+          "503"
+        ])
         expect(JSON.stringify(portfolio.responses["502"])).toContain("#/components/schemas/SessionExpired")
         expect(JSON.stringify(spec.components.schemas.SessionExpired)).toContain("SESSION_EXPIRED")
       })

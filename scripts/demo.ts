@@ -1,0 +1,232 @@
+/**
+ * `npm run demo`: the whole product, walked as a card app would, against the service started in this
+ * process on embedded defaults (its own PostgreSQL and devnet in a temporary folder, the merchant on,
+ * the agent live with a short interval). Prints numbered steps with their durations, ids and
+ * transaction hashes; exits 0 when every step worked, non-zero naming the step that failed.
+ *
+ * The card key is the devnet's development account 1, which holds 10,000 USD1 on a fresh devnet.
+ */
+import { chmodSync, mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import path from "node:path"
+import { FetchHttpClient } from "@effect/platform"
+import { registerExactEvmScheme } from "@x402/evm/exact/client"
+import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@x402/fetch"
+import { ConfigProvider, Effect, Layer, Logger, LogLevel, Schedule } from "effect"
+import { privateKeyToAccount } from "viem/accounts"
+import { makeClient } from "../src/Client.js"
+import { AppConfig } from "../src/Config.js"
+import { ANVIL_ACCOUNT_KEYS } from "../src/chain/Devnet.js"
+import { SqlLive } from "../src/Database.js"
+import { freePort } from "../src/EmbeddedPostgres.js"
+import { PortsLive } from "../src/Ports.js"
+import { httpLive, NodeServerLive } from "../src/Server.js"
+
+const STEPS = [
+  "start the service",
+  "sign in with the card key",
+  "identity check on the sandbox page",
+  "card issued",
+  "set the agent's strategy",
+  "portfolio",
+  "pay an order with the card key (x402)",
+  "statement shows the payment",
+  "the card runs low; the agent refills it on chain",
+  "statement shows the refill",
+  "preview: Friday 15:40 ET",
+  "preview: Saturday noon ET",
+  "decision log"
+] as const
+type Step = (typeof STEPS)[number]
+
+class StepFailed extends Error {}
+
+const tty = process.stdout.isTTY === true
+const line = (text: string) => process.stdout.write(`${text}\n`)
+
+/** Runs one numbered step, printing its progress, duration and what it found. */
+const step = <A, E, R>(name: Step, run: Effect.Effect<A, E, R>, show: (a: A) => string) =>
+  Effect.gen(function* () {
+    const n = STEPS.indexOf(name) + 1
+    const label = `[${String(n).padStart(2)}/${STEPS.length}] ${name}`
+    if (tty) process.stdout.write(`${label} …\r`)
+    const started = performance.now()
+    const result = yield* run.pipe(
+      Effect.catchAllCause((cause) => Effect.fail(new StepFailed(`step ${n} "${name}" failed: ${cause}`)))
+    )
+    const ms = performance.now() - started
+    line(`${label}  ${ms < 1000 ? `${ms.toFixed(0)} ms` : `${(ms / 1000).toFixed(1)} s`}  ${show(result)}`)
+    return result
+  })
+
+const dataDir = mkdtempSync(path.join(tmpdir(), "card-service-demo-"))
+// As root, the embedded PostgreSQL runs as the postgres user, which must be able to enter it.
+chmodSync(dataDir, 0o755)
+
+const demo = Effect.gen(function* () {
+  const port = yield* freePort
+  const baseUrl = `http://127.0.0.1:${port}`
+  const card = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[1]!)
+  const merchant = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[2]!).address
+  const env = {
+    PORT: String(port),
+    APP_URL: baseUrl,
+    DATA_DIR: dataDir,
+    MERCHANT_PAY_TO: merchant,
+    AGENT_MODE: "live",
+    AGENT_INTERVAL: "2 seconds",
+    LOG_LEVEL: "Warn"
+  }
+  const service = httpLive(NodeServerLive).pipe(
+    Layer.provide(PortsLive),
+    Layer.provide(SqlLive),
+    Layer.provide(AppConfig.layer),
+    Layer.provide(Logger.minimumLogLevel(LogLevel.Warning)),
+    Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
+  )
+  yield* step("start the service", Layer.build(service), () => baseUrl)
+
+  const anonymous = yield* makeClient({ baseUrl })
+  const signIn = yield* step(
+    "sign in with the card key",
+    Effect.gen(function* () {
+      const { message } = yield* anonymous.auth.challenge({ payload: { address: card.address } })
+      const signature = yield* Effect.promise(() => card.signMessage({ message }))
+      return yield* anonymous.auth.verify({ payload: { message, signature } })
+    }),
+    (result) => `address ${result.address}, identity check ${result.kyc}`
+  )
+  const client = yield* makeClient({ baseUrl, token: signIn.token })
+
+  yield* step(
+    "identity check on the sandbox page",
+    Effect.gen(function* () {
+      const { url } = yield* client.kyc.startSession({ payload: null })
+      // The page's form, submitted as a browser does (urlencoded; the redirect to the app is not followed).
+      const body = new URLSearchParams({
+        fullName: "Ada Lovelace",
+        documentNumber: "AL-1815-12-10",
+        outcome: "approve"
+      })
+      const submitted = yield* Effect.promise(() => fetch(url, { method: "POST", body, redirect: "manual" }))
+      if (submitted.status !== 303) {
+        return yield* Effect.fail(
+          `the sandbox form answered ${submitted.status}: ${yield* Effect.promise(() => submitted.text())}`
+        )
+      }
+      return url
+    }),
+    (url) => `approved on ${url}`
+  )
+
+  yield* step(
+    "card issued",
+    client.account.me().pipe(
+      Effect.filterOrFail(
+        (me) => me.kyc === "approved" && me.card !== null,
+        () => "not approved yet"
+      ),
+      Effect.retry(Schedule.spaced("200 millis").pipe(Schedule.upTo("20 seconds")))
+    ),
+    (me) => `holder ${me.card!.holder}, number •••• ${me.card!.number.slice(-4)}, expiry ${me.card!.expiry}`
+  )
+
+  yield* step(
+    "set the agent's strategy",
+    client.strategy.put({ payload: { targets: { NVDA: 0.5, SPY: 0.5 }, weeklySpendUsd: 0 } }),
+    (strategy) => `targets ${JSON.stringify(strategy.targets)}; the agent wallet is funded on the devnet`
+  )
+
+  const portfolio = yield* step(
+    "portfolio",
+    client.agent.portfolio(),
+    (p) =>
+      `wallet ${p.wallet}, worth $${p.totalUsd.toFixed(2)}: ` +
+      p.holdings.map((h) => `${h.symbol} ${Number(h.balance).toFixed(4)}`).join(", ")
+  )
+
+  // The order takes the card down to $3, below the agent's $10 floor.
+  const amount = (portfolio.card.usd1 - 3).toFixed(2)
+  const paid = yield* step(
+    "pay an order with the card key (x402)",
+    Effect.gen(function* () {
+      const order = yield* anonymous.merchant.createOrder({ payload: { amount, description: "Demo purchase" } })
+      const x402 = new x402Client()
+      registerExactEvmScheme(x402, { signer: card })
+      x402.setSpendControls({ allowedAssets: true })
+      const response = yield* Effect.promise(() =>
+        wrapFetchWithPayment(fetch, x402)(`${baseUrl}/merchant/orders/${order.id}/pay`)
+      )
+      if (response.status !== 200) return yield* Effect.fail(`the paid request answered ${response.status}`)
+      return { order, receipt: decodePaymentResponseHeader(response.headers.get("PAYMENT-RESPONSE")!) }
+    }),
+    ({ order, receipt }) => `order ${order.id} for $${order.amountUsd}, tx ${receipt.transaction}`
+  )
+
+  yield* step(
+    "statement shows the payment",
+    client.statement.activity({ urlParams: { limit: 50 } }).pipe(
+      Effect.filterOrFail(
+        (items) => items[0]?.tx === paid.receipt.transaction,
+        () => "not on the statement"
+      )
+    ),
+    (items) => `${items[0]!.type} $${items[0]!.usd} "${items[0]!.description}"`
+  )
+
+  const refill = yield* step(
+    "the card runs low; the agent refills it on chain",
+    client.agent.decisions({ urlParams: { limit: 50 } }).pipe(
+      Effect.map((decisions) => decisions.find((d) => d.action === "refill" && d.status === "executed")),
+      Effect.filterOrFail(
+        (found) => found !== undefined,
+        () => "no executed refill yet"
+      ),
+      Effect.retry(Schedule.spaced("500 millis").pipe(Schedule.upTo("30 seconds")))
+    ),
+    (d) => `${d!.reason} Transactions: ${d!.txs.join(", ")}`
+  )
+
+  yield* step(
+    "statement shows the refill",
+    client.statement.activity({ urlParams: { limit: 50 } }).pipe(
+      Effect.filterOrFail(
+        (items) => items[0]?.type === "refill",
+        () => "no refill on the statement"
+      )
+    ),
+    (items) => `${items[0]!.type} $${items[0]!.usd}, tx ${items[0]!.tx} (decision ${refill!.id})`
+  )
+
+  // A weekly spend now, so that the previews have something to forecast.
+  yield* client.strategy.put({ payload: { targets: { NVDA: 0.5, SPY: 0.5 }, weeklySpendUsd: 140 } })
+  yield* step(
+    "preview: Friday 15:40 ET",
+    client.agent.preview({ urlParams: { at: Date.parse("2026-11-20T20:40:00Z") } }),
+    (p) => `${p.decision.action}: ${p.decision.reason}`
+  )
+  yield* step(
+    "preview: Saturday noon ET",
+    client.agent.preview({ urlParams: { at: Date.parse("2026-11-21T17:00:00Z") } }),
+    (p) => `${p.decision.action}: ${p.decision.reason}`
+  )
+  yield* step("decision log", client.agent.decisions({ urlParams: { limit: 5 } }), (decisions) =>
+    decisions.map((d) => `#${d.id} ${d.action} ${d.status}`).join(", ")
+  )
+})
+
+const program = demo.pipe(
+  Effect.scoped,
+  Effect.provide(FetchHttpClient.layer),
+  Effect.ensuring(Effect.sync(() => rmSync(dataDir, { recursive: true, force: true })))
+)
+
+Effect.runPromiseExit(program).then((exit) => {
+  if (exit._tag === "Success") {
+    line("demo complete")
+    process.exit(0)
+  }
+  const failure = exit.cause
+  line(`demo FAILED: ${String(failure._tag === "Fail" ? (failure.error as Error).message : failure)}`)
+  process.exit(1)
+})

@@ -1,0 +1,46 @@
+/** `npm run demo` walks the whole product on embedded defaults and exits 0, naming every step. */
+import { spawn } from "node:child_process"
+import { expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+
+const STEPS = [
+  "start the service",
+  "sign in with the card key",
+  "identity check on the sandbox page",
+  "card issued",
+  "set the agent's strategy",
+  "portfolio",
+  "pay an order with the card key (x402)",
+  "statement shows the payment",
+  "the card runs low; the agent refills it on chain",
+  "statement shows the refill",
+  "preview: Friday 15:40 ET",
+  "preview: Saturday noon ET",
+  "decision log"
+]
+
+it.live(
+  "npm run demo completes every step",
+  () =>
+    Effect.gen(function* () {
+      const { code, output } = yield* Effect.async<{ code: number | null; output: string }>((resume) => {
+        let output = ""
+        const child = spawn("npm", ["run", "demo"], { stdio: ["ignore", "pipe", "pipe"] })
+        child.stdout.on("data", (chunk: Buffer) => {
+          output += chunk.toString()
+        })
+        child.stderr.on("data", (chunk: Buffer) => {
+          output += chunk.toString()
+        })
+        child.once("exit", (code) => resume(Effect.succeed({ code, output })))
+        return Effect.sync(() => child.kill("SIGKILL"))
+      })
+      expect(code, output).toBe(0)
+      STEPS.forEach((step, i) => {
+        expect(output).toMatch(new RegExp(`\\[\\s*${i + 1}/${STEPS.length}\\] ${step.replace(/[()]/g, "\\$&")}`))
+      })
+      expect(output).toMatch(/refill executed/)
+      expect(output).toContain("demo complete")
+    }),
+  120_000
+)
