@@ -24,6 +24,7 @@ import { NotFound } from "../ApiError.js"
 import { AppConfig } from "../Config.js"
 import { Cards } from "../cards/Cards.js"
 import type { Address } from "../chain/Address.js"
+import { countKycTransition } from "../Metrics.js"
 import { KycAlreadyApproved, KycDuplicate, KycProviderFailed } from "./Api.js"
 import { KycProvider, type SessionUpdate } from "./KycProvider.js"
 import { KycRepo } from "./KycRepo.js"
@@ -56,6 +57,13 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
           duration,
           onTimeout: () => new KycProviderFailed({ error: "the identity provider did not answer in time" })
         })
+      )
+
+    /** A user's state moved: an info line with the ids (never the document) and the transitions counter. */
+    const transition = (address: Address, from: KycState, to: KycState, sessionId: string) =>
+      Effect.logInfo(`identity check: ${from} -> ${to}`).pipe(
+        Effect.annotateLogs({ "user.address": address, "kyc.provider": provider.name, "kyc.session_id": sessionId }),
+        Effect.zipRight(countKycTransition(from, to))
       )
 
     /** An approval needs the verified document; fetch it from the provider when the event lacks it. */
@@ -121,13 +129,7 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
         if (current) {
           const next = accountStateOf(status)
           yield* repo.setAccountStatus(address, next, now)
-          yield* Effect.logInfo(`identity check: pending -> ${next}`).pipe(
-            Effect.annotateLogs({
-              "user.address": address,
-              "kyc.provider": provider.name,
-              "kyc.session_id": update.sessionId
-            })
-          )
+          yield* transition(address, "pending", next, update.sessionId)
         }
         return "applied" as WebhookOutcome
       }).pipe(
@@ -208,13 +210,7 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
           sessionId: created.sessionId,
           updatedAt: now
         })
-        yield* Effect.logInfo(`identity check: ${account.status} -> pending`).pipe(
-          Effect.annotateLogs({
-            "user.address": address,
-            "kyc.provider": provider.name,
-            "kyc.session_id": created.sessionId
-          })
-        )
+        yield* transition(address, account.status, "pending", created.sessionId)
         return { url: created.url }
       }).pipe(repo.withTransaction)
     })
