@@ -208,7 +208,7 @@ describe("the agent loop across processes", () => {
       Effect.gen(function* () {
         const devnet = yield* startDevnet().pipe(Effect.orDie)
         const databaseUrl = yield* temporaryDatabaseUrl
-        const agent = { AGENT_INTERVAL: "2 seconds", AGENT_BATCH: "5", AGENT_CONCURRENCY: "4" }
+        const agent = { AGENT_INTERVAL: "3 seconds", AGENT_BATCH: "5", AGENT_CONCURRENCY: "4" }
         const envs = [
           yield* serviceEnv(devnet, databaseUrl, { ...agent, AGENT_MODE: "dry" }),
           yield* serviceEnv(devnet, databaseUrl, { ...agent, AGENT_MODE: "dry" })
@@ -228,7 +228,7 @@ describe("the agent loop across processes", () => {
         )
         // Decided from here on: every card a dry-run cash refill each interval.
         const funded = new Date()
-        yield* Effect.sleep("7 seconds")
+        yield* Effect.sleep("10 seconds")
         yield* Effect.forEach(dry, (service) => stopService(service, "SIGTERM"), { concurrency: "unbounded" })
 
         // Dry: one decision per card and interval (each a dry-run cash refill), intervals back to back.
@@ -245,7 +245,7 @@ describe("the agent loop across processes", () => {
           expect(decided.length).toBeGreaterThanOrEqual(3)
           expect(decided.every((row) => row.status === "dry-run")).toBe(true)
           const gaps = decided.slice(1).map((row, i) => row.dueAt.getTime() - decided[i]!.dueAt.getTime())
-          expect(new Set(gaps)).toEqual(new Set([2_000]))
+          expect(new Set(gaps)).toEqual(new Set([3_000]))
         }
         expect(new Set(rows.map((row) => row.replica)).size).toBe(2)
         expect(
