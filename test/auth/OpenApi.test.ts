@@ -29,7 +29,8 @@ layer(testServer({}, { chain: InMemoryChain.layer() }), { excludeTestServices: t
           "/market/tokens/{token}",
           "/me",
           "/me/activity",
-          "/ready"
+          "/ready",
+          "/strategy"
         ].sort()
       )
       const text = JSON.stringify(spec)
