@@ -149,23 +149,17 @@ export const killBackends = (databaseUrl: string) =>
      WHERE datname = current_database() AND application_name LIKE 'card-service%' AND pid <> pg_backend_pid()`
   ).pipe(Effect.map((rows) => rows[0]!.killed as number))
 
-/** Waits until no settlement is pending or broadcast; answers how long that took. */
+/** Waits until no settlement is pending or broadcast. */
 export const awaitSettled = (databaseUrl: string, within: "60 seconds" | "90 seconds" = "60 seconds") =>
-  Effect.gen(function* () {
-    const started = Date.now()
-    yield* query(
-      databaseUrl,
-      "SELECT count(*)::int AS n FROM settlements WHERE status IN ('pending', 'broadcast')"
-    ).pipe(
-      Effect.filterOrFail(
-        (rows) => rows[0]!.n === 0,
-        () => "settlements still unfinished"
-      ),
-      Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo(within))),
-      Effect.orDie
-    )
-    return Date.now() - started
-  })
+  query(databaseUrl, "SELECT count(*)::int AS n FROM settlements WHERE status IN ('pending', 'broadcast')").pipe(
+    Effect.filterOrFail(
+      (rows) => rows[0]!.n === 0,
+      () => "settlements still unfinished"
+    ),
+    Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo(within))),
+    Effect.orDie,
+    Effect.asVoid
+  )
 
 export interface Audit {
   readonly paidOrders: number
