@@ -3,15 +3,17 @@
  * cooperate:
  * - a JSON-RPC proxy in front of anvil counts every call (each entry of a batch), labelled by
  *   method, and for `eth_call`/`eth_estimateGas` by the USD1 function called;
- * - a TCP proxy in front of PostgreSQL reads the frontend protocol and counts executed statements:
- *   every simple Query ('Q') and every extended-protocol Execute ('E'), labelled by verb and table
- *   from the statement text (Parse 'P' names the text, Bind 'B' ties a portal to it).
+ * - a TCP proxy (test/support/TcpProxy.ts) in front of PostgreSQL reads the frontend protocol and
+ *   counts executed statements: every simple Query ('Q') and every extended-protocol Execute ('E'),
+ *   labelled by verb and table from the statement text (Parse 'P' names the text, Bind 'B' ties a
+ *   portal to it).
  */
 import { createServer as createHttpServer } from "node:http"
-import { connect, createServer as createTcpServer, type Socket } from "node:net"
+import type { Socket } from "node:net"
 import { Effect } from "effect"
 import { decodeFunctionData, erc20Abi, type Hex } from "viem"
 import { Usd1Artifact } from "../src/chain/contracts/artifacts.js"
+import { startTcpProxy } from "../test/support/TcpProxy.js"
 
 export type Counts = ReadonlyMap<string, number>
 
@@ -160,43 +162,19 @@ class FrontendCounter {
 
 /** A TCP proxy to the PostgreSQL of `databaseUrl`; the same URL through the proxy, and its counter. */
 export const startPgProxy = (databaseUrl: string) =>
-  Effect.acquireRelease(
-    Effect.async<{ url: string; counter: Counter; close: () => Promise<void> }>((resume) => {
-      const upstream = new URL(databaseUrl)
-      const counter = new Counter()
-      const sockets = new Set<Socket>()
-      const server = createTcpServer((client) => {
-        const frontend = new FrontendCounter(counter)
-        const backend = connect(Number(upstream.port), upstream.hostname)
-        for (const socket of [client, backend]) {
-          sockets.add(socket)
-          socket.on("close", () => sockets.delete(socket))
-          socket.on("error", () => {
-            client.destroy()
-            backend.destroy()
-          })
+  Effect.gen(function* () {
+    const upstream = new URL(databaseUrl)
+    const counter = new Counter()
+    const frontends = new WeakMap<Socket, FrontendCounter>()
+    const proxy = yield* startTcpProxy(
+      { host: upstream.hostname, port: Number(upstream.port) },
+      {
+        onClientData: (client, chunk) => {
+          const frontend = frontends.get(client) ?? new FrontendCounter(counter)
+          frontends.set(client, frontend)
+          frontend.push(chunk)
         }
-        client.on("data", (chunk: Buffer) => frontend.push(chunk))
-        client.pipe(backend)
-        backend.pipe(client)
-      })
-      server.listen(0, "127.0.0.1", () => {
-        const address = server.address()
-        const proxied = new URL(databaseUrl)
-        proxied.hostname = "127.0.0.1"
-        proxied.port = String(typeof address === "object" && address !== null ? address.port : 0)
-        resume(
-          Effect.succeed({
-            url: proxied.toString(),
-            counter,
-            close: () =>
-              new Promise<void>((done) => {
-                for (const socket of sockets) socket.destroy()
-                server.close(() => done())
-              })
-          })
-        )
-      })
-    }),
-    (proxy) => Effect.promise(proxy.close)
-  )
+      }
+    )
+    return { url: proxy.url(databaseUrl), counter }
+  })

@@ -6,7 +6,15 @@
  * (`Api` has them all, for handlers and clients), and Server.ts serves the combination in force.
  */
 import { HttpApi, OpenApi } from "@effect/platform"
-import { BadRequest, InternalError, NotFound, openApiWithServiceErrors, PayloadTooLarge } from "./ApiError.js"
+import {
+  BadRequest,
+  DatabaseUnavailable,
+  InternalError,
+  NotFound,
+  openApiWithServiceErrors,
+  PayloadTooLarge,
+  UnsupportedMediaType
+} from "./ApiError.js"
 import { AccountApi } from "./account/Api.js"
 import { AgentApi, StrategyApi } from "./agent/Api.js"
 import { AuthApi } from "./auth/Api.js"
@@ -29,7 +37,9 @@ export class CoreApi extends HttpApi.make("api")
   .addError(BadRequest.wire)
   .addError(NotFound.wire)
   .addError(PayloadTooLarge.wire)
+  .addError(UnsupportedMediaType.wire)
   .addError(InternalError.wire)
+  .addError(DatabaseUnavailable.wire)
   .annotate(OpenApi.Title, "Card, Agent and Demo Merchant Service")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Transform, openApiWithServiceErrors) {}

@@ -77,7 +77,47 @@ export class InternalError extends ApiError(
   "An internal fault; nothing more is said."
 ) {}
 
-export class NotReady extends ApiError("NotReady", "NOT_READY", 503, "A dependency (the database) is unreachable.") {}
+export class UnsupportedMediaType extends ApiError(
+  "UnsupportedMediaType",
+  "UNSUPPORTED_MEDIA_TYPE",
+  415,
+  "The request body's content type is not one this API reads (JSON, or a URL-encoded form)."
+) {}
+
+export class RequestTimeout extends ApiError(
+  "RequestTimeout",
+  "REQUEST_TIMEOUT",
+  408,
+  "The request did not arrive whole within HTTP_REQUEST_TIMEOUT (or its headers within HTTP_HEADERS_TIMEOUT)."
+) {}
+
+export class HeadersTooLarge extends ApiError(
+  "HeadersTooLarge",
+  "HEADERS_TOO_LARGE",
+  431,
+  "The request line and headers exceed 16 KiB."
+) {}
+
+export class NotReady extends ApiError(
+  "NotReady",
+  "NOT_READY",
+  503,
+  "A dependency (the database or the chain) is unreachable; the message names which."
+) {}
+
+export class DatabaseUnavailable extends ApiError(
+  "DatabaseUnavailable",
+  "DATABASE_UNAVAILABLE",
+  503,
+  "The database did not answer in time; retry later (see Retry-After)."
+) {}
+
+export class ChainUnavailable extends ApiError(
+  "ChainUnavailable",
+  "CHAIN_UNAVAILABLE",
+  503,
+  "The chain did not answer in time; retry later (see Retry-After)."
+) {}
 
 /** Replaces HttpApi's built-in decode-error schema with ours in the OpenAPI document. */
 export const openApiWithServiceErrors = (spec: Record<string, unknown>): Record<string, unknown> => {

@@ -105,6 +105,8 @@ export interface AppSettings {
   readonly logFormat: "json" | "pretty"
   readonly logLevel: LogLevel.LogLevel
   readonly otlpEndpoint: Option.Option<string>
+  /** The longest a request waits on one chain read (or a chain step of a payment) before 503 CHAIN_UNAVAILABLE. */
+  readonly chainTimeout: Duration.Duration
 }
 
 const appSettings: Config.Config<AppSettings> = Config.all({
@@ -118,7 +120,8 @@ const appSettings: Config.Config<AppSettings> = Config.all({
   merchantPayTo: Config.option(addressConfig("MERCHANT_PAY_TO")),
   logFormat: Config.literal("json", "pretty")("LOG_FORMAT").pipe(Config.withDefault("json" as const)),
   logLevel: Config.logLevel("LOG_LEVEL").pipe(Config.withDefault(LogLevel.Info)),
-  otlpEndpoint: Config.option(httpUrl("OTEL_EXPORTER_OTLP_ENDPOINT"))
+  otlpEndpoint: Config.option(httpUrl("OTEL_EXPORTER_OTLP_ENDPOINT")),
+  chainTimeout: durationConfig("CHAIN_TIMEOUT", "4 seconds")
 }).pipe(
   // Without API_URL the service is served under APP_URL; without WEB_ORIGIN the app's own
   // origin is the only trusted one.

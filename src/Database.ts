@@ -2,48 +2,95 @@
  * The PostgreSQL client (`@effect/sql-pg`) and the migrator.
  * `DATABASE_URL` selects a server; without it an embedded PostgreSQL runs under `<DATA_DIR>/pg`.
  * Migrations in the top-level `migrations/` folder run before the client is handed out.
+ *
+ * Every database call is bounded: opening a connection and waiting for a free one in the pool
+ * (`DATABASE_CONNECT_TIMEOUT`), a statement on the server (`DATABASE_STATEMENT_TIMEOUT`, also for
+ * lock waits) and, for a server that stops answering altogether, the wait for its reply (the
+ * statement timeout plus a margin). Migrations run on a connection of their own without the
+ * statement bound: rewriting a large table may take longer.
  */
 import path from "node:path"
 import { fileURLToPath } from "node:url"
 import { NodeContext } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
 import { PgClient, PgMigrator } from "@effect/sql-pg"
-import { Effect, Layer, Option, type Redacted, String as Str } from "effect"
-import { AppConfig } from "./Config.js"
+import { Config, Duration, Effect, Layer, Option, Redacted, String as Str } from "effect"
+import pg from "pg"
+import { AppConfig, durationConfig } from "./Config.js"
 import { startEmbeddedPostgres } from "./EmbeddedPostgres.js"
 
 const migrationsDir = fileURLToPath(new URL("../migrations", import.meta.url))
 
-/** Any number the replicas agree on: the advisory lock that serialises their migrations. */
-const MIGRATION_LOCK = 4_207_311_001
+const APPLICATION_NAME = "card-service"
+const MAX_CONNECTIONS = 10
+/** How much longer than the server's statement timeout the client waits for any reply. */
+const READ_MARGIN = Duration.seconds(2)
+
+export const databaseSettings = Config.all({
+  connectTimeout: durationConfig("DATABASE_CONNECT_TIMEOUT", "3 seconds"),
+  statementTimeout: durationConfig("DATABASE_STATEMENT_TIMEOUT", "5 seconds")
+})
+
+const names = { transformResultNames: Str.snakeToCamel, transformQueryNames: Str.camelToSnake }
 
 /**
- * Pending migrations, one replica at a time: replicas starting together on a fresh database would
- * otherwise race to create the migrations table. The lock is a session lock on a connection of its
- * own, released (with the connection) whatever the migrations' outcome.
+ * Runs the pending migrations on a connection of their own, closed afterwards. Replicas starting
+ * at once take turns (a session advisory lock): the migrator's own table is created without one.
  */
-const MigratorLive = Layer.effectDiscard(
-  Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    const connection = yield* sql.reserve
-    const lock = (fn: "pg_advisory_lock" | "pg_advisory_unlock") =>
-      connection.execute(`SELECT ${fn}($1)`, [MIGRATION_LOCK], undefined)
-    yield* Effect.acquireRelease(lock("pg_advisory_lock"), () => Effect.ignore(lock("pg_advisory_unlock")))
-    yield* PgMigrator.run({ loader: PgMigrator.fromFileSystem(migrationsDir) })
-  }).pipe(Effect.scoped)
-).pipe(Layer.provide(NodeContext.layer))
+const migrate = (url: Redacted.Redacted<string>, connectTimeout: Duration.Duration) =>
+  Layer.effectDiscard(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`SELECT pg_advisory_lock(hashtext('card-service migrations'))`
+      yield* PgMigrator.run({ loader: PgMigrator.fromFileSystem(migrationsDir) })
+    }).pipe(
+      Effect.provide(
+        PgClient.layer({ url, maxConnections: 1, applicationName: `${APPLICATION_NAME} migrations`, connectTimeout })
+      ),
+      Effect.provide(NodeContext.layer),
+      Effect.scoped
+    )
+  )
+
+/** The served client: a pool whose every wait is bounded (the migrations already reached the server). */
+const boundedClient = (
+  url: Redacted.Redacted<string>,
+  settings: { readonly connectTimeout: Duration.Duration; readonly statementTimeout: Duration.Duration }
+) =>
+  PgClient.layerFromPool({
+    acquire: Effect.gen(function* () {
+      const statementMs = Duration.toMillis(settings.statementTimeout)
+      const pool = yield* Effect.acquireRelease(
+        Effect.sync(
+          () =>
+            new pg.Pool({
+              connectionString: Redacted.value(url),
+              max: MAX_CONNECTIONS,
+              application_name: APPLICATION_NAME,
+              // Connecting, and waiting for a pooled connection when all are busy.
+              connectionTimeoutMillis: Duration.toMillis(settings.connectTimeout),
+              // The server cancels a statement (lock waits included) past this...
+              statement_timeout: statementMs,
+              // ...and the client gives up on a server that does not answer at all.
+              query_timeout: statementMs + Duration.toMillis(READ_MARGIN),
+              keepAlive: true
+            })
+        ),
+        (pool) => Effect.promise(() => pool.end()).pipe(Effect.timeoutOption("2 seconds"))
+      )
+      // An idle connection that breaks is dropped by the pool; the next statement opens another.
+      pool.on("error", () => {})
+      return pool
+    }),
+    applicationName: APPLICATION_NAME,
+    ...names
+  })
 
 /** Client + migrations for a known URL (tests build one per throwaway database). */
 export const sqlLayer = (url: Redacted.Redacted<string>) =>
-  MigratorLive.pipe(
-    Layer.provideMerge(
-      PgClient.layer({
-        url,
-        maxConnections: 10,
-        applicationName: "card-service",
-        transformResultNames: Str.snakeToCamel,
-        transformQueryNames: Str.camelToSnake
-      })
+  Layer.unwrapEffect(
+    Effect.map(databaseSettings, (settings) =>
+      boundedClient(url, settings).pipe(Layer.provide(migrate(url, settings.connectTimeout)))
     )
   )
 

@@ -89,10 +89,10 @@ export const withRequestMetrics = (routeOf: (method: string, path: string) => st
 // ---------------------------------------------------------------------------------------------------
 // Prometheus text format
 
-const escape = (value: string) => value.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"')
+const escapeLabel = (value: string) => value.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"')
 
 const labels = (tags: ReadonlyArray<{ readonly key: string; readonly value: string }>, extra: string = "") => {
-  const rendered = tags.map((tag) => `${tag.key}="${escape(tag.value)}"`)
+  const rendered = tags.map((tag) => `${tag.key}="${escapeLabel(tag.value)}"`)
   if (extra !== "") rendered.push(extra)
   return rendered.length === 0 ? "" : `{${rendered.join(",")}}`
 }
@@ -129,7 +129,11 @@ export const prometheusText = (pairs: ReadonlyArray<MetricPair.MetricPair.Untype
     }
   }
   return [...families.entries()]
-    .flatMap(([name, { help, lines, type }]) => [`# HELP ${name} ${escape(help)}`, `# TYPE ${name} ${type}`, ...lines])
+    .flatMap(([name, { help, lines, type }]) => [
+      `# HELP ${name} ${escapeLabel(help)}`,
+      `# TYPE ${name} ${type}`,
+      ...lines
+    ])
     .join("\n")
     .concat("\n")
 }

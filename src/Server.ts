@@ -4,22 +4,33 @@
  * `HttpServer` layer (main.ts gives it a Node server on PORT, tests one on a free port) and requires
  * the ports (Ports.ts), the database and the configuration from outside.
  */
-import { createServer } from "node:http"
+import { createServer, type IncomingMessage, type ServerResponse, STATUS_CODES } from "node:http"
+import type { Duplex } from "node:stream"
 import {
   FileSystem,
   HttpApiBuilder,
   HttpApiScalar,
   HttpApp,
   HttpIncomingMessage,
+  HttpMethod,
   HttpMiddleware,
   HttpServer,
   HttpServerRequest,
   HttpServerResponse
 } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
-import { Cause, Deferred, Duration, Effect, Layer, Option } from "effect"
+import { NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
+import { Cause, Config, ConfigError, Deferred, Duration, Effect, Either, Layer, Option } from "effect"
 import { AgentEnabledApi, Api, CoreApi, MerchantEnabledApi } from "./Api.js"
-import { BadRequest, InternalError, NotFound, PayloadTooLarge } from "./ApiError.js"
+import {
+  BadRequest,
+  DatabaseUnavailable,
+  HeadersTooLarge,
+  InternalError,
+  NotFound,
+  PayloadTooLarge,
+  RequestTimeout,
+  UnsupportedMediaType
+} from "./ApiError.js"
 import { Account } from "./account/Account.js"
 import { AccountHttpLive } from "./account/Http.js"
 import { Agent } from "./agent/Agent.js"
@@ -41,9 +52,28 @@ import { Market, MarketRefreshLive } from "./market/Market.js"
 import { MerchantHttpLive } from "./merchant/Http.js"
 import { Merchant, SettlementReconcilerLive } from "./merchant/Merchant.js"
 import { RateLimiter } from "./RateLimit.js"
+import {
+  announcesBody,
+  bodyKind,
+  jsonDeeperThan,
+  MAX_BODY_BYTES,
+  MAX_JSON_DEPTH,
+  readBody,
+  unstorableText,
+  withReadBody
+} from "./RequestBody.js"
 import { ServerAddress } from "./ServerAddress.js"
+import { isDatabaseUnavailable } from "./Sql.js"
 
-const MAX_BODY_BYTES = 64 * 1024
+/** Longest error message sent back: a message never echoes a large input. */
+const MAX_MESSAGE_LENGTH = 300
+/** What every 503 tells the client to wait before retrying, in seconds. */
+const RETRY_AFTER_SECONDS = 2
+/** Request line and headers, as Node's parser counts them (its default, set deliberately). */
+const MAX_HEADER_BYTES = 16 * 1024
+
+const truncated = (text: string, length = MAX_MESSAGE_LENGTH) =>
+  text.length <= length ? text : `${text.slice(0, length - 1)}…`
 
 const tagOf = (u: unknown): string | undefined =>
   typeof u === "object" && u !== null && "_tag" in u && typeof u._tag === "string" ? u._tag : undefined
@@ -53,19 +83,21 @@ interface DecodeIssue {
   readonly message: string
 }
 
-/** "address: must be a 0x-prefixed 20-byte hex address; signature: is missing" */
+/** "address: must be a 0x-prefixed 20-byte hex address; signature: is missing", each part cut short. */
 const describeIssues = (issues: ReadonlyArray<DecodeIssue>, fallback: string) =>
-  issues.length === 0
-    ? fallback
-    : issues
-        .slice(0, 5)
-        .map((issue) => `${issue.path.length > 0 ? issue.path.map(String).join(".") : "body"}: ${issue.message}`)
-        .join("; ")
+  truncated(
+    issues.length === 0
+      ? fallback
+      : issues
+          .slice(0, 5)
+          .map(
+            (issue) =>
+              `${issue.path.length > 0 ? truncated(issue.path.map(String).join("."), 80) : "body"}: ${truncated(issue.message, 120)}`
+          )
+          .join("; "),
+    MAX_MESSAGE_LENGTH * 2
+  )
 
-/**
- * HttpApi answers routing misses, malformed JSON, schema mismatches and defects with empty or
- * framework-shaped bodies; this turns each into the service's `{error, code}` errors.
- */
 /** Paths of the parts that exist only when configured, and what switches them on. */
 const switchedOff = (config: AppSettings): ReadonlyArray<readonly [RegExp, string]> => [
   ...(config.agentMode === "off"
@@ -84,9 +116,14 @@ const switchedOff = (config: AppSettings): ReadonlyArray<readonly [RegExp, strin
 const notFound = (request: HttpServerRequest.HttpServerRequest, off: ReturnType<typeof switchedOff>) => {
   const path = request.url.split("?")[0] ?? ""
   const reason = off.find(([pattern]) => pattern.test(path))?.[1]
-  return new NotFound({ error: reason ?? `no route for ${request.method} ${path}` })
+  return new NotFound({ error: reason ?? truncated(`no route for ${request.method} ${path}`) })
 }
 
+/**
+ * HttpApi answers routing misses, schema mismatches and defects with empty or framework-shaped
+ * bodies; this turns each into the service's `{error, code}` errors. A database that cannot answer
+ * (the repositories die with its error) is 503 DATABASE_UNAVAILABLE, any other defect 500.
+ */
 const ErrorNormalizerLive = HttpApiBuilder.middleware(
   Api,
   Effect.map(AppConfig, (config) => {
@@ -94,7 +131,7 @@ const ErrorNormalizerLive = HttpApiBuilder.middleware(
     return (app) =>
       Effect.catchAllCause(
         app,
-        (cause): Effect.Effect<never, BadRequest | NotFound | PayloadTooLarge | InternalError> => {
+        (cause): Effect.Effect<never, BadRequest | NotFound | DatabaseUnavailable | InternalError> => {
           if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
           const failure = Cause.failureOption(cause)
           if (Option.isSome(failure)) {
@@ -107,15 +144,18 @@ const ErrorNormalizerLive = HttpApiBuilder.middleware(
                 return Effect.fail(new BadRequest({ error: describeIssues(decode.issues, decode.message) }))
               }
               default:
-                return Effect.failCause(cause)
+                if (!isDatabaseUnavailable(error)) return Effect.failCause(cause)
             }
           }
-          const defect = Cause.dieOption(cause)
-          if (Option.isSome(defect) && tagOf(defect.value) === "RequestError") {
-            const reason = String((defect.value as { cause?: unknown }).cause)
-            return reason.includes("maxBytes exceeded")
-              ? Effect.fail(new PayloadTooLarge({ error: `the request body exceeds ${MAX_BODY_BYTES} bytes` }))
-              : Effect.fail(new BadRequest({ error: "the request body is not valid JSON" }))
+          const fault = Option.orElse(Cause.dieOption(cause), () => failure)
+          if (Option.isSome(fault) && isDatabaseUnavailable(fault.value)) {
+            return Effect.logWarning("database unavailable", cause).pipe(
+              Effect.zipRight(Effect.fail(new DatabaseUnavailable({ error: "the database did not answer in time" })))
+            )
+          }
+          if (Option.isSome(fault) && tagOf(fault.value) === "RequestError") {
+            // The body was read and checked before routing; only a broken connection gets here.
+            return Effect.fail(new BadRequest({ error: "the request body could not be read" }))
           }
           return Effect.logError("unhandled defect", cause).pipe(
             Effect.zipRight(Effect.fail(new InternalError({ error: "internal server error" })))
@@ -127,28 +167,85 @@ const ErrorNormalizerLive = HttpApiBuilder.middleware(
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/
 
+/** A `{error, code}` response written before routing, for one of the declared errors. */
+const refusal = (error: { readonly code: string; readonly status: number }, message: string) =>
+  HttpServerResponse.unsafeJson({ error: truncated(message), code: error.code }, { status: error.status })
+
+const tooLarge = () => refusal(PayloadTooLarge, `the request body exceeds ${MAX_BODY_BYTES} bytes`)
+
 /**
- * Echoes a caller's `x-request-id` (or a fresh one) and tags the request's logs and span with it.
- * The response is written before a serve middleware returns, so the header goes on through a
- * pre-response handler.
+ * Reads a request's body once and checks it before any handler: 415 for a content type the API
+ * does not read, 413 past the size limit however the body is framed, 400 for JSON nested deeper
+ * than MAX_JSON_DEPTH (checked on the text, before parsing), for JSON that does not parse, and for
+ * text PostgreSQL cannot store (the message names the field). Handlers then read it from memory.
  */
-const withRequestId = HttpMiddleware.make((app) =>
+const withCheckedBody = <E, R>(request: HttpServerRequest.HttpServerRequest, app: HttpApp.Default<E, R>) =>
+  Effect.gen(function* () {
+    const source = NodeHttpServerRequest.toIncomingMessage(request)
+    if (source.httpVersion === "1.1" && request.headers.host === undefined) {
+      return refusal(BadRequest, "an HTTP/1.1 request needs a Host header")
+    }
+    if (!HttpMethod.hasBody(request.method) || !announcesBody(request.headers)) return yield* app
+    const kind = bodyKind(request.headers["content-type"])
+    if (Option.isNone(kind)) {
+      return refusal(
+        UnsupportedMediaType,
+        `content-type ${request.headers["content-type"]} is not accepted: send application/json`
+      )
+    }
+    if (Number(request.headers["content-length"] ?? 0) > MAX_BODY_BYTES) return tooLarge()
+    const read = yield* readBody(source, MAX_BODY_BYTES)
+    if (read._tag === "TooLarge") return tooLarge()
+    if (read._tag === "Broken") return refusal(BadRequest, "the request body could not be read")
+    const text = Buffer.from(read.bytes).toString("utf8")
+    let parsed: unknown
+    if (kind.value === "json") {
+      if (jsonDeeperThan(text, MAX_JSON_DEPTH)) {
+        return refusal(BadRequest, `the request body nests arrays or objects deeper than ${MAX_JSON_DEPTH} levels`)
+      }
+      // An empty body reads as null, as HttpApi reads it.
+      const json = Either.try(() => (text === "" ? null : (JSON.parse(text) as unknown)))
+      if (Either.isLeft(json)) return refusal(BadRequest, "the request body is not valid JSON")
+      parsed = json.right
+    } else {
+      parsed = Object.fromEntries(new URLSearchParams(text))
+    }
+    const unstorable = unstorableText(parsed)
+    if (Option.isSome(unstorable)) return refusal(BadRequest, unstorable.value)
+    return yield* Effect.provideService(
+      app,
+      HttpServerRequest.HttpServerRequest,
+      withReadBody(request, {
+        bytes: read.bytes,
+        text,
+        json: kind.value === "json" ? Option.some(parsed) : Option.none()
+      })
+    )
+  })
+
+/**
+ * The request pipeline in front of the API: echoes a caller's `x-request-id` (or a fresh one) and
+ * tags the request's logs and span with it, gives every 503 a `Retry-After`, and checks the body
+ * (`withCheckedBody`). The response is written before a serve middleware returns, so headers go on
+ * through a pre-response handler.
+ */
+const requestPipeline = HttpMiddleware.make((app) =>
   Effect.gen(function* () {
     const request = yield* HttpServerRequest.HttpServerRequest
     const given = request.headers["x-request-id"]
     const id = given !== undefined && REQUEST_ID.test(given) ? given : crypto.randomUUID()
     yield* Effect.annotateCurrentSpan("http.request.id", id)
     yield* HttpApp.appendPreResponseHandler((_request, response) =>
-      Effect.succeed(HttpServerResponse.setHeader(response, "x-request-id", id))
-    )
-    // Refuse a declared oversize body before reading it; a chunked one is cut off while read.
-    if (Number(request.headers["content-length"] ?? 0) > MAX_BODY_BYTES) {
-      return HttpServerResponse.unsafeJson(
-        { error: `the request body exceeds ${MAX_BODY_BYTES} bytes`, code: "PAYLOAD_TOO_LARGE" },
-        { status: 413 }
+      Effect.succeed(
+        HttpServerResponse.setHeaders(response, {
+          "x-request-id": id,
+          ...(response.status === 503 && response.headers["retry-after"] === undefined
+            ? { "retry-after": String(RETRY_AFTER_SECONDS) }
+            : {})
+        })
       )
-    }
-    return yield* app.pipe(
+    )
+    return yield* withCheckedBody(request, app).pipe(
       Effect.annotateLogs("requestId", id),
       HttpIncomingMessage.withMaxBodySize(Option.some(FileSystem.Size(MAX_BODY_BYTES)))
     )
@@ -228,7 +325,7 @@ const AnnounceAddress = Layer.effectDiscard(
  * for a handler that is not attached yet (and hold up shutdown).
  */
 export const httpLive = <A, E, R>(server: Layer.Layer<A | HttpServer.HttpServer, E, R>) =>
-  HttpApiBuilder.serve((app) => withRequestId(HttpMiddleware.logger(app))).pipe(
+  HttpApiBuilder.serve((app) => requestPipeline(HttpMiddleware.logger(app))).pipe(
     HttpServer.withLogAddress,
     Layer.merge(AnnounceAddress),
     Layer.provideMerge(server),
@@ -241,21 +338,113 @@ export const httpLive = <A, E, R>(server: Layer.Layer<A | HttpServer.HttpServer,
     Layer.provide(ServerAddress.layer)
   )
 
+/** The Node server's own limits, set deliberately rather than left to Node's defaults. */
+const nodeServerSettings = Config.all({
+  headersTimeout: durationConfig("HTTP_HEADERS_TIMEOUT", "5 seconds"),
+  requestTimeout: durationConfig("HTTP_REQUEST_TIMEOUT", "8 seconds"),
+  keepAliveTimeout: durationConfig("HTTP_KEEP_ALIVE_TIMEOUT", "5 seconds"),
+  shutdownGrace: durationConfig("SHUTDOWN_GRACE", "10 seconds")
+}).pipe(
+  Config.mapOrFail((settings) =>
+    Duration.greaterThan(settings.headersTimeout, settings.requestTimeout)
+      ? Either.left(
+          ConfigError.InvalidData(
+            ["HTTP_HEADERS_TIMEOUT"],
+            "Expected HTTP_HEADERS_TIMEOUT to be at most HTTP_REQUEST_TIMEOUT"
+          )
+        )
+      : Either.right(settings)
+  )
+)
+
+type NodeServerSettings = Config.Config.Success<typeof nodeServerSettings>
+
+/** A whole HTTP/1.1 response with an `{error, code}` body, for a connection that ends with it. */
+const rawRefusal = (declared: { readonly code: string; readonly status: number }, message: string) => {
+  const body = JSON.stringify({ error: message, code: declared.code })
+  return (
+    `HTTP/1.1 ${declared.status} ${STATUS_CODES[declared.status]}\r\n` +
+    `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`
+  )
+}
+
+/** The `{error, code}` answer to a request Node's parser refused, or that did not arrive in time. */
+const parserRefusal = (error: Error & { readonly code?: string }, settings: NodeServerSettings) => {
+  const [declared, message] =
+    error.code === "HPE_HEADER_OVERFLOW"
+      ? [HeadersTooLarge, `the request line and headers exceed ${MAX_HEADER_BYTES} bytes`]
+      : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
+        ? [
+            RequestTimeout,
+            `the request did not arrive whole within ${Duration.format(settings.requestTimeout)} ` +
+              `(its headers within ${Duration.format(settings.headersTimeout)})`
+          ]
+        : error.code === "HPE_CHUNK_EXTENSIONS_OVERFLOW"
+          ? [PayloadTooLarge, "the chunk extensions are too large"]
+          : [BadRequest, `malformed HTTP request (${error.code ?? "unparsable"})`]
+  return rawRefusal(declared, message)
+}
+
 /**
- * The Node server on PORT. At shutdown it stops accepting and lets in-flight requests finish;
- * connections still open after SHUTDOWN_GRACE are cut, so a stuck client cannot hold the process.
+ * The Node server with its limits: a request's headers must arrive within HTTP_HEADERS_TIMEOUT
+ * (also what a connection that sends nothing gets), the whole request within HTTP_REQUEST_TIMEOUT,
+ * an idle kept-alive connection is closed after HTTP_KEEP_ALIVE_TIMEOUT, headers are capped at
+ * 16 KiB. Whatever Node's parser refuses (or times out) is answered with an `{error, code}` body.
  */
-export const NodeServerLive = Layer.unwrapEffect(
-  Effect.gen(function* () {
-    const config = yield* AppConfig
-    const grace = yield* durationConfig("SHUTDOWN_GRACE", "10 seconds")
-    const server = createServer()
-    const deadline = Layer.scopedDiscard(
-      // Registered after the server's own finalizer, so it runs first: it only arms the timer.
-      Effect.addFinalizer(() =>
-        Effect.sync(() => setTimeout(() => server.closeAllConnections(), Duration.toMillis(grace)).unref())
-      )
-    )
-    return deadline.pipe(Layer.provideMerge(NodeHttpServer.layer(() => server, { port: config.port, host: "0.0.0.0" })))
+const configuredNodeServer = (settings: NodeServerSettings) => {
+  const server = createServer({
+    headersTimeout: Duration.toMillis(settings.headersTimeout),
+    requestTimeout: Duration.toMillis(settings.requestTimeout),
+    keepAliveTimeout: Duration.toMillis(settings.keepAliveTimeout),
+    maxHeaderSize: MAX_HEADER_BYTES,
+    // How often Node looks for connections past those timeouts.
+    connectionsCheckingInterval: 500,
+    // HTTP/1.1 without Host is refused by the request pipeline, with a body.
+    requireHostHeader: false
   })
+  server.on("clientError", (error: Error & { readonly code?: string }, socket: Duplex) => {
+    // Write only where no response of ours has started on this connection.
+    const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage
+    if (error.code === "ECONNRESET" || !socket.writable || inFlight?.headersSent === true) {
+      socket.destroy()
+      return
+    }
+    socket.end(parserRefusal(error, settings))
+  })
+  // This API tunnels nothing.
+  server.on("connect", (_request: IncomingMessage, socket: Duplex) => {
+    socket.end(rawRefusal(BadRequest, "CONNECT is not supported"))
+  })
+  // An expectation other than 100-continue is ignored (RFC 9110 allows it): the request is served.
+  server.on("checkExpectation", (request: IncomingMessage, response: ServerResponse) => {
+    server.emit("request", request, response)
+  })
+  return server
+}
+
+/**
+ * The configured Node server listening on `listen`. At shutdown it stops accepting and lets
+ * in-flight requests finish; connections still open after SHUTDOWN_GRACE are cut, so a stuck
+ * client cannot hold the process.
+ */
+export const nodeServerLayer = (listen: { readonly port: number; readonly host: string }) =>
+  Layer.unwrapEffect(
+    Effect.gen(function* () {
+      const settings = yield* nodeServerSettings
+      const server = configuredNodeServer(settings)
+      const deadline = Layer.scopedDiscard(
+        // Registered after the server's own finalizer, so it runs first: it only arms the timer.
+        Effect.addFinalizer(() =>
+          Effect.sync(() =>
+            setTimeout(() => server.closeAllConnections(), Duration.toMillis(settings.shutdownGrace)).unref()
+          )
+        )
+      )
+      return deadline.pipe(Layer.provideMerge(NodeHttpServer.layer(() => server, listen)))
+    })
+  )
+
+/** The Node server on PORT, all interfaces. */
+export const NodeServerLive = Layer.unwrapEffect(
+  Effect.map(AppConfig, (config) => nodeServerLayer({ port: config.port, host: "0.0.0.0" }))
 )

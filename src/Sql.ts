@@ -13,6 +13,27 @@ type InfrastructureFailure = SqlError.SqlError | ParseResult.ParseError | Cause.
 const isInfrastructureFailure = (error: unknown): error is InfrastructureFailure =>
   isSqlError(error) || ParseResult.isParseError(error) || Cause.isNoSuchElementException(error)
 
+/**
+ * SQLSTATE classes and codes that say the database could not do the work now, not that the
+ * statement was wrong: connection exceptions (08), insufficient resources (53), operator
+ * intervention (57: a terminated backend, a server shutting down, a statement timeout), and the
+ * transaction conflicts worth retrying (40001, 40P01).
+ */
+const UNAVAILABLE_SQLSTATE = /^(08|53|57)|^40001$|^40P01$/
+
+/**
+ * Whether a failure means "the database is unavailable": a SqlError whose cause is a network or
+ * driver failure (no SQLSTATE: refused, reset, a connect, acquire or read timeout) or one of the
+ * SQLSTATEs above. Any other SQLSTATE is the server refusing a statement: a fault of ours.
+ */
+export const isDatabaseUnavailable = (error: unknown): boolean => {
+  if (!isSqlError(error)) return false
+  // The server's own errors carry a severity and a SQLSTATE; network and driver errors do not.
+  const cause = error.cause as { severity?: unknown; code?: unknown } | undefined
+  if (typeof cause?.severity !== "string") return true
+  return typeof cause.code === "string" && UNAVAILABLE_SQLSTATE.test(cause.code)
+}
+
 /** A unique violation of the named constraint (or unique index). */
 export const isUniqueViolation = (error: SqlError.SqlError, constraint: string) => {
   const cause = error.cause as { code?: string; constraint?: string } | undefined

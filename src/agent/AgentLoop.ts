@@ -227,13 +227,9 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
         const decided = usd1Atomic(decision.usd)
         const sold = before.get("sell")
         // The USD1 a step may spend: the decided amount, capped by what the sale brought in.
-        const budget =
-          sold === undefined
-            ? decided
-            : (() => {
-                const received = receivedUsd1(sold, walletAddress)
-                return received < decided ? received : decided
-              })()
+        const received = sold === undefined ? decided : receivedUsd1(sold, walletAddress)
+        // biome-ignore lint/complexity/useMathMinMax: bigint amounts; Math.min takes numbers only
+        const budget = received < decided ? received : decided
         const record = (amount: bigint) => (signed: { readonly hash: string; readonly raw: string }) =>
           Effect.flatMap(now, (at) =>
             repo.recordTransaction({

@@ -6,7 +6,7 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, OpenApi } from "@effect/platform"
 import { Context, type Option, Schema } from "effect"
-import { ApiError, BadRequest, Unauthorized } from "../ApiError.js"
+import { ApiError, BadRequest, ChainUnavailable, Unauthorized } from "../ApiError.js"
 import { Authentication } from "../auth/Api.js"
 import { Address } from "../chain/Address.js"
 import { Instant, MarketData, PriceUnavailable } from "../market/Api.js"
@@ -53,12 +53,7 @@ export class AgentWalletFailed extends ApiError(
   "The agent wallet failed or did not answer in time."
 ) {}
 
-export class ChainUnavailable extends ApiError(
-  "ChainUnavailable",
-  "CHAIN_UNAVAILABLE",
-  503,
-  "The chain did not answer in time; retry later (see Retry-After)."
-) {}
+export { ChainUnavailable }
 
 /** Whose agent account a request describes: the signed-in caller's, or none for the default account. */
 export class Viewer extends Context.Tag("app/Viewer")<Viewer, Option.Option<Address>>() {}

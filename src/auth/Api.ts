@@ -1,6 +1,6 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSecurity, OpenApi } from "@effect/platform"
 import { Context, Schema } from "effect"
-import { ApiError, RateLimited, Unauthorized } from "../ApiError.js"
+import { ApiError, ChainUnavailable, RateLimited, Unauthorized } from "../ApiError.js"
 import { Card } from "../cards/Card.js"
 import { Address } from "../chain/Address.js"
 import { KycState } from "../kyc/KycState.js"
@@ -68,6 +68,7 @@ export class AuthApi extends HttpApiGroup.make("auth")
       .addError(ChallengeExpired.wire)
       .addError(ChallengeUnknown.wire)
       .addError(RateLimited.wire)
+      .addError(ChainUnavailable.wire)
       .annotate(OpenApi.Description, "Exchanges a signed challenge for a 30-day bearer token.")
   )
   .annotate(OpenApi.Title, "Sign-in") {}

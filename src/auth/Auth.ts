@@ -5,7 +5,7 @@
  */
 import { createHash, randomBytes } from "node:crypto"
 import { Clock, Effect, Option } from "effect"
-import { Unauthorized } from "../ApiError.js"
+import { ChainUnavailable, Unauthorized } from "../ApiError.js"
 import { AppConfig } from "../Config.js"
 import type { Address } from "../chain/Address.js"
 import { ChainClient } from "../chain/ChainClient.js"
@@ -23,7 +23,7 @@ export class Auth extends Effect.Service<Auth>()("app/Auth", {
   effect: Effect.gen(function* () {
     const repo = yield* AuthRepo
     const chain = yield* ChainClient
-    const { appUrl } = yield* AppConfig
+    const { appUrl, chainTimeout } = yield* AppConfig
     const site = { appUrl, chainId: chain.chainId }
 
     const challenge = Effect.fn("Auth.challenge")(function* (address: Address) {
@@ -53,7 +53,15 @@ export class Auth extends Effect.Service<Auth>()("app/Auth", {
       if (now >= issued.expiresAt.getTime()) {
         return yield* new ChallengeExpired({ error: "the challenge expired; request a new one" })
       }
-      const signed = yield* chain.verifyMessage(issued.address, message, signature).pipe(Effect.orDie)
+      // A contract wallet's signature is checked on chain: bounded, and 503 when the chain does not answer.
+      const signed = yield* chain.verifyMessage(issued.address, message, signature).pipe(
+        Effect.timeoutFail({ duration: chainTimeout, onTimeout: () => "timeout" as const }),
+        Effect.catchAll((cause) =>
+          Effect.logWarning("sign-in: the chain did not answer", cause).pipe(
+            Effect.zipRight(new ChainUnavailable({ error: "the chain did not answer in time; try again" }))
+          )
+        )
+      )
       if (!signed) {
         return yield* new InvalidSignature({ error: `the signature is not from ${issued.address}` })
       }

@@ -10,8 +10,13 @@ export class HealthApi extends HttpApiGroup.make("health")
   )
   .add(
     HttpApiEndpoint.get("ready", "/ready")
-      .addSuccess(Schema.Struct({ status: Schema.Literal("ready") }))
+      .addSuccess(
+        Schema.Struct({ status: Schema.Literal("ready"), database: Schema.Literal("up"), chain: Schema.Literal("up") })
+      )
       .addError(NotReady.wire)
-      .annotate(OpenApi.Description, "Readiness: the database answers.")
+      .annotate(
+        OpenApi.Description,
+        "Readiness: the database and the chain each answer within 2 s; 503 NOT_READY names the one that does not."
+      )
   )
   .annotate(OpenApi.Title, "Health") {}

@@ -1,6 +1,6 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Either, Schema } from "effect"
-import { ApiError, RateLimited } from "../ApiError.js"
+import { ApiError, ChainUnavailable, RateLimited } from "../ApiError.js"
 import { Address } from "../chain/Address.js"
 import { parseAmount } from "./Money.js"
 import { PaymentRequiredBody, SettleResponse } from "./X402.js"
@@ -22,6 +22,12 @@ export class Order extends Schema.Class<Order>("Order")({
   expiresAt: Schema.Number,
   amountUsd: Schema.optional(Schema.String).annotations({ description: "normalised amount; order creation only" })
 }) {}
+
+/** 202: the payment was accepted and is being settled; poll the order. */
+export const SettlingOrder = Schema.Struct({ ...Order.fields, status: Schema.Literal("settling") }).annotations({
+  identifier: "SettlingOrder",
+  description: "The order while its payment is being settled (Location: the order to poll)."
+})
 
 const CreateOrder = Schema.Struct({
   amount: Schema.String.pipe(
@@ -87,16 +93,20 @@ const payEndpoint = <const Name extends string>(endpoint: HttpApiEndpoint.HttpAp
     .setPath(OrderPath)
     .setHeaders(PaymentHeaders)
     .addSuccess(Order)
+    .addSuccess(SettlingOrder, { status: 202 })
     .addError(OrderNotFound.wire)
     .addError(OrderExpired.wire)
     .addError(OrderAlreadyPaid.wire)
     .addError(PaymentInProgress.wire)
     .addError(PaymentRequired.wire)
+    .addError(ChainUnavailable.wire)
     .annotate(
       OpenApi.Description,
       "x402 v2: without PAYMENT-SIGNATURE answers 402 with PAYMENT-REQUIRED (or 200 with the order once paid); " +
         "with it, verifies and settles the EIP-3009 authorization once and answers 200 with the paid order and a " +
-        "PAYMENT-RESPONSE header. GET and POST behave alike."
+        "PAYMENT-RESPONSE header, or 202 with the settling order when the settlement's outcome is not known within " +
+        "SETTLEMENT_WAIT (poll GET /merchant/orders/{id}: it becomes paid, or open when nothing was transferred). " +
+        "503 CHAIN_UNAVAILABLE: the chain did not answer before anything was reserved. GET and POST behave alike."
     )
 
 export class MerchantApi extends HttpApiGroup.make("merchant")

@@ -1,8 +1,8 @@
 import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
-import { Effect, Option } from "effect"
+import { Effect, Option, Schema } from "effect"
 import { Api } from "../Api.js"
 import { RateLimiter } from "../RateLimit.js"
-import type { PaymentRequired } from "./Api.js"
+import { Order, type PaymentRequired } from "./Api.js"
 import { Merchant, type PaidOrder } from "./Merchant.js"
 import { encodeHeader } from "./X402.js"
 
@@ -11,7 +11,10 @@ const setHeaders = (headers: Record<string, string>) =>
     Effect.succeed(HttpServerResponse.setHeaders(response, headers))
   )
 
-/** x402 headers: PAYMENT-REQUIRED on a 402, PAYMENT-RESPONSE whenever a settlement was attempted. */
+/**
+ * x402 headers: PAYMENT-REQUIRED on a 402, PAYMENT-RESPONSE whenever a settlement was decided; a
+ * settlement still in progress is 202 with the settling order and where to poll it.
+ */
 const withX402Headers = <E>(effect: Effect.Effect<PaidOrder, E | PaymentRequired>) =>
   effect.pipe(
     Effect.tapError((error) => {
@@ -28,7 +31,14 @@ const withX402Headers = <E>(effect: Effect.Effect<PaidOrder, E | PaymentRequired
     Effect.tap(({ receipt }) =>
       Option.isSome(receipt) ? setHeaders({ "payment-response": encodeHeader(receipt.value) }) : Effect.void
     ),
-    Effect.map(({ order }) => order)
+    Effect.map(({ order, inProgress }) =>
+      inProgress
+        ? HttpServerResponse.unsafeJson(Schema.encodeSync(Order)(order), {
+            status: 202,
+            headers: { location: `/merchant/orders/${order.id}`, "cache-control": "no-store" }
+          })
+        : order
+    )
   )
 
 export const MerchantHttpLive = HttpApiBuilder.group(Api, "merchant", (handlers) =>

@@ -7,14 +7,23 @@
  * relayer's signed transaction is recorded before broadcast; `reconcile` finishes whatever a
  * crash or a slow chain left unfinished, and reopens an order only when its authorization can
  * never execute any more.
+ *
+ * Never a lie about money: before the reservation an unavailable chain or database answers 503
+ * (nothing reserved, nothing sent); after it, a payment is answered as failed (402) only when the
+ * chain proves nothing was or will be transferred, as paid (200) only when the receipt proves the
+ * transfer, and otherwise 202: the settlement goes on in the background and the client polls the
+ * order. Each settlement has an owner, the replica that reserved it; replicas heartbeat, and the
+ * reconciler takes over the settlements of a replica whose heartbeat is older than
+ * SETTLEMENT_RECONCILE_AFTER, and its own replica's settlements as soon as their request let go.
  */
-import { randomBytes } from "node:crypto"
-import { Clock, Config, Duration, Effect, Either, Option } from "effect"
+import { randomBytes, randomUUID } from "node:crypto"
+import { Clock, Config, Duration, Effect, Either, Exit, Fiber, Layer, Option } from "effect"
 import { domainSeparator, getAddress, type Hash, type Hex } from "viem"
+import { ChainUnavailable } from "../ApiError.js"
 import { backgroundLoop } from "../BackgroundLoop.js"
 import { AppConfig, durationConfig } from "../Config.js"
 import type { Address } from "../chain/Address.js"
-import { ChainClient, type ChainClientShape, receiptShowsTransfer } from "../chain/ChainClient.js"
+import { ChainClient, type ChainClientShape, ChainError, receiptShowsTransfer } from "../chain/ChainClient.js"
 import { Order, OrderAlreadyPaid, OrderExpired, OrderNotFound, PaymentInProgress, PaymentRequired } from "./Api.js"
 import { microsToAtomic, parseAmount } from "./Money.js"
 import { OrderRepo, type OrderRow, type SettlementRow } from "./OrderRepo.js"
@@ -32,12 +41,19 @@ import {
 } from "./X402.js"
 
 const MAX_TIMEOUT_SECONDS = 300
+/**
+ * The longest a settling fiber works on one settlement (relay, broadcast, receipt) before it lets
+ * the reconciler continue: a safety net over the chain client's own bounds.
+ */
+const SETTLEMENT_WORK_LIMIT = Duration.seconds(60)
 
 const merchantSettings = Config.all({
   orderTtl: durationConfig("ORDER_TTL", "30 minutes"),
-  reconcileInterval: durationConfig("RECONCILE_INTERVAL", "5 seconds"),
-  /** Settlements untouched this long are the reconciler's; a live request finishes well before. */
-  reconcileAfter: durationConfig("SETTLEMENT_RECONCILE_AFTER", "45 seconds")
+  reconcileInterval: durationConfig("RECONCILE_INTERVAL", "2 seconds"),
+  /** A replica silent this long is dead: its settlements are the reconciler's. It heartbeats thrice as often. */
+  reconcileAfter: durationConfig("SETTLEMENT_RECONCILE_AFTER", "6 seconds"),
+  /** How long a pay request waits for its settlement's outcome before answering 202 (poll the order). */
+  settlementWait: durationConfig("SETTLEMENT_WAIT", "8 seconds")
 })
 
 /**
@@ -81,18 +97,48 @@ export interface PaidOrder {
   readonly order: Order
   /** The PAYMENT-RESPONSE to send, when this request carried the payment. */
   readonly receipt: Option.Option<SettleResponse>
+  /** The payment was reserved and is being settled: answer 202 with the (settling) order. */
+  readonly inProgress: boolean
 }
+
+/** How a reserved settlement ended, as far as the request that reserved it can tell. */
+type SettlementAnswer =
+  | { readonly _tag: "Settled"; readonly transaction: Hash }
+  /** Nothing was or will be transferred, and the order is open again. */
+  | { readonly _tag: "Failed"; readonly reason: string; readonly transaction?: Hash }
+  | { readonly _tag: "InProgress" }
 
 export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
   effect: Effect.gen(function* () {
     const repo = yield* OrderRepo
     const chain = yield* ChainClient
     const processor = yield* PaymentProcessor
-    const { apiUrl, merchantPayTo } = yield* AppConfig
+    const { apiUrl, merchantPayTo, chainTimeout } = yield* AppConfig
     const settings = yield* merchantSettings
     const payTo = yield* Effect.orDieWith(merchantPayTo, () => "MERCHANT_PAY_TO is required for the merchant")
     const { usd1, network } = chain
     yield* checkTokenDomain(chain)
+    /** This replica, as the owner of the settlements it reserves. */
+    const replica = randomUUID()
+    /** Orders this replica's fibers are settling (a count: concurrent attempts on one order). */
+    const working = new Map<string, number>()
+    const track = (id: string) => Effect.sync(() => working.set(id, (working.get(id) ?? 0) + 1))
+    const untrack = (id: string) =>
+      Effect.sync(() => {
+        const left = (working.get(id) ?? 1) - 1
+        if (left > 0) working.set(id, left)
+        else working.delete(id)
+      })
+
+    const inProgress: SettlementAnswer = { _tag: "InProgress" }
+    const pending: SettleOutcome = { _tag: "Pending" }
+
+    /** A chain read that does not answer within CHAIN_TIMEOUT fails like an unreachable chain. */
+    const withinChainTimeout = <A, E, R>(call: Effect.Effect<A, E, R>) =>
+      Effect.timeoutFail(call, {
+        duration: chainTimeout,
+        onTimeout: () => new ChainError({ message: `no answer within ${Duration.format(chainTimeout)}` })
+      })
 
     const requirementsOf = (row: OrderRow): PaymentRequirements =>
       requirementsFor({
@@ -187,7 +233,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
         }
       }).pipe(repo.withTransaction)
 
-    /** Locks the open order and inserts the pending settlement: the exactly-once gate. */
+    /** Locks the open order and inserts the pending settlement, owned by this replica: the exactly-once gate. */
     const reserve = (id: string, payload: PaymentPayload) =>
       Effect.gen(function* () {
         const locked = yield* repo.lockOrder(id)
@@ -205,6 +251,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
             amountAtomic: BigInt(authorization.value),
             validBefore: BigInt(authorization.validBefore),
             payload,
+            owner: replica,
             now: new Date(yield* Clock.currentTimeMillis)
           })
           .pipe(Effect.catchTag("DuplicateAuthorization", () => refuse(order, Reason.nonceUsed, "PAYMENT_INVALID")))
@@ -225,8 +272,8 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
     }) =>
       Effect.gen(function* () {
         const nonce = settlement.nonce as Hex
-        if (!(yield* chain.authorizationState(settlement.payer, nonce))) return "unused" as const
-        const hash = yield* chain.authorizationUsedIn(settlement.payer, nonce)
+        if (!(yield* withinChainTimeout(chain.authorizationState(settlement.payer, nonce)))) return "unused" as const
+        const hash = yield* withinChainTimeout(chain.authorizationUsedIn(settlement.payer, nonce))
         if (Option.isNone(hash)) return { _tag: "Rejected", reason: Reason.nonceUsed } satisfies SettleOutcome
         const receipt = yield* chain.receipt(hash.value, 5_000)
         if (Option.isNone(receipt)) return { _tag: "Pending", transaction: hash.value } satisfies SettleOutcome
@@ -245,11 +292,72 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
             }) satisfies SettleOutcome as SettleOutcome
       })
 
+    /**
+     * Settles a reserved payment and records the outcome; never fails. A refused or reverted
+     * transfer may be moot: the authorization can have been used by another transaction paying us
+     * the same amount (anyone may submit it), so the chain has the last word.
+     */
+    const settleReserved = (
+      settlementId: number,
+      orderId: string,
+      payload: PaymentPayload,
+      requirements: PaymentRequirements,
+      payer: Address
+    ) =>
+      Effect.gen(function* () {
+        const record = (tx: { readonly hash: Hash; readonly raw: Hex | null }) =>
+          Effect.gen(function* () {
+            const now = new Date(yield* Clock.currentTimeMillis)
+            if (!(yield* repo.recordBroadcast(settlementId, tx.hash, tx.raw, now))) {
+              return yield* new SettlementAbandoned()
+            }
+          })
+        const settled = yield* processor.settle(payload, requirements, record).pipe(
+          Effect.timeoutTo({
+            duration: SETTLEMENT_WORK_LIMIT,
+            onSuccess: (outcome) => outcome,
+            onTimeout: () => pending
+          })
+        )
+        const outcome =
+          settled._tag === "Rejected"
+            ? yield* usedAuthorization({
+                payer,
+                nonce: payload.payload.authorization.nonce,
+                payTo: requirements.payTo,
+                amountAtomic: BigInt(requirements.amount)
+              }).pipe(
+                Effect.map((chainSays) =>
+                  chainSays !== "unused" && chainSays._tag === "Settled" ? chainSays : settled
+                ),
+                // Without the chain's word the failure is not certain: the reconciler asks again.
+                Effect.orElseSucceed(() => pending)
+              )
+            : settled
+        if (outcome._tag === "Pending") return inProgress
+        const recorded = yield* Effect.exit(finish({ id: settlementId, orderId, payer }, outcome))
+        // The receipt proves the transfer, recorded or not (the reconciler records it then).
+        if (outcome._tag === "Settled") return outcome satisfies SettlementAnswer
+        return Exit.isSuccess(recorded)
+          ? ({
+              _tag: "Failed",
+              reason: outcome.reason,
+              ...(outcome.transaction === undefined ? {} : { transaction: outcome.transaction })
+            } satisfies SettlementAnswer)
+          : inProgress
+      }).pipe(
+        Effect.catchAllCause((cause) =>
+          Effect.logWarning("settlement in doubt: the reconciler continues it", cause).pipe(Effect.as(inProgress))
+        ),
+        Effect.withSpan("Merchant.settleReserved", { attributes: { "order.id": orderId } })
+      )
+
     const pay = Effect.fn("Merchant.pay")(function* (id: string, header: Option.Option<string>) {
       yield* Effect.annotateCurrentSpan("order.id", id)
       const order = yield* load(id)
       if (Option.isNone(header)) {
-        if (order.status === "paid") return { order: toOrder(order), receipt: Option.none() } satisfies PaidOrder
+        if (order.status === "paid")
+          return { order: toOrder(order), receipt: Option.none(), inProgress: false } satisfies PaidOrder
         if (order.status === "expired") return yield* new OrderExpired({ error: "the order expired" })
         if (order.status === "settling") return yield* new PaymentInProgress({ error: "a payment is being settled" })
         return yield* refuse(order, Reason.paymentRequired, "PAYMENT_REQUIRED")
@@ -270,7 +378,11 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
           settled.value.payer.toLowerCase() === authorization.from.toLowerCase() &&
           settled.value.nonce === authorization.nonce.toLowerCase()
         ) {
-          return { order: toOrder(order), receipt: Option.some(receiptOf(settled.value)) } satisfies PaidOrder
+          return {
+            order: toOrder(order),
+            receipt: Option.some(receiptOf(settled.value)),
+            inProgress: false
+          } satisfies PaidOrder
         }
         return yield* new OrderAlreadyPaid({ error: "the order was paid by another payment" })
       }
@@ -285,68 +397,66 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       const nowSeconds = Math.floor((yield* Clock.currentTimeMillis) / 1000)
       const window = checkAuthorization(authorization, requirements, nowSeconds)
       if (Either.isLeft(window)) return yield* refuse(order, window.left, "PAYMENT_INVALID")
-      const invalid = yield* processor.verify(payload, requirements).pipe(Effect.orDie)
+      const invalid = yield* withinChainTimeout(processor.verify(payload, requirements)).pipe(
+        Effect.catchTag("ChainError", (error) =>
+          Effect.logWarning(`payment not verified: ${error.message}`).pipe(
+            Effect.zipRight(
+              new ChainUnavailable({ error: "the chain did not answer in time; nothing was reserved or sent" })
+            )
+          )
+        )
+      )
       if (Option.isSome(invalid)) return yield* refuse(order, invalid.value, "PAYMENT_INVALID")
 
-      // From the reservation on, a client that hangs up does not stop the settlement half way.
-      const outcome = yield* Effect.uninterruptible(
+      // From the reservation on, the settlement runs to its end whatever the request does (a
+      // client that hangs up, a slow chain): the request waits up to SETTLEMENT_WAIT for it.
+      const answer = yield* Effect.uninterruptibleMask((restore) =>
         Effect.gen(function* () {
-          const settlementId = yield* reserve(id, payload)
-          const settled = yield* processor.settle(payload, requirements, (tx) =>
-            Effect.gen(function* () {
-              const now = new Date(yield* Clock.currentTimeMillis)
-              if (!(yield* repo.recordBroadcast(settlementId, tx.hash, tx.raw, now))) {
-                return yield* new SettlementAbandoned()
-              }
-            })
+          yield* track(id)
+          const reserved = yield* Effect.exit(reserve(id, payload))
+          if (Exit.isFailure(reserved))
+            return yield* untrack(id).pipe(Effect.zipRight(Effect.failCause(reserved.cause)))
+          const settling = yield* Effect.forkDaemon(
+            restore(settleReserved(reserved.value, id, payload, requirements, payer)).pipe(Effect.ensuring(untrack(id)))
           )
-          // A refused or reverted transfer may be moot: the authorization can have been used by
-          // another transaction paying us the same amount (anyone may submit it).
-          const outcome =
-            settled._tag === "Rejected"
-              ? yield* usedAuthorization({
-                  payer,
-                  nonce: authorization.nonce,
-                  payTo: requirements.payTo,
-                  amountAtomic: BigInt(requirements.amount)
-                }).pipe(
-                  Effect.map((chainSays) =>
-                    chainSays !== "unused" && chainSays._tag === "Settled" ? chainSays : settled
-                  ),
-                  Effect.orElseSucceed(() => settled)
-                )
-              : settled
-          yield* finish({ id: settlementId, orderId: id, payer }, outcome)
-          return outcome
+          return yield* restore(Fiber.join(settling)).pipe(
+            Effect.timeoutTo({
+              duration: settings.settlementWait,
+              onSuccess: (answer) => answer,
+              onTimeout: () => inProgress
+            }),
+            Effect.onInterrupt(() => Effect.logInfo("the client left; the settlement goes on"))
+          )
         })
       )
-      const after = yield* load(id)
-      switch (outcome._tag) {
+      switch (answer._tag) {
         case "Settled":
           return {
-            order: toOrder(after),
-            receipt: Option.some({
-              success: true,
-              transaction: outcome.transaction,
-              network,
-              payer
-            })
+            order: toOrder({ ...order, status: "paid", payer, tx: answer.transaction }),
+            receipt: Option.some({ success: true, transaction: answer.transaction, network, payer }),
+            inProgress: false
           } satisfies PaidOrder
-        case "Rejected":
-        case "Pending": {
-          const reason = outcome._tag === "Rejected" ? outcome.reason : Reason.settlementPending
-          return yield* refuse(after, reason, "SETTLEMENT_FAILED", {
+        case "Failed":
+          return yield* refuse(order, answer.reason, "SETTLEMENT_FAILED", {
             success: false,
-            transaction: outcome.transaction ?? "",
+            transaction: answer.transaction ?? "",
             network,
             payer,
-            errorReason: reason
+            errorReason: answer.reason
           })
-        }
+        case "InProgress":
+          return {
+            order: toOrder({ ...order, status: "settling" }),
+            receipt: Option.none(),
+            inProgress: true
+          } satisfies PaidOrder
       }
     })
 
-    /** Decides one unfinished settlement from the chain; leaves it when the chain cannot tell yet. */
+    /**
+     * Decides one unfinished settlement from the chain; leaves it when the chain cannot tell yet.
+     * False when the chain did not answer (the rest of the batch waits for the next tick).
+     */
     const reconcileOne = (settlement: SettlementRow) =>
       Effect.gen(function* () {
         const used = yield* usedAuthorization({ ...settlement, payTo: settlement.payload.accepted.payTo })
@@ -361,37 +471,77 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
             })
           }
         }
-        if ((yield* chain.blockTime) >= settlement.validBefore) {
+        if ((yield* withinChainTimeout(chain.blockTime)) >= settlement.validBefore) {
           // The authorization can never execute any more: nothing was or will be charged.
           return yield* finish(settlement, { _tag: "Rejected", reason: Reason.validBefore })
         }
-        if (settlement.rawTx !== null) return yield* chain.rebroadcast(settlement.rawTx as Hex)
+        if (settlement.rawTx !== null) return yield* withinChainTimeout(chain.rebroadcast(settlement.rawTx as Hex))
         if (settlement.txHash === null && processor.recordsBeforeBroadcast) {
           // Our relayer records a transaction before broadcasting it: no record, nothing sent.
           return yield* finish(settlement, { _tag: "Rejected", reason: Reason.unexpectedSettleError })
         }
       }).pipe(
-        Effect.catchAllCause((cause) => Effect.logWarning("reconcile: will retry", cause)),
+        Effect.as(true),
+        Effect.catchTag("ChainError", (error) =>
+          Effect.logWarning(`reconcile: the chain did not answer (${error.message}); will retry`).pipe(Effect.as(false))
+        ),
+        Effect.catchAllCause((cause) => Effect.logWarning("reconcile: will retry", cause).pipe(Effect.as(true))),
         Effect.withSpan("Merchant.reconcileOne", { attributes: { "order.id": settlement.orderId } })
       )
 
-    /** Finishes settlements left unfinished by a crash or a slow chain. Safe on every replica. */
+    /** Finishes the settlements nobody works on any more (see `lockAbandoned`). Safe on every replica. */
     const reconcile = Effect.gen(function* () {
-      const before = new Date((yield* Clock.currentTimeMillis) - Duration.toMillis(settings.reconcileAfter))
-      const stale = yield* repo.lockStaleUnfinished({ before, limit: 20 }).pipe(
-        Effect.flatMap((rows) => Effect.forEach(rows, reconcileOne, { discard: true }).pipe(Effect.as(rows.length))),
-        repo.withTransaction
-      )
-      if (stale > 0) yield* Effect.logInfo(`reconciled ${stale} unfinished settlement(s)`)
+      const reconciled = yield* repo
+        .lockAbandoned({
+          replica,
+          working: [...working.keys()],
+          leaseSeconds: Duration.toSeconds(settings.reconcileAfter),
+          limit: 20
+        })
+        .pipe(
+          Effect.flatMap((rows) =>
+            Effect.gen(function* () {
+              let done = 0
+              for (const row of rows) {
+                // The chain does not answer: the rest waits for the next tick.
+                if (!(yield* reconcileOne(row))) break
+                done++
+              }
+              return done
+            })
+          ),
+          repo.withTransaction
+        )
+      if (reconciled > 0) yield* Effect.logInfo(`reconciled ${reconciled} unfinished settlement(s)`)
     }).pipe(Effect.withSpan("Merchant.reconcile"))
 
-    return { createOrder, getOrder, pay, reconcile, reconcileInterval: settings.reconcileInterval }
+    /** Tells the other replicas this one is alive (its settlements are not theirs to take over). */
+    const heartbeat = repo.heartbeat(replica).pipe(Effect.asVoid, Effect.withSpan("Merchant.heartbeat"))
+
+    return {
+      createOrder,
+      getOrder,
+      pay,
+      reconcile,
+      heartbeat,
+      reconcileInterval: settings.reconcileInterval,
+      heartbeatInterval: Duration.times(settings.reconcileAfter, 1 / 3)
+    }
   }),
   dependencies: [OrderRepo.Default]
 }) {}
 
-/** The reconciler: at start-up and then every RECONCILE_INTERVAL, on every replica. */
-export const SettlementReconcilerLive = backgroundLoop(
-  "settlement-reconciler",
-  Effect.map(Merchant, (merchant) => ({ tick: merchant.reconcile, every: merchant.reconcileInterval }))
+/**
+ * The reconciler, at start-up and then every RECONCILE_INTERVAL, and the replica's heartbeat, every
+ * third of SETTLEMENT_RECONCILE_AFTER; on every replica.
+ */
+export const SettlementReconcilerLive = Layer.merge(
+  backgroundLoop(
+    "settlement-heartbeat",
+    Effect.map(Merchant, (merchant) => ({ tick: merchant.heartbeat, every: merchant.heartbeatInterval }))
+  ),
+  backgroundLoop(
+    "settlement-reconciler",
+    Effect.map(Merchant, (merchant) => ({ tick: merchant.reconcile, every: merchant.reconcileInterval }))
+  )
 )

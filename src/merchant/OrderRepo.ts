@@ -34,6 +34,7 @@ export const SettlementRow = Schema.Struct({
   txHash: Schema.NullOr(Schema.String),
   rawTx: Schema.NullOr(Schema.String),
   errorReason: Schema.NullOr(Schema.String),
+  owner: Schema.NullOr(Schema.String),
   updatedAt: Schema.DateFromSelf
 })
 export type SettlementRow = typeof SettlementRow.Type
@@ -84,12 +85,14 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
       readonly amountAtomic: bigint
       readonly validBefore: bigint
       readonly payload: PaymentPayload
+      readonly owner: string
       readonly now: Date
     }) =>
       sql<{ id: string }>`
-        INSERT INTO settlements (order_id, payer, nonce, amount_atomic, valid_before, payload, status, created_at, updated_at)
+        INSERT INTO settlements
+          (order_id, payer, nonce, amount_atomic, valid_before, payload, status, owner, created_at, updated_at)
         VALUES (${row.orderId}, ${row.payer}, ${row.nonce}, ${row.amountAtomic.toString()}, ${row.validBefore.toString()},
-                ${JSON.stringify(row.payload)}::jsonb, 'pending', ${row.now}, ${row.now})
+                ${JSON.stringify(row.payload)}::jsonb, 'pending', ${row.owner}, ${row.now}, ${row.now})
         RETURNING id`.pipe(
         Effect.map((rows) => Number(rows[0]!.id)),
         Effect.catchIf(
@@ -123,13 +126,34 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
           WHERE id = ${id} AND status IN ('pending', 'broadcast')
           RETURNING id`.pipe(Effect.map((rows) => rows.length === 1))
 
-    /** Unfinished settlements untouched since `before`, locked; other replicas skip them. */
-    const lockStaleUnfinished = SqlSchema.findAll({
-      Request: Schema.Struct({ before: Schema.DateFromSelf, limit: Schema.Number }),
+    /** This replica is alive (database time, so replicas' clocks need not agree); forgets long-dead ones. */
+    const heartbeat = (replica: string) =>
+      sql`INSERT INTO merchant_replicas (id, heartbeat_at) VALUES (${replica}, now())
+          ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()`.pipe(
+        Effect.zipRight(sql`DELETE FROM merchant_replicas WHERE heartbeat_at < now() - interval '1 day'`)
+      )
+
+    /**
+     * Unfinished settlements nobody works on, locked (other replicas skip them): no owner, an owner
+     * whose heartbeat is older than `leaseSeconds` (dead), or this replica itself for an order it is
+     * no longer `working` on (the settling fiber ended without a final state).
+     */
+    const lockAbandoned = SqlSchema.findAll({
+      Request: Schema.Struct({
+        replica: Schema.String,
+        working: Schema.Array(Schema.String),
+        leaseSeconds: Schema.Number,
+        limit: Schema.Number
+      }),
       Result: SettlementRow,
-      execute: ({ before, limit }) =>
-        sql`SELECT * FROM settlements WHERE status IN ('pending', 'broadcast') AND updated_at < ${before}
-            ORDER BY updated_at LIMIT ${limit} FOR UPDATE SKIP LOCKED`
+      execute: ({ replica, working, leaseSeconds, limit }) =>
+        sql`SELECT s.* FROM settlements s
+            WHERE s.status IN ('pending', 'broadcast')
+              AND NOT (s.order_id = ANY(${working}::text[]))
+              AND (s.owner IS NULL OR s.owner = ${replica} OR NOT EXISTS (
+                SELECT 1 FROM merchant_replicas r
+                WHERE r.id = s.owner AND r.heartbeat_at > now() - make_interval(secs => ${leaseSeconds})))
+            ORDER BY s.updated_at LIMIT ${limit} FOR UPDATE OF s SKIP LOCKED`
     })
 
     return {
@@ -144,7 +168,8 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
         findSucceededSettlement,
         recordBroadcast,
         finishSettlement,
-        lockStaleUnfinished
+        heartbeat,
+        lockAbandoned
       }),
       withTransaction: transactionally(sql)
     }

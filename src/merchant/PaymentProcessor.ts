@@ -15,7 +15,7 @@ import {
   CallReverted,
   ChainClient,
   type ChainClientShape,
-  type ChainError,
+  ChainError,
   receiptShowsTransfer
 } from "../chain/ChainClient.js"
 import { authorizationOf, type PaymentPayload, type PaymentRequirements, Reason, SettleResponse } from "./X402.js"
@@ -111,28 +111,38 @@ export const RelayerProcessor = Layer.effect(
       _requirements: PaymentRequirements,
       record: (tx: BroadcastRecord) => Effect.Effect<void, SettlementAbandoned>
     ) =>
-      chain
-        .transferWithAuthorization(
-          authorizationOf(payload.payload.authorization),
-          payload.payload.signature as Hex,
-          (signed) => record({ hash: signed.hash, raw: signed.raw })
-        )
-        .pipe(
-          Effect.flatMap((signed) => confirm(chain, signed.hash, payload)),
-          Effect.catchAll((error): Effect.Effect<SettleOutcome> => {
-            if (error instanceof CallReverted) {
-              return Effect.succeed({ _tag: "Rejected", reason: reasonForRevert(error.reason) })
-            }
-            if (error instanceof SettlementAbandoned) {
-              return Effect.succeed({ _tag: "Rejected", reason: Reason.unexpectedSettleError })
-            }
-            // Sent or not, we cannot tell: the reconciler decides from the chain.
-            return Effect.logWarning("settlement broadcast failed", error).pipe(
-              Effect.as<SettleOutcome>({ _tag: "Pending" })
-            )
-          }),
-          Effect.withSpan("PaymentProcessor.settle")
-        )
+      Effect.suspend(() => {
+        // The transaction is broadcast only after it was recorded: no record, nothing sent.
+        let recorded = false
+        return chain
+          .transferWithAuthorization(
+            authorizationOf(payload.payload.authorization),
+            payload.payload.signature as Hex,
+            (signed) =>
+              record({ hash: signed.hash, raw: signed.raw }).pipe(
+                Effect.tap(() => {
+                  recorded = true
+                })
+              )
+          )
+          .pipe(
+            Effect.flatMap((signed) => confirm(chain, signed.hash, payload)),
+            Effect.catchAll((error): Effect.Effect<SettleOutcome> => {
+              if (error instanceof CallReverted) {
+                return Effect.succeed({ _tag: "Rejected", reason: reasonForRevert(error.reason) })
+              }
+              if (error instanceof SettlementAbandoned || !recorded) {
+                return Effect.logWarning("settlement not sent", error).pipe(
+                  Effect.as<SettleOutcome>({ _tag: "Rejected", reason: Reason.unexpectedSettleError })
+                )
+              }
+              // Sent or not, we cannot tell: the reconciler decides from the chain.
+              return Effect.logWarning("settlement broadcast failed", error).pipe(
+                Effect.as<SettleOutcome>({ _tag: "Pending" })
+              )
+            })
+          )
+      }).pipe(Effect.withSpan("PaymentProcessor.settle"))
 
     return { recordsBeforeBroadcast: true, verify, settle }
   })
@@ -173,7 +183,8 @@ export const FacilitatorProcessor = (baseUrl: string) =>
           Effect.map((response) =>
             response.isValid ? Option.none() : Option.some(response.invalidReason ?? Reason.signature)
           ),
-          Effect.orDie,
+          // The facilitator is this deployment's way to the chain: its failure is the chain's.
+          Effect.mapError((cause) => new ChainError({ message: `facilitator /verify: ${cause.message}`, cause })),
           Effect.withSpan("PaymentProcessor.verify", { attributes: { "x402.facilitator": baseUrl } })
         )
 

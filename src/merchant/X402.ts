@@ -3,10 +3,11 @@
  * the requirements we offer and the off-chain checks in the reference facilitator's order.
  * No I/O here; chain reads (nonce state, balance) and the signature check live in the service.
  */
-import { Either, Schema } from "effect"
+import { Either, Option, Schema } from "effect"
 import { getAddress } from "viem"
 import type { Address } from "../chain/Address.js"
 import type { TransferAuthorization } from "../chain/ChainClient.js"
+import { jsonDeeperThan, MAX_JSON_DEPTH, unstorableText } from "../RequestBody.js"
 
 const X402_VERSION = 2
 /** Seconds a signed authorization must still be valid for when it reaches us (block time). */
@@ -31,11 +32,15 @@ export const Reason = {
   simulationFailed: "invalid_exact_evm_transaction_simulation_failed",
   transactionFailed: "invalid_exact_evm_transaction_failed",
   transferEventMismatch: "invalid_exact_evm_transfer_event_mismatch",
-  settlementPending: "settlement_pending",
   unexpectedSettleError: "unexpected_settle_error"
 } as const
 
-const DecimalInteger = Schema.String.pipe(Schema.pattern(/^\d{1,78}$/))
+const MAX_UINT256 = 2n ** 256n - 1n
+/** A uint256 in decimal, as EIP-3009 amounts, times and x402 amounts are. */
+const DecimalInteger = Schema.String.pipe(
+  Schema.pattern(/^\d{1,78}$/),
+  Schema.filter((text) => BigInt(text) <= MAX_UINT256 || "must fit in 256 bits")
+)
 const HexAddress = Schema.String.pipe(Schema.pattern(/^0x[0-9a-fA-F]{40}$/))
 
 export const ResourceInfo = Schema.Struct({
@@ -100,17 +105,25 @@ const STANDARD_BASE64 = /^[A-Za-z0-9+/]*={0,2}$/
 /** Standard base64 (not base64url) of the UTF-8 JSON text, as every x402 header carries. */
 export const encodeHeader = (value: unknown): string => Buffer.from(JSON.stringify(value), "utf8").toString("base64")
 
-/** Decodes a PAYMENT-SIGNATURE value; Left carries the reason for the 402. */
+/**
+ * Decodes a PAYMENT-SIGNATURE value; Left carries the reason for the 402. Text the payment would be
+ * stored with must be storable (no U+0000, no unpaired surrogate, anywhere in the payload: the
+ * reason names the field), and the JSON no deeper than request bodies may be.
+ */
 export const decodePaymentHeader = (header: string): Either.Either<PaymentPayload, string> => {
   if (header.length > (MAX_PAYMENT_HEADER_BYTES * 4) / 3 + 4 || !STANDARD_BASE64.test(header)) {
     return Either.left(Reason.invalidPayload)
   }
+  const text = Buffer.from(header, "base64").toString("utf8")
+  if (jsonDeeperThan(text, MAX_JSON_DEPTH)) return Either.left(Reason.invalidPayload)
   let json: unknown
   try {
-    json = JSON.parse(Buffer.from(header, "base64").toString("utf8"))
+    json = JSON.parse(text)
   } catch {
     return Either.left(Reason.invalidPayload)
   }
+  const unstorable = unstorableText(json)
+  if (Option.isSome(unstorable)) return Either.left(`${Reason.invalidPayload}: ${unstorable.value}`)
   return Schema.decodeUnknownEither(PaymentPayload)(json).pipe(Either.mapLeft(() => Reason.invalidPayload))
 }
 

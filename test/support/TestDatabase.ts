@@ -1,8 +1,9 @@
 import * as Reactivity from "@effect/experimental/Reactivity"
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer, Redacted } from "effect"
+import { Context, Effect, Layer, Redacted } from "effect"
 import { inject } from "vitest"
 import { sqlLayer } from "../../src/Database.js"
+import { startTcpProxy, type TcpProxy } from "./TcpProxy.js"
 
 /** A fresh, empty database on the test server, dropped when the scope closes. */
 export const temporaryDatabaseUrl = Effect.gen(function* () {
@@ -19,3 +20,16 @@ export const temporaryDatabaseUrl = Effect.gen(function* () {
 
 /** A freshly created, migrated database for one test file, dropped when the layer closes. */
 export const TestDatabase = Layer.unwrapScoped(Effect.map(temporaryDatabaseUrl, (url) => sqlLayer(Redacted.make(url))))
+
+/** The proxy between the server and its database, for tests that stall or cut the database. */
+export class DatabaseProxy extends Context.Tag("test/DatabaseProxy")<DatabaseProxy, TcpProxy>() {}
+
+/** `TestDatabase` reached through a TCP proxy, offered as `DatabaseProxy`. */
+export const ProxiedTestDatabase = Layer.unwrapScoped(
+  Effect.gen(function* () {
+    const url = yield* temporaryDatabaseUrl
+    const upstream = new URL(url)
+    const proxy = yield* startTcpProxy({ host: upstream.hostname, port: Number(upstream.port || 5432) })
+    return Layer.merge(sqlLayer(Redacted.make(proxy.url(url))), Layer.succeed(DatabaseProxy, proxy))
+  })
+)

@@ -1,17 +1,25 @@
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import path from "node:path"
-import { NodeHttpServer } from "@effect/platform-node"
+import { HttpServer } from "@effect/platform"
+import { NodeHttpClient } from "@effect/platform-node"
 import { ConfigProvider, Effect, Layer, Logger, LogLevel } from "effect"
 import { AppConfig } from "../../src/Config.js"
 import { type PortLayers, portsLayer } from "../../src/Ports.js"
-import { httpLive } from "../../src/Server.js"
+import { httpLive, nodeServerLayer } from "../../src/Server.js"
 import { TestChain } from "./TestChain.js"
 import { TestDatabase } from "./TestDatabase.js"
 
 export const TEST_APP_URL = "https://app.example.com"
 
 type ChainLayer = PortLayers["chain"]
+
+/** The production Node server (its timeouts and parser handling) on a free port, and a client for it. */
+const NodeServerTest = HttpServer.layerTestClient.pipe(
+  Layer.provide(NodeHttpClient.layerWithoutAgent),
+  Layer.provide(NodeHttpClient.makeAgentLayer({ keepAlive: false })),
+  Layer.provideMerge(nodeServerLayer({ port: 0, host: "127.0.0.1" }))
+)
 
 /** What the given layers offer, e.g. `InMemoryChain` beside the `ChainClient` it implements. */
 type Offered<P> = {
@@ -23,14 +31,20 @@ type DefaultChain<P> = P extends { readonly chain: unknown } ? never : Layer.Lay
 
 /**
  * The real HTTP application on a free port over a throwaway database, with the environment given as
- * a map and its own temporary DATA_DIR. Ports are the configured defaults except those given; the
+ * a map and its own temporary DATA_DIR, served by the production Node server (its limits and parser
+ * handling). Ports are the configured defaults except those given; the
  * chain is a fresh devnet unless replaced. Provides the `HttpClient` pointed at the server, the
  * `SqlClient`, and whatever the port layers offer the test (`TestDevnet`, `InMemoryChain`,
  * `ScriptedKycProvider`, ...).
  */
-export const testServer = <const P extends Partial<PortLayers> = {}>(
+export const testServer = <const P extends Partial<PortLayers> = {}, D = never>(
   env: Record<string, string> = {},
-  ports: P = {} as P
+  ports: P = {} as P,
+  /** The database: a throwaway one (or `ProxiedTestDatabase`, to stall or cut it). */
+  database: Layer.Layer<D | Layer.Layer.Success<typeof TestDatabase>, unknown> = TestDatabase as Layer.Layer<
+    D | Layer.Layer.Success<typeof TestDatabase>,
+    unknown
+  >
 ) => {
   // The same layer values are provided to the ports and to the test: each is built once.
   const chain = ports.chain ?? TestChain
@@ -52,10 +66,10 @@ export const testServer = <const P extends Partial<PortLayers> = {}>(
       }
       // Port layers may need other ports (a wallet the chain): each is built once, in the ports.
       const portLayer = portsLayer({ ...ports, chain })
-      return httpLive(NodeHttpServer.layerTest).pipe(
+      return httpLive(NodeServerTest).pipe(
         Layer.provide(portLayer),
         Layer.provideMerge(Layer.mergeAll(...(given as [ChainLayer])).pipe(Layer.provide(portLayer))),
-        Layer.provideMerge(TestDatabase),
+        Layer.provideMerge(database),
         Layer.provideMerge(AppConfig.layer),
         Layer.provide(Logger.minimumLogLevel(LogLevel.Warning)),
         Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(settings)))))

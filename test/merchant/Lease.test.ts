@@ -1,0 +1,91 @@
+/**
+ * The reconciler takes over a settlement once its owner (the replica that reserved it) stops
+ * heartbeating, and never while the owner is alive. The merchant, its relayer processor and the
+ * database are the real ones; the chain is in memory.
+ */
+import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
+import { ConfigProvider, Effect, Layer, Option } from "effect"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { AppConfig } from "../../src/Config.js"
+import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
+import { Merchant } from "../../src/merchant/Merchant.js"
+import { RelayerProcessor } from "../../src/merchant/PaymentProcessor.js"
+import { TestDatabase } from "../support/TestDatabase.js"
+import { signPayment } from "../support/x402.js"
+
+const MerchantTest = Merchant.Default.pipe(
+  Layer.provide(RelayerProcessor),
+  Layer.provideMerge(TestDatabase),
+  Layer.provide(InMemoryChain.layer()),
+  Layer.provide(AppConfig.layer),
+  Layer.provide(
+    Layer.setConfigProvider(
+      ConfigProvider.fromMap(
+        new Map([
+          ["MERCHANT_PAY_TO", "0x000000000000000000000000000000000000dEaD"],
+          ["SETTLEMENT_RECONCILE_AFTER", "6 seconds"]
+        ])
+      )
+    )
+  )
+)
+
+layer(MerchantTest, { excludeTestServices: true })("settlement owners", (it) => {
+  /** An order left settling by `owner`, with a reserved, never-recorded settlement (nothing sent). */
+  const abandonedBy = (owner: string) =>
+    Effect.gen(function* () {
+      const merchant = yield* Merchant
+      const sql = yield* SqlClient.SqlClient
+      const order = yield* merchant.createOrder({ amount: "2", description: `owned by ${owner}` })
+      const offer = yield* Effect.flip(merchant.pay(order.id, Option.none()))
+      const requirements = offer._tag === "PaymentRequired" ? offer.body.accepts[0]! : undefined
+      const { payload } = yield* Effect.promise(() =>
+        signPayment(privateKeyToAccount(generatePrivateKey()), requirements!)
+      )
+      const { from, nonce, value, validBefore } = payload.payload.authorization
+      yield* sql`INSERT INTO settlements
+                   (order_id, payer, nonce, amount_atomic, valid_before, payload, status, owner, created_at, updated_at)
+                 VALUES (${order.id}, ${from}, ${nonce}, ${value}, ${validBefore}, ${JSON.stringify(payload)}::jsonb,
+                         'pending', ${owner}, now(), now())`
+      yield* sql`UPDATE orders SET status = 'settling' WHERE id = ${order.id}`
+      return order.id
+    })
+
+  const heartbeat = (owner: string, secondsAgo: number) =>
+    Effect.flatMap(
+      SqlClient.SqlClient,
+      (sql) => sql`INSERT INTO merchant_replicas (id, heartbeat_at)
+                   VALUES (${owner}, now() - make_interval(secs => ${secondsAgo}))
+                   ON CONFLICT (id) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at`
+    )
+
+  const stateOf = (orderId: string) =>
+    Effect.flatMap(
+      SqlClient.SqlClient,
+      (sql) => sql<{ order: string; settlement: string }>`
+        SELECT o.status AS order, s.status AS settlement FROM orders o JOIN settlements s ON s.order_id = o.id
+        WHERE o.id = ${orderId}`
+    ).pipe(Effect.map((rows) => rows[0]))
+
+  it.effect("a live owner's settlement is left alone; once its heartbeat is stale it is taken over", () =>
+    Effect.gen(function* () {
+      const merchant = yield* Merchant
+      yield* heartbeat("alive", 1)
+      yield* heartbeat("dead", 60)
+      const alive = yield* abandonedBy("alive")
+      const dead = yield* abandonedBy("dead")
+      const unknown = yield* abandonedBy("never-heartbeat")
+
+      yield* merchant.reconcile
+      // No transaction was recorded, so none was sent: the orders are open again.
+      expect(yield* stateOf(dead)).toEqual({ order: "open", settlement: "failed" })
+      expect(yield* stateOf(unknown)).toEqual({ order: "open", settlement: "failed" })
+      expect(yield* stateOf(alive)).toEqual({ order: "settling", settlement: "pending" })
+
+      yield* heartbeat("alive", 7)
+      yield* merchant.reconcile
+      expect(yield* stateOf(alive)).toEqual({ order: "open", settlement: "failed" })
+    }).pipe(Effect.orDie)
+  )
+})

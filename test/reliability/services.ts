@@ -1,0 +1,249 @@
+/**
+ * The service as separate processes (as `npm start` runs it) over one database and one devnet,
+ * with load, and an audit of what the clients were told against what the chain and the database
+ * say afterwards.
+ */
+import { Effect, Schedule } from "effect"
+import pg from "pg"
+import { createPublicClient, type Hex, http, parseAbiItem, parseUnits } from "viem"
+import { type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts"
+import { Usd1Artifact } from "../../src/chain/contracts/artifacts.js"
+import { ANVIL_ACCOUNT_KEYS, type Devnet } from "../../src/chain/Devnet.js"
+import { freePort } from "../../src/EmbeddedPostgres.js"
+import type { PaymentRequirements } from "../../src/merchant/X402.js"
+import { type ServiceProcess, temporaryDirectory } from "../support/process.js"
+import { signPayment } from "../support/x402.js"
+
+/** Dev accounts 1-8 hold 10,000 USD1 each on a fresh devnet (9 is the relayer). */
+export const payers: ReadonlyArray<PrivateKeyAccount> = [1, 2, 3, 4, 5, 6, 7, 8].map((i) =>
+  privateKeyToAccount(ANVIL_ACCOUNT_KEYS[i]!)
+)
+
+/**
+ * A replica's environment. Each replica needs its own relayer key (`relayer`: a dev account index;
+ * 9 is the devnet's relayer, 0 its deployer), as in production: one key's nonces are ordered by
+ * one process only.
+ */
+export const serviceEnv = (
+  chain: { readonly rpcUrl: string; readonly devnet: Devnet },
+  databaseUrl: string,
+  merchant: Hex,
+  relayer: 9 | 0 = 9
+) =>
+  Effect.gen(function* () {
+    const dataDir = yield* temporaryDirectory("card-service-reliability-")
+    return {
+      PORT: String(yield* freePort),
+      DATA_DIR: dataDir,
+      DATABASE_URL: databaseUrl,
+      CHAIN_RPC_URL: chain.rpcUrl,
+      CHAIN_ID: String(chain.devnet.chainId),
+      USD1_ADDRESS: chain.devnet.usd1,
+      RELAYER_PRIVATE_KEY: ANVIL_ACCOUNT_KEYS[relayer]!,
+      MERCHANT_PAY_TO: merchant,
+      RATE_LIMIT_ORDERS: "1000000",
+      LOG_LEVEL: "Error"
+    }
+  })
+
+export interface Answer {
+  /** Undefined: no answer (the connection failed, or nothing came within the limit). */
+  readonly status: number | undefined
+  // biome-ignore lint/suspicious/noExplicitAny: bodies are checked field by field
+  readonly body: any
+  readonly headers: Headers | undefined
+  readonly ms: number
+}
+
+/** One request; never fails. */
+export const call = (
+  service: ServiceProcess,
+  method: string,
+  path: string,
+  options: { readonly json?: unknown; readonly headers?: Record<string, string>; readonly limitMs?: number } = {}
+) =>
+  Effect.promise(async (): Promise<Answer> => {
+    const started = Date.now()
+    try {
+      const response = await fetch(`${service.baseUrl}${path}`, {
+        method,
+        headers: { "content-type": "application/json", ...options.headers },
+        ...(options.json === undefined ? {} : { body: JSON.stringify(options.json) }),
+        signal: AbortSignal.timeout(options.limitMs ?? 30_000)
+      })
+      const text = await response.text()
+      let body: unknown = text
+      try {
+        body = JSON.parse(text)
+      } catch {}
+      return { status: response.status, body, headers: response.headers, ms: Date.now() - started }
+    } catch {
+      return { status: undefined, body: undefined, headers: undefined, ms: Date.now() - started }
+    }
+  })
+
+export interface Order {
+  readonly id: string
+  readonly amount: bigint
+  readonly requirements: PaymentRequirements
+}
+
+/** Orders with distinct amounts (1.001, 1.002, ...): a transfer's value names its order. */
+export const createOrders = (service: ServiceProcess, count: number, offset = 0) =>
+  Effect.forEach(
+    Array.from({ length: count }, (_, i) => (1 + (offset + i + 1) / 1000).toFixed(3)),
+    (amount) =>
+      Effect.gen(function* () {
+        const created = yield* call(service, "POST", "/merchant/orders", {
+          json: { amount, description: "reliability" }
+        })
+        if (created.status !== 200) return yield* Effect.dieMessage(`order not created: ${created.status}`)
+        const offer = yield* call(service, "GET", `/merchant/orders/${created.body.id}/pay`)
+        return {
+          id: created.body.id as string,
+          amount: parseUnits(amount, 18),
+          requirements: offer.body.accepts[0] as PaymentRequirements
+        } satisfies Order
+      }),
+    { concurrency: 4 }
+  )
+
+export interface Attempt {
+  readonly order: string
+  readonly payer: Hex
+  readonly nonce: Hex
+  readonly answer: Answer
+}
+
+/** Signs one payment of `order` by `payer` and sends it. */
+export const payOnce = (service: ServiceProcess, order: Order, payer: PrivateKeyAccount) =>
+  Effect.gen(function* () {
+    const signed = yield* Effect.promise(() => signPayment(payer, order.requirements))
+    const answer = yield* call(service, "POST", `/merchant/orders/${order.id}/pay`, {
+      headers: { "payment-signature": signed.header }
+    })
+    return {
+      order: order.id,
+      payer: payer.address,
+      nonce: signed.payload.payload.authorization.nonce as Hex,
+      answer
+    } satisfies Attempt
+  })
+
+export const query = (databaseUrl: string, text: string, values: ReadonlyArray<unknown> = []) =>
+  Effect.promise(async () => {
+    const client = new pg.Client({ connectionString: databaseUrl })
+    await client.connect()
+    try {
+      return (await client.query(text, [...values])).rows
+    } finally {
+      await client.end()
+    }
+  })
+
+/** Terminates every backend of the service's pool and migrations (not the test's own connections). */
+export const killBackends = (databaseUrl: string) =>
+  query(
+    databaseUrl,
+    `SELECT count(pg_terminate_backend(pid))::int AS killed FROM pg_stat_activity
+     WHERE datname = current_database() AND application_name LIKE 'card-service%' AND pid <> pg_backend_pid()`
+  ).pipe(Effect.map((rows) => rows[0]!.killed as number))
+
+/** Waits until no settlement is pending or broadcast. */
+export const awaitSettled = (databaseUrl: string, within: "60 seconds" | "90 seconds" = "60 seconds") =>
+  query(databaseUrl, "SELECT count(*)::int AS n FROM settlements WHERE status IN ('pending', 'broadcast')").pipe(
+    Effect.filterOrFail(
+      (rows) => rows[0]!.n === 0,
+      () => "settlements still unfinished"
+    ),
+    Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo(within))),
+    Effect.orDie,
+    Effect.asVoid
+  )
+
+export interface Audit {
+  readonly paidOrders: number
+  readonly openOrders: number
+  readonly transfers: number
+  /** Orders with more than one transfer, or paid without exactly its transfer. */
+  readonly inconsistent: ReadonlyArray<string>
+  /** Attempts answered as failed whose authorization was used on chain. */
+  readonly failedButPaid: ReadonlyArray<Attempt>
+  /** Attempts answered 200 whose authorization was not used on chain. */
+  readonly paidButNot: ReadonlyArray<Attempt>
+}
+
+/** What the clients were told, against the chain and the database, once everything settled. */
+export const audit = (
+  devnet: Devnet,
+  databaseUrl: string,
+  merchant: Hex,
+  orders: ReadonlyArray<Order>,
+  attempts: ReadonlyArray<Attempt>
+) =>
+  Effect.gen(function* () {
+    const client = createPublicClient({ transport: http(devnet.rpcUrl) })
+    const logs = yield* Effect.promise(() =>
+      client.getLogs({
+        address: devnet.usd1,
+        event: parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)"),
+        args: { to: merchant },
+        fromBlock: 0n
+      })
+    )
+    const rows = yield* query(databaseUrl, "SELECT id, status, tx FROM orders WHERE id = ANY($1)", [
+      orders.map((order) => order.id)
+    ])
+    const inconsistent = orders.flatMap((order) => {
+      const row = rows.find((candidate) => candidate.id === order.id)
+      const transfers = logs.filter((log) => log.args.value === order.amount)
+      const paidRight = row?.status === "paid" && transfers.length === 1 && transfers[0]!.transactionHash === row.tx
+      const openRight = (row?.status === "open" || row?.status === "expired") && transfers.length === 0
+      return paidRight || openRight ? [] : [`${order.id}: ${row?.status} with ${transfers.length} transfer(s)`]
+    })
+    const used = yield* Effect.forEach(
+      attempts,
+      (attempt) =>
+        Effect.promise(() =>
+          client.readContract({
+            address: devnet.usd1,
+            abi: Usd1Artifact.abi,
+            functionName: "authorizationState",
+            args: [attempt.payer, attempt.nonce]
+          })
+        ).pipe(Effect.map((state) => [attempt, state] as const)),
+      { concurrency: 8 }
+    )
+    // Any refusal (402, 409, 503) says this authorization was not and will not be used.
+    const toldFailed = (attempt: Attempt) => attempt.answer.status !== undefined && attempt.answer.status >= 400
+    return {
+      paidOrders: rows.filter((row) => row.status === "paid").length,
+      openOrders: rows.filter((row) => row.status === "open").length,
+      transfers: logs.filter((log) => orders.some((order) => order.amount === log.args.value)).length,
+      inconsistent,
+      failedButPaid: used.filter(([attempt, state]) => state && toldFailed(attempt)).map(([attempt]) => attempt),
+      paidButNot: used.filter(([attempt, state]) => !state && attempt.answer.status === 200).map(([attempt]) => attempt)
+    } satisfies Audit
+  })
+
+/** Status counts, "200:12 503:3". */
+export const statuses = (answers: ReadonlyArray<Answer>) => {
+  const counts = new Map<string, number>()
+  for (const answer of answers) {
+    const key = answer.status === undefined ? "none" : String(answer.status)
+    counts.set(key, (counts.get(key) ?? 0) + 1)
+  }
+  return [...counts]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([status, n]) => `${status}:${n}`)
+    .join(" ")
+}
+
+/** Answers that break the error contract: a 500, no answer, or an error body without its code. */
+export const contractBreaches = (answers: ReadonlyArray<Answer>) =>
+  answers.filter(
+    (answer) =>
+      answer.status === undefined ||
+      answer.status === 500 ||
+      (answer.status >= 400 && (typeof answer.body?.error !== "string" || typeof answer.body?.code !== "string"))
+  )
