@@ -47,7 +47,7 @@ layer(testServer({ AGENT_MODE: "dry", AGENT_READ_TIMEOUT: "300 millis" }, ports(
           expect(Object.keys(spec.paths)).toContain(path)
         }
         const portfolio = spec.paths["/portfolio"].get
-        // Its own errors, and the API-wide ones (400, 413, 500).
+        // Its own errors, and the API-wide ones (400, 413, 415, 500).
         expect(Object.keys(portfolio.responses).sort()).toEqual([
           "200",
           "400",
@@ -55,6 +55,7 @@ layer(testServer({ AGENT_MODE: "dry", AGENT_READ_TIMEOUT: "300 millis" }, ports(
           "403",
           "404",
           "413",
+          "415",
           "500",
           "502",
           "503"
