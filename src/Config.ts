@@ -94,6 +94,8 @@ export type AgentMode = "off" | "dry" | "live"
 
 export interface AppSettings {
   readonly port: number
+  /** The interface to listen on: loopback unless a container or a load balancer needs `0.0.0.0`. */
+  readonly host: string
   readonly appUrl: string
   /** This service's public base URL (sandbox identity pages, x402 resource URLs). */
   readonly apiUrl: string
@@ -111,6 +113,13 @@ export interface AppSettings {
 
 const appSettings: Config.Config<AppSettings> = Config.all({
   port: Config.port("PORT").pipe(Config.withDefault(3000)),
+  host: Config.string("HOST").pipe(
+    Config.validate({
+      message: "Expected HOST to be an IP address or a host name, such as 127.0.0.1 or 0.0.0.0",
+      validation: (host) => /^[A-Za-z0-9.:-]+$/.test(host)
+    }),
+    Config.withDefault("127.0.0.1")
+  ),
   appUrl: httpUrl("APP_URL").pipe(Config.withDefault("http://localhost:3000")),
   apiUrl: Config.option(httpUrl("API_URL")),
   webOrigins: origins("WEB_ORIGIN").pipe(Config.withDefault([] as ReadonlyArray<string>)),

@@ -11,17 +11,19 @@
  */
 import path from "node:path"
 import { fileURLToPath } from "node:url"
+import * as Reactivity from "@effect/experimental/Reactivity"
 import { NodeContext } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
 import { PgClient, PgMigrator } from "@effect/sql-pg"
-import { Config, Duration, Effect, Layer, Option, Redacted, String as Str } from "effect"
+import { Config, Context, Duration, Effect, Layer, Option, Redacted, String as Str } from "effect"
 import pg from "pg"
 import { AppConfig, durationConfig } from "./Config.js"
 import { startEmbeddedPostgres } from "./EmbeddedPostgres.js"
+import { SERVICE_NAME } from "./ServiceInfo.js"
 
 const migrationsDir = fileURLToPath(new URL("../migrations", import.meta.url))
 
-const APPLICATION_NAME = "card-service"
+const APPLICATION_NAME = SERVICE_NAME
 const MAX_CONNECTIONS = 10
 /** How much longer than the server's statement timeout the client waits for any reply. */
 const READ_MARGIN = Duration.seconds(2)
@@ -52,13 +54,19 @@ const migrate = (url: Redacted.Redacted<string>, connectTimeout: Duration.Durati
     )
   )
 
+/** How busy the served connection pool is, read when the metrics are scraped. */
+export class DatabasePool extends Context.Tag("app/DatabasePool")<
+  DatabasePool,
+  { readonly usage: Effect.Effect<{ readonly total: number; readonly idle: number; readonly waiting: number }> }
+>() {}
+
 /** The served client: a pool whose every wait is bounded (the migrations already reached the server). */
 const boundedClient = (
   url: Redacted.Redacted<string>,
   settings: { readonly connectTimeout: Duration.Duration; readonly statementTimeout: Duration.Duration }
 ) =>
-  PgClient.layerFromPool({
-    acquire: Effect.gen(function* () {
+  Layer.scopedContext(
+    Effect.gen(function* () {
       const statementMs = Duration.toMillis(settings.statementTimeout)
       const pool = yield* Effect.acquireRelease(
         Effect.sync(
@@ -80,11 +88,18 @@ const boundedClient = (
       )
       // An idle connection that breaks is dropped by the pool; the next statement opens another.
       pool.on("error", () => {})
-      return pool
-    }),
-    applicationName: APPLICATION_NAME,
-    ...names
-  })
+      const client = yield* PgClient.fromPool({
+        acquire: Effect.succeed(pool),
+        applicationName: APPLICATION_NAME,
+        ...names
+      })
+      const usage = Effect.sync(() => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }))
+      return Context.make(PgClient.PgClient, client).pipe(
+        Context.add(SqlClient.SqlClient, client),
+        Context.add(DatabasePool, { usage })
+      )
+    })
+  ).pipe(Layer.provide(Reactivity.layer))
 
 /** Client + migrations for a known URL (tests build one per throwaway database). */
 export const sqlLayer = (url: Redacted.Redacted<string>) =>

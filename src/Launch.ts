@@ -7,6 +7,7 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Cause, Config, ConfigError, Effect, Layer, Logger, Option } from "effect"
 import { EmbeddedServerError } from "./EmbeddedServer.js"
+import { SERVICE_NAME } from "./ServiceInfo.js"
 
 /** An error and its causes on one line: "PgClient: Failed to connect: connect ECONNREFUSED 127.0.0.1:1". */
 export const describeError = (error: unknown): string => {
@@ -39,6 +40,17 @@ const describeFailure = (error: unknown): { message: string; annotations: Record
     return { message: `invalid configuration: ${String(error)}`, annotations: { error: "ConfigError" } }
   }
   const tag = typeof error === "object" && error !== null && "_tag" in error ? error._tag : "Error"
+  if (tag === "ServeError") {
+    const listen = (error as { readonly cause?: NodeJS.ErrnoException & { address?: string; port?: number } }).cause
+    if (listen?.code === "EADDRINUSE" || listen?.code === "EACCES") {
+      const where = `${listen.address ?? "HOST"}:${listen.port ?? "PORT"}`
+      const message =
+        listen.code === "EADDRINUSE"
+          ? `${where} is already in use: stop the process listening there or choose another PORT`
+          : `no permission to listen on ${where}: choose a PORT above 1023`
+      return { message, annotations: { error: listen.code, port: listen.port } }
+    }
+  }
   return { message: describeError(error), annotations: { error: tag } }
 }
 
@@ -60,5 +72,9 @@ const logFailure = (cause: Cause.Cause<unknown>) =>
 export const launch = <E>(layer: Layer.Layer<never, E>) =>
   Layer.launch(layer).pipe(
     Effect.tapErrorCause(logFailure),
+    // After every resource is released, so it is the last line; the service's logger is gone by then.
+    Effect.onInterrupt(() =>
+      Effect.flatMap(startLogger, (logger) => Effect.logInfo(`${SERVICE_NAME} stopped`).pipe(Effect.provide(logger)))
+    ),
     NodeRuntime.runMain({ disablePrettyLogger: true, disableErrorReporting: true })
   )

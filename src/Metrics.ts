@@ -6,14 +6,15 @@
  * |---|---|---|
  * | `http_requests_total` | counter | `method`, `route` (the endpoint's path template), `status` |
  * | `http_request_duration_seconds` | histogram | `method`, `route` |
- * | `merchant_settlements_total` | counter | `outcome` (`settled`, `rejected`, `pending`) |
+ * | `merchant_settlements_total` | counter | `outcome` (`settled`, `failed`, `deferred`) |
  * | `kyc_transitions_total` | counter | `from`, `to` |
  * | `agent_decisions_total` | counter | `action`, `status` |
  * | `agent_tick_duration_seconds` | histogram | – |
  * | `db_pool_connections` | gauge | `state` (`total`, `idle`, `waiting`) |
  */
 import { HttpApi, type HttpApiGroup, HttpMiddleware, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, Metric, MetricBoundaries, type MetricPair, Option } from "effect"
+import { Cause, Effect, Exit, Metric, MetricBoundaries, type MetricPair, Option } from "effect"
+import type { DatabasePool } from "./Database.js"
 
 const requests = Metric.counter("http_requests_total", { description: "HTTP requests answered" })
 const requestDuration = Metric.histogram(
@@ -23,15 +24,30 @@ const requestDuration = Metric.histogram(
 )
 const settlements = Metric.counter("merchant_settlements_total", { description: "x402 settlements, by outcome" })
 const kycTransitions = Metric.counter("kyc_transitions_total", { description: "Identity-check state changes" })
-export const dbPoolConnections = Metric.gauge("db_pool_connections", {
+const agentDecisions = Metric.counter("agent_decisions_total", {
+  description: "Agent decisions stored, by action and status"
+})
+export const agentTickDuration = Metric.histogram(
+  "agent_tick_duration_seconds",
+  MetricBoundaries.exponential({ start: 0.01, factor: 2, count: 14 }),
+  "Duration of one agent loop tick"
+)
+const dbPoolConnections = Metric.gauge("db_pool_connections", {
   description: "PostgreSQL pool connections, by state"
 })
 
-export const countSettlement = (outcome: "settled" | "rejected" | "pending") =>
+/**
+ * `settled` and `failed` when a settlement is recorded (by the request or the reconciler),
+ * `deferred` when the paying request hands an unfinished one to the reconciler.
+ */
+export const countSettlement = (outcome: "settled" | "failed" | "deferred") =>
   Metric.increment(Metric.tagged(settlements, "outcome", outcome))
 
 export const countKycTransition = (from: string, to: string) =>
   Metric.increment(Metric.tagged(Metric.tagged(kycTransitions, "from", from), "to", to))
+
+export const countAgentDecision = (action: string, status: string) =>
+  Metric.increment(Metric.tagged(Metric.tagged(agentDecisions, "action", action), "status", status))
 
 // ---------------------------------------------------------------------------------------------------
 // Routes
@@ -70,21 +86,46 @@ export const routeTemplates = <Id extends string, Groups extends HttpApiGroup.Ht
   }
 }
 
-/** Counts and times every request by method, route template and status. */
-export const withRequestMetrics = (routeOf: (method: string, path: string) => string) =>
-  HttpMiddleware.make((app) =>
-    Effect.gen(function* () {
-      const request = yield* HttpServerRequest.HttpServerRequest
+/** The status a request that ended without a response is counted under. */
+const statusOfExit = (exit: Exit.Exit<HttpServerResponse.HttpServerResponse, unknown>) =>
+  Exit.isSuccess(exit) ? exit.value.status : Cause.isInterruptedOnly(exit.cause) ? 499 : 500
+
+/**
+ * Counts and times every request by method, route template and status. The tagged metrics of each
+ * label set are made once: tagging allocates and hashes, and this runs on every request.
+ */
+export const withRequestMetrics = (routeOf: (method: string, path: string) => string) => {
+  const series = new Map<
+    string,
+    { readonly count: Metric.Metric.Counter<number>; readonly time: typeof requestDuration }
+  >()
+  const seriesOf = (method: string, route: string, status: number) => {
+    const key = `${method} ${route} ${status}`
+    let found = series.get(key)
+    if (found === undefined) {
+      const time = requestDuration.pipe(Metric.tagged("method", method), Metric.tagged("route", route))
+      found = {
+        count: requests.pipe(
+          Metric.tagged("method", method),
+          Metric.tagged("route", route),
+          Metric.tagged("status", String(status))
+        ),
+        time
+      }
+      series.set(key, found)
+    }
+    return found
+  }
+  return HttpMiddleware.make((app) =>
+    Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
       const started = performance.now()
-      const response = yield* app
-      const route = routeOf(request.method, request.url)
-      const tagged = <T>(metric: T) =>
-        Metric.tagged(Metric.tagged(metric as never, "method", request.method), "route", route) as T
-      yield* Metric.increment(Metric.tagged(tagged(requests), "status", String(response.status)))
-      yield* Metric.update(tagged(requestDuration), (performance.now() - started) / 1000)
-      return response
+      return Effect.onExit(app, (exit) => {
+        const { count, time } = seriesOf(request.method, routeOf(request.method, request.url), statusOfExit(exit))
+        return Effect.zipRight(Metric.increment(count), Metric.update(time, (performance.now() - started) / 1000))
+      })
     })
   )
+}
 
 // ---------------------------------------------------------------------------------------------------
 // Prometheus text format
@@ -138,7 +179,12 @@ export const prometheusText = (pairs: ReadonlyArray<MetricPair.MetricPair.Untype
     .concat("\n")
 }
 
-/** `GET /metrics`: every metric of this process, as Prometheus scrapes them. */
-export const metricsResponse = Effect.map(Metric.snapshot, (pairs) =>
-  HttpServerResponse.text(prometheusText(pairs), { contentType: "text/plain; version=0.0.4; charset=utf-8" })
-)
+/** `GET /metrics`: every metric of this process, as Prometheus scrapes them (the pool sampled now). */
+export const metricsResponse = (pool: DatabasePool["Type"]) =>
+  Effect.gen(function* () {
+    for (const [state, value] of Object.entries(yield* pool.usage)) {
+      yield* Metric.set(Metric.tagged(dbPoolConnections, "state", state), value)
+    }
+    const pairs = yield* Metric.snapshot
+    return HttpServerResponse.text(prometheusText(pairs), { contentType: "text/plain; version=0.0.4; charset=utf-8" })
+  })

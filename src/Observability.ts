@@ -7,6 +7,7 @@ import * as Otlp from "@effect/opentelemetry/Otlp"
 import { FetchHttpClient } from "@effect/platform"
 import { Effect, Layer, Logger, Option } from "effect"
 import { AppConfig } from "./Config.js"
+import { SERVICE_NAME, SERVICE_VERSION } from "./ServiceInfo.js"
 
 export const ObservabilityLive = Layer.unwrapEffect(
   Effect.gen(function* () {
@@ -18,7 +19,7 @@ export const ObservabilityLive = Layer.unwrapEffect(
     if (Option.isNone(config.otlpEndpoint)) return logging
     const exporter = Otlp.layerJson({
       baseUrl: config.otlpEndpoint.value,
-      resource: { serviceName: "card-service", serviceVersion: "1.0.0" }
+      resource: { serviceName: SERVICE_NAME, serviceVersion: SERVICE_VERSION }
     }).pipe(Layer.provide(FetchHttpClient.layer))
     return Layer.merge(logging, exporter)
   })

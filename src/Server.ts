@@ -42,11 +42,16 @@ import { AppConfig, type AppSettings, durationConfig } from "./Config.js"
 import { Cards } from "./cards/Cards.js"
 import { StatementHttpLive } from "./cards/Http.js"
 import { Statement } from "./cards/Statement.js"
+import { ChainClient } from "./chain/ChainClient.js"
+import { DatabasePool } from "./Database.js"
 import { HealthHttpLive } from "./health/Http.js"
 import { KycHttpLive, KycSandboxHttpLive, KycWebhookHttpLive } from "./kyc/Http.js"
 import { Kyc } from "./kyc/Kyc.js"
 import { KycConfig } from "./kyc/KycConfig.js"
+import { KycProvider } from "./kyc/KycProvider.js"
 import { SandboxDeskLive } from "./kyc/SandboxDesk.js"
+import { LandingLive } from "./Landing.js"
+import { metricsResponse, routeTemplates, withRequestMetrics } from "./Metrics.js"
 import { MarketHttpLive } from "./market/Http.js"
 import { Market, MarketRefreshLive } from "./market/Market.js"
 import { MerchantHttpLive } from "./merchant/Http.js"
@@ -62,7 +67,9 @@ import {
   unstorableText,
   withReadBody
 } from "./RequestBody.js"
+import { Secrets } from "./Secrets.js"
 import { ServerAddress } from "./ServerAddress.js"
+import { SERVICE_NAME, SERVICE_VERSION } from "./ServiceInfo.js"
 import { isDatabaseUnavailable } from "./Sql.js"
 
 /** Longest error message sent back: a message never echoes a large input. */
@@ -252,6 +259,8 @@ const requestPipeline = HttpMiddleware.make((app) =>
   })
 )
 
+const routeOf = routeTemplates(Api)
+
 /** The domain services, each with its own repositories; the ports they use come from outside. */
 const DomainLive = Layer.mergeAll(Account.Default, Agent.Default, AgentLoop.Default, RateLimiter.Default).pipe(
   Layer.provideMerge(Layer.mergeAll(Auth.Default, Kyc.Default, SandboxDeskLive, Statement.Default, Market.Default)),
@@ -311,11 +320,50 @@ const CorsLive = Layer.unwrapEffect(
   )
 )
 
+/** `GET /metrics` in Prometheus' text format, beside the API. */
+const MetricsRouteLive = HttpApiBuilder.Router.use((router) =>
+  Effect.flatMap(DatabasePool, (pool) => router.get("/metrics", metricsResponse(pool)))
+)
+
 /** Tells the services that wait for it where the server listens. */
 const AnnounceAddress = Layer.effectDiscard(
   Effect.gen(function* () {
     const server = yield* HttpServer.HttpServer
     yield* Deferred.succeed(yield* ServerAddress, server.address)
+  })
+)
+
+const urlOf = (address: HttpServer.Address) =>
+  address._tag === "UnixAddress"
+    ? `unix:${address.path}`
+    : `http://${address.hostname.includes(":") ? `[${address.hostname}]` : address.hostname}:${address.port}`
+
+/**
+ * One line, once listening, with what an operator checks first: where, which parts are on, what is
+ * embedded and which secrets are development values; and one when shutting down.
+ */
+const StartupSummary = Layer.scopedDiscard(
+  Effect.gen(function* () {
+    const config = yield* AppConfig
+    const server = yield* HttpServer.HttpServer
+    const chain = yield* ChainClient
+    const kyc = yield* KycProvider
+    const developmentSecrets = yield* Effect.flatMap(Secrets, (secrets) => secrets.development)
+    const rpcUrl = yield* Config.option(Config.string("CHAIN_RPC_URL"))
+    const url = urlOf(server.address)
+    yield* Effect.logInfo(`${SERVICE_NAME} ${SERVICE_VERSION} listening on ${url}, docs at ${url}/docs`).pipe(
+      Effect.annotateLogs({
+        url,
+        docs: `${url}/docs`,
+        database: Option.isSome(config.databaseUrl) ? "DATABASE_URL" : "embedded PostgreSQL",
+        chain: `${Option.isNone(rpcUrl) && Option.isSome(chain.faucet) ? "embedded devnet" : "CHAIN_RPC_URL"} (${chain.network})`,
+        merchant: Option.isSome(config.merchantPayTo) ? "on" : "off",
+        agent: config.agentMode,
+        identityProvider: kyc.name,
+        developmentSecrets: developmentSecrets.length === 0 ? "none" : developmentSecrets.join(", ")
+      })
+    )
+    yield* Effect.addFinalizer(() => Effect.logInfo(`${SERVICE_NAME} shutting down`))
   })
 )
 
@@ -325,11 +373,11 @@ const AnnounceAddress = Layer.effectDiscard(
  * for a handler that is not attached yet (and hold up shutdown).
  */
 export const httpLive = <A, E, R>(server: Layer.Layer<A | HttpServer.HttpServer, E, R>) =>
-  HttpApiBuilder.serve((app) => requestPipeline(HttpMiddleware.logger(app))).pipe(
-    HttpServer.withLogAddress,
+  HttpApiBuilder.serve((app) => requestPipeline(HttpMiddleware.logger(withRequestMetrics(routeOf)(app)))).pipe(
     Layer.merge(AnnounceAddress),
+    Layer.merge(StartupSummary),
     Layer.provideMerge(server),
-    Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
+    Layer.provide([HttpApiScalar.layer({ path: "/docs" }), LandingLive, MetricsRouteLive]),
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
     Layer.provide(CorsLive),
     Layer.provide(ApiLive),
@@ -444,7 +492,7 @@ export const nodeServerLayer = (listen: { readonly port: number; readonly host: 
     })
   )
 
-/** The Node server on PORT, all interfaces. */
+/** The Node server on HOST:PORT (loopback by default). */
 export const NodeServerLive = Layer.unwrapEffect(
-  Effect.map(AppConfig, (config) => nodeServerLayer({ port: config.port, host: "0.0.0.0" }))
+  Effect.map(AppConfig, (config) => nodeServerLayer({ port: config.port, host: config.host }))
 )

@@ -20,7 +20,7 @@
  *   an executed refill starts a 5-minute cooldown; a wallet that needs a sign-in is `blocked`.
  */
 import { randomUUID } from "node:crypto"
-import { Clock, Config, ConfigError, Duration, Effect, Either, Metric, MetricBoundaries, Option } from "effect"
+import { Clock, Config, ConfigError, Duration, Effect, Either, Metric, Option } from "effect"
 import { formatUnits, getAddress, parseUnits } from "viem"
 import { backgroundLoop } from "../BackgroundLoop.js"
 import { AppConfig, durationConfig } from "../Config.js"
@@ -28,6 +28,7 @@ import { Statement } from "../cards/Statement.js"
 import type { Address } from "../chain/Address.js"
 import { ChainClient, type Receipt } from "../chain/ChainClient.js"
 import type { StockToken } from "../chain/Tokens.js"
+import { agentTickDuration, countAgentDecision } from "../Metrics.js"
 import type { MarketData } from "../market/Api.js"
 import { Market } from "../market/Market.js"
 import {
@@ -76,18 +77,6 @@ const loopSettings = Config.all({
     Config.withDefault(0.01)
   )
 })
-
-const decisionsCounter = Metric.counter("agent_decisions_total", {
-  description: "Agent decisions stored, by action and status"
-})
-const tickDuration = Metric.histogram(
-  "agent_tick_duration_seconds",
-  MetricBoundaries.exponential({ start: 0.01, factor: 2, count: 14 }),
-  "Duration of one agent loop tick"
-)
-
-const countDecision = (action: string, status: string) =>
-  Metric.increment(Metric.tagged(Metric.tagged(decisionsCounter, "action", action), "status", status))
 
 /** The trade a stored decision carries out, step by step. */
 const stepsOf = (decision: ExecutingDecision): ReadonlyArray<TransactionStep> =>
@@ -295,7 +284,7 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
           if (decision.action === "refill") {
             yield* repo.setTradeAfter(decision.cardId, new Date(at.getTime() + REFILL_COOLDOWN_MS))
           }
-          yield* countDecision(decision.action, "executed")
+          yield* countAgentDecision(decision.action, "executed")
           yield* Effect.logInfo(`agent ${decision.action} executed`).pipe(
             Effect.annotateLogs({ "card.id": decision.cardId, "decision.id": decision.id, usd: decision.usd })
           )
@@ -468,7 +457,7 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
             const status = row === undefined ? "unchanged" : id === undefined ? "taken" : row.status
             const key = `${decision.action}.${status}`
             tally.set(key, (tally.get(key) ?? 0) + 1)
-            return (id === undefined ? Effect.void : countDecision(decision.action, status)).pipe(
+            return (id === undefined ? Effect.void : countAgentDecision(decision.action, status)).pipe(
               Effect.withSpan("AgentLoop.decision", {
                 attributes: {
                   "card.id": card.cardId,
@@ -528,7 +517,7 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
             executed: summary.executed + batch.executed
           }
         }
-        yield* Metric.update(tickDuration, ((yield* Clock.currentTimeMillis) - started) / 1000)
+        yield* Metric.update(agentTickDuration, ((yield* Clock.currentTimeMillis) - started) / 1000)
         yield* Effect.annotateCurrentSpan({
           "agent.cards_claimed": summary.claimed,
           "agent.decisions_stored": summary.stored,

@@ -24,6 +24,7 @@ import { backgroundLoop } from "../BackgroundLoop.js"
 import { AppConfig, durationConfig } from "../Config.js"
 import type { Address } from "../chain/Address.js"
 import { ChainClient, type ChainClientShape, ChainError, receiptShowsTransfer } from "../chain/ChainClient.js"
+import { countSettlement } from "../Metrics.js"
 import { Order, OrderAlreadyPaid, OrderExpired, OrderNotFound, PaymentInProgress, PaymentRequired } from "./Api.js"
 import { microsToAtomic, parseAmount } from "./Money.js"
 import { OrderRepo, type OrderRow, type SettlementRow } from "./OrderRepo.js"
@@ -199,6 +200,9 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       }
       yield* repo.insertOrder(row)
       yield* Effect.annotateCurrentSpan("order.id", row.id)
+      yield* Effect.logInfo("order created").pipe(
+        Effect.annotateLogs({ "order.id": row.id, "order.amount": row.amount })
+      )
       return toOrder(row, { amountUsd: amount.normalized })
     })
 
@@ -206,6 +210,23 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       yield* Effect.annotateCurrentSpan("order.id", id)
       return toOrder(yield* load(id))
     })
+
+    /** An info line (ids, never the signature) and the settlements counter, for a recorded outcome. */
+    const announceOutcome = (orderId: string, outcome: SettleOutcome) =>
+      outcome._tag === "Settled"
+        ? Effect.logInfo("order paid").pipe(
+            Effect.annotateLogs({ "order.id": orderId, "tx.hash": outcome.transaction }),
+            Effect.zipRight(countSettlement("settled"))
+          )
+        : outcome._tag === "Rejected"
+          ? Effect.logInfo(`settlement failed: ${outcome.reason}`).pipe(
+              Effect.annotateLogs({
+                "order.id": orderId,
+                ...(outcome.transaction === undefined ? {} : { "tx.hash": outcome.transaction })
+              }),
+              Effect.zipRight(countSettlement("failed"))
+            )
+          : Effect.void
 
     /** A final state for a settlement and its order, in one transaction; idempotent. */
     const finish = (
@@ -222,7 +243,9 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
             now
           )
           if (changed) yield* repo.markOrderPaid(settlement.orderId, settlement.payer, outcome.transaction, now)
-        } else if (outcome._tag === "Rejected") {
+          return changed
+        }
+        if (outcome._tag === "Rejected") {
           const changed = yield* repo.finishSettlement(
             settlement.id,
             "failed",
@@ -230,8 +253,14 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
             now
           )
           if (changed) yield* repo.setOrderStatus(settlement.orderId, "settling", "open")
+          return changed
         }
-      }).pipe(repo.withTransaction)
+        return false
+      }).pipe(
+        repo.withTransaction,
+        // Said once, by whoever recorded the outcome (the paying request or the reconciler).
+        Effect.tap((recorded) => (recorded ? announceOutcome(settlement.orderId, outcome) : Effect.void))
+      )
 
     /** Locks the open order and inserts the pending settlement, owned by this replica: the exactly-once gate. */
     const reserve = (id: string, payload: PaymentPayload) =>
@@ -334,7 +363,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
                 Effect.orElseSucceed(() => pending)
               )
             : settled
-        if (outcome._tag === "Pending") return inProgress
+        if (outcome._tag === "Pending") return yield* countSettlement("deferred").pipe(Effect.as(inProgress))
         const recorded = yield* Effect.exit(finish({ id: settlementId, orderId, payer }, outcome))
         // The receipt proves the transfer, recorded or not (the reconciler records it then).
         if (outcome._tag === "Settled") return outcome satisfies SettlementAnswer
@@ -347,7 +376,10 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
           : inProgress
       }).pipe(
         Effect.catchAllCause((cause) =>
-          Effect.logWarning("settlement in doubt: the reconciler continues it", cause).pipe(Effect.as(inProgress))
+          Effect.logWarning("settlement in doubt: the reconciler continues it", cause).pipe(
+            Effect.zipRight(countSettlement("deferred")),
+            Effect.as(inProgress)
+          )
         ),
         Effect.withSpan("Merchant.settleReserved", { attributes: { "order.id": orderId } })
       )
