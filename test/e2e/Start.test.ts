@@ -1,5 +1,5 @@
 import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync } from "node:fs"
-import { connect } from "node:net"
+import { connect, createServer } from "node:net"
 import path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -53,6 +53,26 @@ const signIn = (service: ServiceProcess) =>
     return token!
   })
 
+/** The local addresses listening on TCP `port` (Linux /proc/net), e.g. `127.0.0.1`. */
+const listeningAddresses = (port: number) =>
+  ["/proc/net/tcp", "/proc/net/tcp6"].flatMap((table) =>
+    readFileSync(table, "utf8")
+      .split("\n")
+      .slice(1)
+      .map((row) => row.trim().split(/\s+/))
+      .filter((fields) => fields[3] === "0A" && Number.parseInt(fields[1]?.split(":")[1] ?? "", 16) === port)
+      .map((fields) => {
+        const hex = fields[1]!.split(":")[0]!
+        // IPv4 is one little-endian word; anything longer is reported as the raw IPv6 hex.
+        return hex.length === 8
+          ? (hex.match(/../g) ?? [])
+              .reverse()
+              .map((byte) => Number.parseInt(byte, 16))
+              .join(".")
+          : hex
+      })
+  )
+
 const fatalLines = (output: string) => logLines(output).filter((line) => line.logLevel === "FATAL")
 
 /**
@@ -90,8 +110,25 @@ describe("npm start on embedded defaults", () => {
     () =>
       Effect.gen(function* () {
         const dataDir = yield* freshDataDir
-        const service = yield* startService({ PORT: String(yield* freePort), DATA_DIR: dataDir })
+        const port = yield* freePort
+        const service = yield* startService({ PORT: String(port), DATA_DIR: dataDir })
         expect((yield* fetchFrom(service, "/ready")).status).toBe(200)
+        // Without HOST only this machine can connect.
+        expect(listeningAddresses(port)).toEqual(["127.0.0.1"])
+        // One start-up line says where, what is on and what is embedded.
+        const summary = logLines(service.output()).find((line) => String(line.message).includes(" listening on "))
+        expect(summary).toMatchObject({
+          logLevel: "INFO",
+          message: `card-service 1.0.0 listening on http://127.0.0.1:${port}, docs at http://127.0.0.1:${port}/docs`,
+          annotations: {
+            database: "embedded PostgreSQL",
+            chain: "embedded devnet (eip155:31337)",
+            merchant: "off",
+            agent: "off",
+            identityProvider: "sandbox"
+          }
+        })
+        expect((summary?.annotations as Record<string, string>).developmentSecrets).toContain("CARD_DATA_KEY")
         const postgres = postmasterPid(dataDir)!
         const anvil = anvilPid(dataDir)
         expect(isAlive(postgres)).toBe(true)
@@ -102,6 +139,9 @@ describe("npm start on embedded defaults", () => {
         )
         expect(watchdogs).toHaveLength(2)
         expect(yield* stopService(service, "SIGTERM")).toBe(0)
+        const messages = logLines(service.output()).map((line) => line.message)
+        expect(messages).toContain("card-service shutting down")
+        expect(messages.at(-1)).toBe("card-service stopped")
         // The embedded PostgreSQL, the devnet and their watchdogs went down with the service.
         expect(isAlive(postgres)).toBe(false)
         expect(isAlive(anvil)).toBe(false)
@@ -217,6 +257,49 @@ describe("npm start on embedded defaults", () => {
         expect(processesMentioning(dataDir)).toEqual([])
       }),
     120_000
+  )
+
+  it.scopedLive(
+    "a busy port ends the start with one fatal line naming it, exit 1, and nothing left running",
+    () =>
+      Effect.gen(function* () {
+        const dataDir = yield* freshDataDir
+        const port = yield* freePort
+        const squatter = createServer()
+        yield* Effect.acquireRelease(
+          Effect.async<void>((resume) => {
+            squatter.listen(port, "127.0.0.1", () => resume(Effect.void))
+          }),
+          () =>
+            Effect.async<void>((resume) => {
+              squatter.close(() => resume(Effect.void))
+            })
+        )
+        const service = yield* spawnService({ PORT: String(port), DATA_DIR: dataDir })
+        expect(yield* service.exited).toBe(1)
+        const fatal = fatalLines(service.output())
+        expect(fatal).toHaveLength(1)
+        expect(fatal[0]).toMatchObject({
+          message: `start failed: 127.0.0.1:${port} is already in use: stop the process listening there or choose another PORT`,
+          annotations: { error: "EADDRINUSE", port }
+        })
+        expect(processesMentioning(dataDir)).toEqual([])
+      }),
+    120_000
+  )
+
+  it.scopedLive(
+    "a bad setting ends the start with one fatal JSON line naming it",
+    () =>
+      Effect.gen(function* () {
+        const service = yield* spawnService({ HOST: "not a host", DATA_DIR: yield* freshDataDir })
+        expect(yield* service.exited).toBe(1)
+        const fatal = fatalLines(service.output())
+        expect(fatal).toHaveLength(1)
+        expect(fatal[0]!.message).toContain("invalid configuration")
+        expect(fatal[0]!.message).toContain("HOST")
+      }),
+    60_000
   )
 
   it.scopedLive(
