@@ -128,7 +128,7 @@ describe("npm start on embedded defaults", () => {
             identityProvider: "sandbox"
           }
         })
-        expect((summary?.annotations as Record<string, string>).developmentSecrets).toContain("CARD_DATA_KEY")
+        expect(summary?.annotations).toMatchObject({ developmentSecrets: expect.stringContaining("CARD_DATA_KEY") })
         const postgres = postmasterPid(dataDir)!
         const anvil = anvilPid(dataDir)
         expect(isAlive(postgres)).toBe(true)
