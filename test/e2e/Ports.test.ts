@@ -15,8 +15,9 @@ import { parseUnits } from "viem"
 import { FixedCardIssuer } from "../../src/cards/CardIssuer.js"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
 import { ScriptedKycProvider, ScriptedOutcome } from "../../src/kyc/ScriptedKycProvider.js"
-import { newAccount, signIn } from "../support/auth.js"
-import { bearer, send } from "../support/http.js"
+import { newAccount } from "../support/auth.js"
+import { signInWithClient } from "../support/client.js"
+import { send } from "../support/http.js"
 import { testServer } from "../support/TestServer.js"
 
 const merchant = newAccount()
@@ -50,7 +51,7 @@ layer(server, { excludeTestServices: true })("the whole app on in-memory and scr
     Effect.gen(function* () {
       const chain = yield* InMemoryChain
       const kyc = yield* ScriptedKycProvider
-      const { account, token, result } = yield* signIn()
+      const { account, result, client } = yield* signInWithClient()
       expect(result).toMatchObject({ address: account.address, kyc: "none", card: null })
 
       // The identity check: the scripted provider approves with a name and a document.
@@ -58,38 +59,35 @@ layer(server, { excludeTestServices: true })("the whole app on in-memory and scr
         account.address,
         ScriptedOutcome.Approve({ fullName: "Ada  Lovelace", documentNumber: "AL-1815-12-10" })
       )
-      const session = yield* send("POST", "/kyc/session", { headers: bearer(token) })
-      expect(session.status).toBe(200)
-      expect(session.body.url).toMatch(/^https:\/\/scripted-kyc\.invalid\/sessions\//)
-      const me = yield* send("GET", "/me", { headers: bearer(token) })
-      expect(me.status).toBe(200)
-      expect(me.body).toMatchObject({
+      const session = yield* client.kyc.startSession({ payload: {} })
+      expect(session.url).toMatch(/^https:\/\/scripted-kyc\.invalid\/sessions\//)
+      const me = yield* client.account.me()
+      expect(me).toMatchObject({
         kyc: "approved",
         card: { address: account.address, holder: "Ada Lovelace", ...CARD }
       })
 
       // An order paid by the card key through the standard x402 client, settled in memory.
       yield* chain.mint(chain.usd1.address, account.address, parseUnits("20", 18))
-      const order = yield* send("POST", "/merchant/orders", { json: { amount: "3.25", description: "Tea" } })
-      expect(order.status).toBe(200)
-      const client = new x402Client()
-      registerExactEvmScheme(client, { signer: account })
-      client.setSpendControls({
+      const order = yield* client.merchant.createOrder({ payload: { amount: "3.25", description: "Tea" } })
+      const x402 = new x402Client()
+      registerExactEvmScheme(x402, { signer: account })
+      x402.setSpendControls({
         allowedAssets: [
           { network: "eip155:31337", asset: chain.usd1.address, maxAmountPerPayment: "10000000000000000000" }
         ]
       })
       const address = (yield* HttpServer.HttpServer).address
-      const url = `http://127.0.0.1:${address._tag === "TcpAddress" ? address.port : 0}/merchant/orders/${order.body.id}/pay`
-      const paid = yield* Effect.promise(() => wrapFetchWithPayment(fetch, client)(url))
+      const url = `http://127.0.0.1:${address._tag === "TcpAddress" ? address.port : 0}/merchant/orders/${order.id}/pay`
+      const paid = yield* Effect.promise(() => wrapFetchWithPayment(fetch, x402)(url))
       expect(paid.status).toBe(200)
       const receipt = decodePaymentResponseHeader(paid.headers.get("PAYMENT-RESPONSE")!)
       expect(receipt).toMatchObject({ success: true, network: "eip155:31337", payer: account.address })
       expect(yield* chain.balanceOf(chain.usd1.address, account.address)).toBe(parseUnits("16.75", 18))
       expect(yield* chain.balanceOf(chain.usd1.address, merchant.address)).toBe(parseUnits("3.25", 18))
 
-      const statement = yield* send("GET", "/me/activity", { headers: bearer(token) })
-      expect(statement.body).toEqual([
+      const statement = yield* client.statement.activity({ urlParams: { limit: 10 } })
+      expect(statement).toEqual([
         expect.objectContaining({ type: "payment", usd: 3.25, description: "Tea", tx: receipt.transaction })
       ])
 

@@ -1,9 +1,11 @@
 import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync } from "node:fs"
 import { connect, createServer } from "node:net"
 import path from "node:path"
+import { FetchHttpClient } from "@effect/platform"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { makeClient } from "../../src/Client.js"
 import { freePort } from "../../src/EmbeddedPostgres.js"
 import { isAlive } from "../../src/EmbeddedServer.js"
 import {
@@ -36,22 +38,16 @@ const anvilPid = (dataDir: string) => Number(readFileSync(path.join(dataDir, "ch
 const fetchFrom = (service: ServiceProcess, route: string, init?: RequestInit) =>
   Effect.promise(() => fetch(`${service.baseUrl}${route}`, init))
 
-/** Signs in over HTTP; answers the bearer token. */
+/** Signs in with the typed client; answers the bearer token. */
 const signIn = (service: ServiceProcess) =>
   Effect.gen(function* () {
     const account = privateKeyToAccount(generatePrivateKey())
-    const post = (route: string, body: unknown) =>
-      fetchFrom(service, route, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify(body)
-      }).pipe(Effect.flatMap((response) => Effect.promise(() => response.json() as Promise<Record<string, string>>)))
-    const { message } = yield* post("/auth/challenge", { address: account.address })
-    const signature = yield* Effect.promise(() => account.signMessage({ message: message! }))
-    const { token } = yield* post("/auth/verify", { message, signature })
-    expect(token).toBeTypeOf("string")
-    return token!
-  })
+    const client = yield* makeClient({ baseUrl: service.baseUrl })
+    const { message } = yield* client.auth.challenge({ payload: { address: account.address } })
+    const signature = yield* Effect.promise(() => account.signMessage({ message }))
+    const { token } = yield* client.auth.verify({ payload: { message, signature } })
+    return token
+  }).pipe(Effect.provide(FetchHttpClient.layer), Effect.orDie)
 
 /** The local addresses listening on TCP `port` (Linux /proc/net), e.g. `127.0.0.1`. */
 const listeningAddresses = (port: number) =>
