@@ -12,7 +12,7 @@
  *
  * See docs/agent.md, "Forecast".
  */
-import { isWeekendDay, localDayOf, startOfLocalDay } from "./TimeZone.js"
+import { isWeekendDay, localDayOf, startOfLocalDay } from "../market/TimeZone.js"
 
 export const LOOKBACK_DAYS = 28
 

@@ -3,7 +3,7 @@
  * function argument). Rules in docs/agent.md, "Strategy".
  */
 import { Data, Either } from "effect"
-import { normaliseTimeZone } from "./TimeZone.js"
+import { normaliseTimeZone } from "../market/TimeZone.js"
 
 export const strategyLimits = Object.freeze({
   maxTokens: 10,

@@ -11,6 +11,7 @@
  *
  * Rules and the reasonCode table are documented in docs/market.md.
  */
+import { wallOf, offsetAt as zoneOffsetAt } from "./TimeZone.js"
 
 /** A session of the US equity 24/5 week, or `closed`. */
 export type UsSession = "overnight" | "premarket" | "regular" | "postmarket" | "closed"
@@ -182,17 +183,6 @@ export const invalidAdHocClosures = (adHoc: ReadonlyArray<AdHocClosure>): Readon
 // ---------------------------------------------------------------------------------------------------
 // ET <-> UTC through Intl.
 
-const etFormatter = new Intl.DateTimeFormat("en-US", {
-  timeZone: US_EQUITY_TIME_ZONE,
-  hourCycle: "h23",
-  year: "numeric",
-  month: "2-digit",
-  day: "2-digit",
-  hour: "2-digit",
-  minute: "2-digit",
-  second: "2-digit"
-})
-
 interface WallClock {
   readonly days: number
   /** Milliseconds after local midnight, whole seconds. */
@@ -201,17 +191,12 @@ interface WallClock {
 
 /** ET wall clock (to the second) of an instant. */
 const wallClockOf = (at: number): WallClock => {
-  const field: Partial<Record<Intl.DateTimeFormatPartTypes, number>> = {}
-  for (const part of etFormatter.formatToParts(at)) field[part.type] = Number(part.value)
-  const { year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0 } = field
-  return { days: daysFromCivil(year, month, day), msOfDay: ((hour * 60 + minute) * 60 + second) * 1000 }
+  const wall = wallOf(at, US_EQUITY_TIME_ZONE)
+  return { days: Math.floor(wall / DAY_MS), msOfDay: mod(wall, DAY_MS) }
 }
 
 /** ET offset (local minus UTC, ms) in force at an instant. */
-const offsetAt = (at: number): number => {
-  const wall = wallClockOf(at)
-  return wall.days * DAY_MS + wall.msOfDay - (at - mod(at, 1000))
-}
+const offsetAt = (at: number): number => zoneOffsetAt(at, US_EQUITY_TIME_ZONE)
 
 /**
  * UTC ms of an ET wall-clock time. Exact for every time that exists exactly once; in the hour repeated

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { FastCheck } from "effect"
 import { expectedSpend, forecastSpend, type Payment, spendRates } from "../../src/agent/Forecast.js"
-import { localDayOf, startOfLocalDay } from "../../src/agent/TimeZone.js"
+import { localDayOf, startOfLocalDay } from "../../src/market/TimeZone.js"
 
 const NY = "America/New_York"
 const Z = Date.parse

@@ -1,7 +1,7 @@
 /** `npm run demo` walks the whole product on embedded defaults and exits 0, naming every step. */
-import { spawn } from "node:child_process"
 import { expect, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { runToExit } from "../support/process.js"
 
 const STEPS = [
   "start the service",
@@ -23,18 +23,7 @@ it.live(
   "npm run demo completes every step",
   () =>
     Effect.gen(function* () {
-      const { code, output } = yield* Effect.async<{ code: number | null; output: string }>((resume) => {
-        let output = ""
-        const child = spawn("npm", ["run", "demo"], { stdio: ["ignore", "pipe", "pipe"] })
-        child.stdout.on("data", (chunk: Buffer) => {
-          output += chunk.toString()
-        })
-        child.stderr.on("data", (chunk: Buffer) => {
-          output += chunk.toString()
-        })
-        child.once("exit", (code) => resume(Effect.succeed({ code, output })))
-        return Effect.sync(() => child.kill("SIGKILL"))
-      })
+      const { code, output } = yield* runToExit("npm", ["run", "demo"])
       expect(code, output).toBe(0)
       STEPS.forEach((step, i) => {
         expect(output).toMatch(new RegExp(`\\[\\s*${i + 1}/${STEPS.length}\\] ${step.replace(/[()]/g, "\\$&")}`))

@@ -3,12 +3,11 @@
  * copied here), the first one starts the service (`npm start` with the settings it names, on a
  * fresh data directory and a free port), the others run in order in one bash session.
  */
-import { spawn } from "node:child_process"
 import { readFileSync } from "node:fs"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { freePort } from "../../src/EmbeddedPostgres.js"
-import { killProcessesMentioning, startService, temporaryDirectory } from "../support/process.js"
+import { killProcessesMentioning, runToExit, startService, temporaryDirectory } from "../support/process.js"
 
 /** The ```sh blocks of the README's walkthrough section, in order. */
 const walkthroughBlocks = () => {
@@ -33,24 +32,6 @@ const startSettings = (block: string) => {
   )
 }
 
-/** Runs a bash script from the project folder; answers its exit code and output. */
-const bash = (script: string) =>
-  Effect.async<{ readonly code: number | null; readonly output: string }>((resume) => {
-    const child = spawn("bash", ["-euo", "pipefail", "-c", script], {
-      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "" },
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let output = ""
-    child.stdout.on("data", (chunk: Buffer) => {
-      output += chunk.toString()
-    })
-    child.stderr.on("data", (chunk: Buffer) => {
-      output += chunk.toString()
-    })
-    child.once("exit", (code) => resume(Effect.succeed({ code, output })))
-    return Effect.sync(() => child.kill("SIGKILL"))
-  })
-
 describe("the README's walkthrough", () => {
   it.scopedLive(
     "runs as written: signed in, approved with a card, an order paid with the card's key on the statement, a strategy",
@@ -71,7 +52,10 @@ describe("the README's walkthrough", () => {
         })
         // The last line hands the token over.
         const script = `${steps.join("\n").replaceAll("http://localhost:3000", url)}\necho "TOKEN=$TOKEN"`
-        const { code, output } = yield* bash(script)
+        const { code, output } = yield* runToExit("bash", ["-euo", "pipefail", "-c", script], {
+          PATH: process.env.PATH ?? "",
+          HOME: process.env.HOME ?? ""
+        })
         expect(code, output).toBe(0)
         const token = /^TOKEN=(.+)$/m.exec(output)?.[1]
         expect(token, output).toBeDefined()

@@ -79,6 +79,24 @@ export const spawnService = (env: Record<string, string>, cwd = process.cwd()) =
       })
   ).pipe(Effect.map(({ service }) => service))
 
+/**
+ * Runs a command to its end and answers its exit code and its output (stdout and stderr, as they
+ * came); interrupted, it is killed.
+ */
+export const runToExit = (command: string, args: ReadonlyArray<string>, env?: NodeJS.ProcessEnv) =>
+  Effect.async<{ readonly code: number | null; readonly output: string }>((resume) => {
+    let output = ""
+    const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"], ...(env === undefined ? {} : { env }) })
+    child.stdout?.on("data", (chunk: Buffer) => {
+      output += chunk.toString()
+    })
+    child.stderr?.on("data", (chunk: Buffer) => {
+      output += chunk.toString()
+    })
+    child.once("exit", (code) => resume(Effect.succeed({ code, output })))
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
+
 /** Starts the service (see `spawnService`) and waits until `/health` answers. */
 export const startService = (env: Record<string, string>, cwd?: string) =>
   Effect.gen(function* () {

@@ -37,7 +37,7 @@ const formatterOf = (timeZone: string): Intl.DateTimeFormat => {
 }
 
 /** Local wall clock of an instant as "ms since 1970-01-01T00:00 local", whole seconds. */
-const wallOf = (at: number, timeZone: string): number => {
+export const wallOf = (at: number, timeZone: string): number => {
   const field: Partial<Record<Intl.DateTimeFormatPartTypes, number>> = {}
   for (const part of formatterOf(timeZone).formatToParts(at)) field[part.type] = Number(part.value)
   const { year = 0, month = 1, day = 1, hour = 0, minute = 0, second = 0 } = field
@@ -45,7 +45,7 @@ const wallOf = (at: number, timeZone: string): number => {
 }
 
 /** Local minus UTC, ms, in force at an instant. */
-const offsetAt = (at: number, timeZone: string): number => wallOf(at, timeZone) - (at - mod(at, SECOND_MS))
+export const offsetAt = (at: number, timeZone: string): number => wallOf(at, timeZone) - (at - mod(at, SECOND_MS))
 
 /** The local day number of an instant. */
 export const localDayOf = (at: number, timeZone: string): number => Math.floor(wallOf(at, timeZone) / DAY_MS)
