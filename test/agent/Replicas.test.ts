@@ -10,74 +10,39 @@ import pg from "pg"
 import { createPublicClient, createWalletClient, erc20Abi, http, maxUint256, parseAbiItem, parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { agentWalletKey } from "../../src/agent/ChainAgentWallet.js"
-import { ANVIL_ACCOUNT_KEYS, type Devnet, startDevnet } from "../../src/chain/Devnet.js"
+import { type Devnet, startDevnet } from "../../src/chain/Devnet.js"
 import { mintStock, mintUsd1 } from "../../src/chain/DevnetOperator.js"
-import { freePort } from "../../src/EmbeddedPostgres.js"
-import { type ServiceProcess, startService, stopService, temporaryDirectory } from "../support/process.js"
+import { callService, devnetServiceEnv, type ServiceProcess, startService, stopService } from "../support/process.js"
 import { temporaryDatabaseUrl } from "../support/TestDatabase.js"
 
 /** Friday 2026-11-20 15:40 ET: a token may be sold. */
 const FRIDAY_1540_ET = Date.parse("2026-11-20T20:40:00Z")
 
 const serviceEnv = (devnet: Devnet, databaseUrl: string, agent: Record<string, string>) =>
-  Effect.gen(function* () {
-    const port = String(yield* freePort)
-    return {
-      PORT: port,
-      API_URL: `http://127.0.0.1:${port}`,
-      DATA_DIR: yield* temporaryDirectory("card-service-agent-replica-"),
-      DATABASE_URL: databaseUrl,
-      CHAIN_RPC_URL: devnet.rpcUrl,
-      CHAIN_ID: String(devnet.chainId),
-      USD1_ADDRESS: devnet.usd1,
-      EXCHANGE_ADDRESS: devnet.exchange,
-      STOCK_TOKENS: JSON.stringify(devnet.stocks.map(({ address, feed, symbol }) => ({ symbol, address, feed }))),
-      RELAYER_PRIVATE_KEY: ANVIL_ACCOUNT_KEYS[9]!,
-      AGENT_WALLET_SEED: "replica-test-seed-0123456789abcdef",
-      KYC_SANDBOX_SECRET: "replica-test-sandbox-secret",
-      CARD_DATA_KEY: "3f1c2b9a8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f10",
-      RATE_LIMIT_SIGNIN: "100000",
-      LOG_LEVEL: "Warn",
-      ...agent
-    }
-  })
-
-const call = (
-  service: ServiceProcess,
-  method: string,
-  route: string,
-  options: { body?: unknown; token?: string } = {}
-) =>
-  Effect.promise(async () => {
-    const response = await fetch(`${service.baseUrl}${route}`, {
-      method,
-      redirect: "manual",
-      headers: {
-        "content-type": "application/json",
-        ...(options.token === undefined ? {} : { authorization: `Bearer ${options.token}` })
-      },
-      ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) })
-    })
-    const text = await response.text()
-    // biome-ignore lint/suspicious/noExplicitAny: response bodies are checked field by field
-    return { status: response.status, body: (text === "" ? undefined : JSON.parse(text)) as any }
+  devnetServiceEnv(devnet, databaseUrl, {
+    AGENT_WALLET_SEED: "replica-test-seed-0123456789abcdef",
+    KYC_SANDBOX_SECRET: "replica-test-sandbox-secret",
+    CARD_DATA_KEY: "3f1c2b9a8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f10",
+    RATE_LIMIT_SIGNIN: "100000",
+    ...agent
   })
 
 /** A new user signed in, approved by the sandbox provider, with a strategy: answers its token and address. */
 const newCustomer = (service: ServiceProcess, strategy: unknown) =>
   Effect.gen(function* () {
     const account = privateKeyToAccount(generatePrivateKey())
-    const { message } = (yield* call(service, "POST", "/auth/challenge", { body: { address: account.address } })).body
+    const { message } = (yield* callService(service, "POST", "/auth/challenge", { json: { address: account.address } }))
+      .body
     const signature = yield* Effect.promise(() => account.signMessage({ message }))
-    const { token } = (yield* call(service, "POST", "/auth/verify", { body: { message, signature } })).body
-    const { url } = (yield* call(service, "POST", "/kyc/session", { token })).body
+    const { token } = (yield* callService(service, "POST", "/auth/verify", { json: { message, signature } })).body
+    const { url } = (yield* callService(service, "POST", "/kyc/session", { token })).body
     const form = new URLSearchParams({
       fullName: "Replica Holder",
       documentNumber: randomBytes(5).toString("hex"),
       outcome: "approve"
     })
     yield* Effect.promise(() => fetch(url, { method: "POST", body: form, redirect: "manual" }))
-    yield* call(service, "GET", "/me", { token }).pipe(
+    yield* callService(service, "GET", "/me", { token }).pipe(
       Effect.filterOrFail(
         (me) => me.body.kyc === "approved",
         () => "not approved yet"
@@ -85,8 +50,8 @@ const newCustomer = (service: ServiceProcess, strategy: unknown) =>
       Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.upTo("10 seconds"))),
       Effect.orDie
     )
-    expect((yield* call(service, "PUT", "/strategy", { token, body: strategy })).status).toBe(200)
-    const { wallet } = (yield* call(service, "GET", "/portfolio", { token })).body
+    expect((yield* callService(service, "PUT", "/strategy", { token, json: strategy })).status).toBe(200)
+    const { wallet } = (yield* callService(service, "GET", "/portfolio", { token })).body
     return { token, address: account.address, wallet: wallet as `0x${string}` }
   })
 

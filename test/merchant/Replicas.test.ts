@@ -8,41 +8,18 @@ import pg from "pg"
 import { createPublicClient, erc20Abi, type Hex, http, parseAbiItem, parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS, type Devnet, startDevnet } from "../../src/chain/Devnet.js"
-import { freePort } from "../../src/EmbeddedPostgres.js"
 import type { PaymentRequirements } from "../../src/merchant/X402.js"
-import { type ServiceProcess, startService, stopService, temporaryDirectory } from "../support/process.js"
+import { callService, devnetServiceEnv, type ServiceProcess, startService, stopService } from "../support/process.js"
 import { temporaryDatabaseUrl } from "../support/TestDatabase.js"
 import { signPayment } from "../support/x402.js"
 
 const merchant = privateKeyToAccount(generatePrivateKey())
 
 const serviceEnv = (devnet: Devnet, databaseUrl: string) =>
-  Effect.gen(function* () {
-    const dataDir = yield* temporaryDirectory("card-service-replica-")
-    return {
-      PORT: String(yield* freePort),
-      DATA_DIR: dataDir,
-      DATABASE_URL: databaseUrl,
-      CHAIN_RPC_URL: devnet.rpcUrl,
-      CHAIN_ID: String(devnet.chainId),
-      USD1_ADDRESS: devnet.usd1,
-      RELAYER_PRIVATE_KEY: ANVIL_ACCOUNT_KEYS[9]!,
-      MERCHANT_PAY_TO: merchant.address,
-      RECONCILE_INTERVAL: "200 millis",
-      SETTLEMENT_RECONCILE_AFTER: "1 second",
-      LOG_LEVEL: "Warn"
-    }
-  })
-
-const json = (service: ServiceProcess, method: string, route: string, body?: unknown, headers = {}) =>
-  Effect.promise(async () => {
-    const response = await fetch(`${service.baseUrl}${route}`, {
-      method,
-      headers: { "content-type": "application/json", ...headers },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) })
-    })
-    // biome-ignore lint/suspicious/noExplicitAny: response bodies are checked field by field
-    return { status: response.status, body: (await response.json()) as any }
+  devnetServiceEnv(devnet, databaseUrl, {
+    MERCHANT_PAY_TO: merchant.address,
+    RECONCILE_INTERVAL: "200 millis",
+    SETTLEMENT_RECONCILE_AFTER: "1 second"
   })
 
 const rpc = (devnet: Devnet, method: string, params: ReadonlyArray<unknown> = []) =>
@@ -87,15 +64,17 @@ const query = (databaseUrl: string, text: string, values: ReadonlyArray<unknown>
 
 const newOrder = (service: ServiceProcess, amount: string) =>
   Effect.gen(function* () {
-    const order = yield* json(service, "POST", "/merchant/orders", { amount, description: "replica test" })
+    const order = yield* callService(service, "POST", "/merchant/orders", {
+      json: { amount, description: "replica test" }
+    })
     expect(order.status).toBe(200)
-    const unpaid = yield* json(service, "GET", `/merchant/orders/${order.body.id}/pay`)
+    const unpaid = yield* callService(service, "GET", `/merchant/orders/${order.body.id}/pay`)
     expect(unpaid.status).toBe(402)
     return { id: order.body.id as string, requirements: unpaid.body.accepts[0] as PaymentRequirements }
   })
 
 const waitUntilPaid = (service: ServiceProcess, id: string) =>
-  json(service, "GET", `/merchant/orders/${id}`).pipe(
+  callService(service, "GET", `/merchant/orders/${id}`).pipe(
     Effect.filterOrFail(
       (response) => response.body.status === "paid",
       () => "not paid yet"
@@ -123,8 +102,8 @@ describe("settlement across processes", () => {
         )
         const responses = yield* Effect.all(
           payments.map((payment, i) =>
-            json(i % 2 === 0 ? first : second, "POST", `/merchant/orders/${order.id}/pay`, undefined, {
-              "payment-signature": payment.header
+            callService(i % 2 === 0 ? first : second, "POST", `/merchant/orders/${order.id}/pay`, {
+              headers: { "payment-signature": payment.header }
             })
           ),
           { concurrency: "unbounded" }

@@ -9,9 +9,8 @@ import { createPublicClient, type Hex, http, parseAbiItem, parseUnits } from "vi
 import { type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts"
 import { Usd1Artifact } from "../../src/chain/contracts/artifacts.js"
 import { ANVIL_ACCOUNT_KEYS, type Devnet } from "../../src/chain/Devnet.js"
-import { freePort } from "../../src/EmbeddedPostgres.js"
 import type { PaymentRequirements } from "../../src/merchant/X402.js"
-import { type ServiceProcess, temporaryDirectory } from "../support/process.js"
+import { type Answer, callService, devnetServiceEnv, type ServiceProcess } from "../support/process.js"
 import { signPayment } from "../support/x402.js"
 
 /** Dev accounts 1-8 hold 10,000 USD1 each on a fresh devnet (9 is the relayer). */
@@ -30,57 +29,20 @@ export const serviceEnv = (
   merchant: Hex,
   relayer: 9 | 0 = 9
 ) =>
-  Effect.gen(function* () {
-    const dataDir = yield* temporaryDirectory("card-service-reliability-")
-    return {
-      PORT: String(yield* freePort),
-      DATA_DIR: dataDir,
-      DATABASE_URL: databaseUrl,
-      CHAIN_RPC_URL: chain.rpcUrl,
-      CHAIN_ID: String(chain.devnet.chainId),
-      USD1_ADDRESS: chain.devnet.usd1,
+  devnetServiceEnv(
+    chain.devnet,
+    databaseUrl,
+    {
       RELAYER_PRIVATE_KEY: ANVIL_ACCOUNT_KEYS[relayer]!,
       MERCHANT_PAY_TO: merchant,
       RATE_LIMIT_ORDERS: "1000000",
       LOG_LEVEL: "Error"
-    }
-  })
+    },
+    chain.rpcUrl
+  )
 
-export interface Answer {
-  /** Undefined: no answer (the connection failed, or nothing came within the limit). */
-  readonly status: number | undefined
-  // biome-ignore lint/suspicious/noExplicitAny: bodies are checked field by field
-  readonly body: any
-  readonly headers: Headers | undefined
-  readonly ms: number
-}
-
-/** One request; never fails. */
-export const call = (
-  service: ServiceProcess,
-  method: string,
-  path: string,
-  options: { readonly json?: unknown; readonly headers?: Record<string, string>; readonly limitMs?: number } = {}
-) =>
-  Effect.promise(async (): Promise<Answer> => {
-    const started = Date.now()
-    try {
-      const response = await fetch(`${service.baseUrl}${path}`, {
-        method,
-        headers: { "content-type": "application/json", ...options.headers },
-        ...(options.json === undefined ? {} : { body: JSON.stringify(options.json) }),
-        signal: AbortSignal.timeout(options.limitMs ?? 30_000)
-      })
-      const text = await response.text()
-      let body: unknown = text
-      try {
-        body = JSON.parse(text)
-      } catch {}
-      return { status: response.status, body, headers: response.headers, ms: Date.now() - started }
-    } catch {
-      return { status: undefined, body: undefined, headers: undefined, ms: Date.now() - started }
-    }
-  })
+export type { Answer }
+export const call = callService
 
 export interface Order {
   readonly id: string

@@ -3,6 +3,9 @@ import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:
 import { tmpdir } from "node:os"
 import path from "node:path"
 import { type Duration, Effect, Option, Schedule } from "effect"
+import type { Devnet } from "../../src/chain/Devnet.js"
+import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
+import { freePort } from "../../src/EmbeddedPostgres.js"
 import { startWatchdog } from "../../src/EmbeddedServer.js"
 
 export interface ServiceProcess {
@@ -95,6 +98,81 @@ export const runToExit = (command: string, args: ReadonlyArray<string>, env?: No
     })
     child.once("exit", (code) => resume(Effect.succeed({ code, output })))
     return Effect.sync(() => child.kill("SIGKILL"))
+  })
+
+/**
+ * The environment of a service on an external devnet and database (a replica): its own port and
+ * data folder, the devnet's contracts, the relayer (dev account 9 unless `extra` names another key:
+ * replicas need one each, as in production) and `extra` on top.
+ */
+export const devnetServiceEnv = <const X extends Record<string, string> = {}>(
+  devnet: Devnet,
+  databaseUrl: string,
+  extra: X = {} as X,
+  rpcUrl = devnet.rpcUrl
+) =>
+  Effect.gen(function* () {
+    const port = String(yield* freePort)
+    return {
+      PORT: port,
+      API_URL: `http://127.0.0.1:${port}`,
+      DATA_DIR: yield* temporaryDirectory("card-service-replica-"),
+      DATABASE_URL: databaseUrl,
+      CHAIN_RPC_URL: rpcUrl,
+      CHAIN_ID: String(devnet.chainId),
+      USD1_ADDRESS: devnet.usd1,
+      EXCHANGE_ADDRESS: devnet.exchange,
+      STOCK_TOKENS: JSON.stringify(devnet.stocks.map(({ address, feed, symbol }) => ({ symbol, address, feed }))),
+      RELAYER_PRIVATE_KEY: ANVIL_ACCOUNT_KEYS[9]!,
+      LOG_LEVEL: "Warn",
+      ...extra
+    }
+  })
+
+export interface Answer {
+  /** Undefined: no answer (the connection failed, or nothing came within the limit). */
+  readonly status: number | undefined
+  // biome-ignore lint/suspicious/noExplicitAny: bodies are checked field by field
+  readonly body: any
+  readonly headers: Headers | undefined
+  readonly ms: number
+}
+
+/** One JSON request to a spawned service, redirects not followed; never fails. */
+export const callService = (
+  service: ServiceProcess,
+  method: string,
+  path: string,
+  options: {
+    readonly json?: unknown
+    readonly token?: string
+    readonly headers?: Record<string, string>
+    readonly limitMs?: number
+  } = {}
+) =>
+  Effect.promise(async (): Promise<Answer> => {
+    const started = Date.now()
+    try {
+      const response = await fetch(`${service.baseUrl}${path}`, {
+        method,
+        redirect: "manual",
+        headers: {
+          "content-type": "application/json",
+          ...(options.token === undefined ? {} : { authorization: `Bearer ${options.token}` }),
+          ...options.headers
+        },
+        ...(options.json === undefined ? {} : { body: JSON.stringify(options.json) }),
+        signal: AbortSignal.timeout(options.limitMs ?? 30_000)
+      })
+      const text = await response.text()
+      let body: unknown = text === "" ? undefined : text
+      try {
+        body = JSON.parse(text)
+      } catch {}
+      return { status: response.status, body, headers: response.headers, ms: Date.now() - started }
+    } catch {
+      return { status: undefined, body: undefined, headers: undefined, ms: Date.now() - started }
+    }
   })
 
 /** Starts the service (see `spawnService`) and waits until `/health` answers. */
