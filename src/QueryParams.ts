@@ -1,0 +1,17 @@
+/** Query-string parameters shared by several endpoints. */
+import { Schema } from "effect"
+
+/**
+ * An optional whole number from `min` to `max` (`fallback` when absent), read from its decimal
+ * text. The query string carries text, so OpenAPI would show the encoded `string`; the document
+ * shows the integer, its bounds and default instead, so a generated client takes `limit: 10`. Any
+ * failure (not a number, a fraction, out of range) reads as one message naming the bounds.
+ */
+export const optionalInteger = (min: number, max: number, fallback: number) =>
+  Schema.optionalWith(
+    Schema.NumberFromString.pipe(Schema.int(), Schema.between(min, max)).annotations({
+      message: () => ({ message: `must be an integer from ${min} to ${max}`, override: true }),
+      jsonSchema: { type: "integer", minimum: min, maximum: max, default: fallback }
+    }),
+    { default: () => fallback, exact: true }
+  )
