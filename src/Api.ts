@@ -5,13 +5,13 @@
  * `CoreApi` is always served; groups that exist only when configured are added on top of it
  * (`Api` has them all, for handlers and clients), and Server.ts serves the combination in force.
  */
+
 import { HttpApi, OpenApi } from "@effect/platform"
 import {
   BadRequest,
   DatabaseUnavailable,
   InternalError,
   NotFound,
-  openApiWithServiceErrors,
   PayloadTooLarge,
   UnsupportedMediaType
 } from "./ApiError.js"
@@ -23,6 +23,8 @@ import { HealthApi } from "./health/Api.js"
 import { KycApi, KycSandboxApi, KycWebhookApi } from "./kyc/Api.js"
 import { MarketApi } from "./market/Api.js"
 import { MerchantApi } from "./merchant/Api.js"
+import { completeDocument } from "./OpenApiDocument.js"
+import { SERVICE_VERSION } from "./ServiceInfo.js"
 
 export class CoreApi extends HttpApi.make("api")
   .add(HealthApi)
@@ -41,8 +43,14 @@ export class CoreApi extends HttpApi.make("api")
   .addError(InternalError.wire)
   .addError(DatabaseUnavailable.wire)
   .annotate(OpenApi.Title, "Card, Agent and Demo Merchant Service")
-  .annotate(OpenApi.Version, "1.0.0")
-  .annotate(OpenApi.Transform, openApiWithServiceErrors) {}
+  .annotate(OpenApi.Version, SERVICE_VERSION)
+  .annotate(
+    OpenApi.Description,
+    "The backend of a payment-card app: wallet sign-in (EIP-4361), an identity check that issues the card, the " +
+      "card statement, an agent that keeps the card funded from a stock-token portfolio, US market hours, and a " +
+      "demo merchant paid over x402. Every error body is `{ error, code }`; every time is milliseconds since epoch."
+  )
+  .annotate(OpenApi.Transform, completeDocument) {}
 
 /** Served when `MERCHANT_PAY_TO` is set (and the agent is off). */
 export class MerchantEnabledApi extends CoreApi.add(MerchantApi) {}

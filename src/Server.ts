@@ -8,7 +8,9 @@ import { createServer, type IncomingMessage, type ServerResponse, STATUS_CODES }
 import type { Duplex } from "node:stream"
 import {
   FileSystem,
+  type HttpApi,
   HttpApiBuilder,
+  type HttpApiGroup,
   HttpApiScalar,
   HttpApp,
   HttpIncomingMessage,
@@ -16,7 +18,8 @@ import {
   HttpMiddleware,
   HttpServer,
   HttpServerRequest,
-  HttpServerResponse
+  HttpServerResponse,
+  OpenApi
 } from "@effect/platform"
 import { NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
 import { Cause, Config, ConfigError, Deferred, Duration, Effect, Either, Layer, Option } from "effect"
@@ -90,12 +93,24 @@ interface DecodeIssue {
   readonly message: string
 }
 
+/** A union's "or absent" member (`Schema.optional`, `Schema.NullOr`) failing: it only repeats the value. */
+const isAbsentMember = (issue: DecodeIssue) => /^Expected (undefined|null), actual /.test(issue.message)
+
+const samePath = (a: DecodeIssue, b: DecodeIssue) =>
+  a.path.length === b.path.length && a.path.every((key, i) => key === b.path[i])
+
+/** The issues that say something: an "or absent" member's issue goes when the same field has another. */
+const meaningful = (issues: ReadonlyArray<DecodeIssue>) =>
+  issues.filter(
+    (issue) => !isAbsentMember(issue) || !issues.some((other) => !isAbsentMember(other) && samePath(other, issue))
+  )
+
 /** "address: must be a 0x-prefixed 20-byte hex address; signature: is missing", each part cut short. */
 const describeIssues = (issues: ReadonlyArray<DecodeIssue>, fallback: string) =>
   truncated(
     issues.length === 0
       ? fallback
-      : issues
+      : meaningful(issues)
           .slice(0, 5)
           .map(
             (issue) =>
@@ -197,7 +212,7 @@ const withCheckedBody = <E, R>(request: HttpServerRequest.HttpServerRequest, app
     if (Option.isNone(kind)) {
       return refusal(
         UnsupportedMediaType,
-        `content-type ${request.headers["content-type"]} is not accepted: send application/json`
+        `content-type ${request.headers["content-type"]} is not accepted: send content-type: application/json`
       )
     }
     if (Number(request.headers["content-length"] ?? 0) > MAX_BODY_BYTES) return tooLarge()
@@ -287,18 +302,24 @@ const MerchantLive = Layer.merge(MerchantHttpLive, SettlementReconcilerLive).pip
 /** The agent's endpoints and its loop, when `AGENT_MODE` is `dry` or `live`. */
 const AgentLive = Layer.merge(AgentHttpLive, AgentLoopLive)
 
-/** The API in force: the core, plus the merchant when `MERCHANT_PAY_TO` is set and the agent unless it is off. */
+/**
+ * The API in force: the core, plus the merchant when `MERCHANT_PAY_TO` is set and the agent unless
+ * it is off. Its OpenAPI document (/openapi.json, /docs) names API_URL as the server.
+ */
 const ApiLive = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) => {
     const merchant = Option.isSome(config.merchantPayTo)
     const agent = config.agentMode !== "off"
+    const served = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(
+      api: HttpApi.HttpApi<Id, Groups, E, R>
+    ) => HttpApiBuilder.api(api.annotate(OpenApi.Servers, [{ url: config.apiUrl, description: "API_URL" }]))
     return merchant && agent
-      ? HttpApiBuilder.api(Api).pipe(Layer.provide([MerchantLive, AgentLive]))
+      ? served(Api).pipe(Layer.provide([MerchantLive, AgentLive]))
       : merchant
-        ? HttpApiBuilder.api(MerchantEnabledApi).pipe(Layer.provide(MerchantLive))
+        ? served(MerchantEnabledApi).pipe(Layer.provide(MerchantLive))
         : agent
-          ? HttpApiBuilder.api(AgentEnabledApi).pipe(Layer.provide(AgentLive))
-          : HttpApiBuilder.api(CoreApi)
+          ? served(AgentEnabledApi).pipe(Layer.provide(AgentLive))
+          : served(CoreApi)
   })
 ).pipe(Layer.provide(CoreLive))
 
@@ -324,6 +345,14 @@ const CorsLive = Layer.unwrapEffect(
 const MetricsRouteLive = HttpApiBuilder.Router.use((router) =>
   Effect.flatMap(DatabasePool, (pool) => router.get("/metrics", metricsResponse(pool)))
 )
+
+/**
+ * /docs uses nothing from elsewhere: Scalar's script is inlined, and its default web fonts (from
+ * Scalar's servers), its usage telemetry and its toolbar (shown on localhost; "Share" uploads the
+ * document to Scalar, "Generate SDKs" opens their service) are off. `telemetry` and `showToolbar`
+ * are options Scalar reads that HttpApiScalar's type does not list, hence no object literal at the call.
+ */
+const offlineScalar = { withDefaultFonts: false, telemetry: false, showToolbar: "never" }
 
 /** Tells the services that wait for it where the server listens. */
 const AnnounceAddress = Layer.effectDiscard(
@@ -377,7 +406,7 @@ export const httpLive = <A, E, R>(server: Layer.Layer<A | HttpServer.HttpServer,
     Layer.merge(AnnounceAddress),
     Layer.merge(StartupSummary),
     Layer.provideMerge(server),
-    Layer.provide([HttpApiScalar.layer({ path: "/docs" }), LandingLive, MetricsRouteLive]),
+    Layer.provide([HttpApiScalar.layer({ path: "/docs", scalar: offlineScalar }), LandingLive, MetricsRouteLive]),
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
     Layer.provide(CorsLive),
     Layer.provide(ApiLive),

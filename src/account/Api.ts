@@ -17,12 +17,19 @@ export class AccountApi extends HttpApiGroup.make("account")
   .add(
     HttpApiEndpoint.post("signout", "/auth/signout")
       .addSuccess(HttpApiSchema.NoContent)
-      .annotate(OpenApi.Description, "Revokes the bearer token.")
+      .annotate(OpenApi.Summary, "Sign out")
+      .annotate(OpenApi.Description, "Revokes the bearer token used for this request; other sessions stay signed in.")
   )
   .add(
     HttpApiEndpoint.get("me", "/me")
       .addSuccess(Me)
-      .annotate(OpenApi.Description, "The signed-in user; poll while kyc is pending.")
+      .annotate(OpenApi.Summary, "The signed-in account")
+      .annotate(
+        OpenApi.Description,
+        "The signed-in user's address, identity-check state and card (null until the check is approved). Poll " +
+          "it while `kyc` is `pending`: each call may also ask the identity provider about the pending check."
+      )
   )
   .middleware(Authentication)
-  .annotate(OpenApi.Title, "Account") {}
+  .annotate(OpenApi.Title, "Account")
+  .annotate(OpenApi.Description, "The signed-in user's own account: who they are, their card, and signing out.") {}

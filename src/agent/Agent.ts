@@ -8,6 +8,7 @@
  * parallel, each bounded (`AGENT_READ_TIMEOUT`, `PRICE_READ_TIMEOUT`), so an answer never waits on a
  * slow source longer than that.
  */
+
 import { Clock, Config, Duration, Effect, Either, Option } from "effect"
 import { formatUnits, getAddress, isAddress } from "viem"
 import { BadRequest } from "../ApiError.js"
@@ -19,6 +20,7 @@ import type { Address } from "../chain/Address.js"
 import { ChainClient } from "../chain/ChainClient.js"
 import type { MarketData, PriceUnavailable } from "../market/Api.js"
 import { Market } from "../market/Market.js"
+import { DEFAULT_PAGE_SIZE } from "../QueryParams.js"
 import { AgentRepo, type StrategyRow } from "./AgentRepo.js"
 import { type AgentCard, AgentWallet, type AgentWalletError, type WalletHoldings } from "./AgentWallet.js"
 import {
@@ -301,10 +303,14 @@ export class Agent extends Effect.Service<Agent>()("app/Agent", {
 
     const decisions = Effect.fn("Agent.decisions")(function* (
       viewer: Option.Option<Address>,
-      query: { readonly limit: number; readonly before?: string | undefined }
+      query: { readonly limit?: number; readonly before?: string }
     ) {
       const card = yield* accountOf(viewer)
-      const rows = yield* repo.decisions({ cardId: card.id, limit: query.limit, before: query.before ?? null })
+      const rows = yield* repo.decisions({
+        cardId: card.id,
+        limit: query.limit ?? DEFAULT_PAGE_SIZE,
+        before: query.before ?? null
+      })
       return rows.map((row) => ({ ...row, at: row.at.getTime() }))
     })
 

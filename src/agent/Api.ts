@@ -10,6 +10,7 @@ import { ApiError, BadRequest, ChainUnavailable, Unauthorized } from "../ApiErro
 import { Authentication } from "../auth/Api.js"
 import { Address } from "../chain/Address.js"
 import { Instant, MarketData, PriceUnavailable } from "../market/Api.js"
+import { DEFAULT_PAGE_SIZE, optionalInteger } from "../QueryParams.js"
 
 export class CardRequired extends ApiError(
   "CardRequired",
@@ -174,6 +175,7 @@ export class StrategyApi extends HttpApiGroup.make("strategy")
       .addError(UnknownToken.wire)
       .addError(BadRequest.wire)
       .addError(AgentWalletFailed.wire)
+      .annotate(OpenApi.Summary, "Set the strategy")
       .annotate(
         OpenApi.Description,
         "Sets the caller's strategy (replacing any earlier one): 1 to 10 known tokens with weights in (0, 1] " +
@@ -185,15 +187,22 @@ export class StrategyApi extends HttpApiGroup.make("strategy")
       .addSuccess(Strategy)
       .addError(CardRequired.wire)
       .addError(NoAgentAccount.wire)
+      .annotate(OpenApi.Summary, "Read the strategy")
       .annotate(OpenApi.Description, "The caller's strategy; 404 NO_AGENT_ACCOUNT before one is set.")
   )
   .middleware(Authentication)
-  .annotate(OpenApi.Title, "Strategy") {}
+  .annotate(OpenApi.Title, "Strategy")
+  .annotate(
+    OpenApi.Description,
+    "The card holder's instructions to the agent: the portfolio's target weights, the expected weekly card " +
+      "spend and the time zone of that spending. Needs a card."
+  ) {}
 
 export class AgentApi extends HttpApiGroup.make("agent")
   .add(
     readsAccount(HttpApiEndpoint.get("portfolio", "/portfolio"))
       .addSuccess(Portfolio)
+      .annotate(OpenApi.Summary, "Portfolio")
       .annotate(
         OpenApi.Description,
         "The agent wallet's holdings (tokens and USD1 cash) with weights, targets and market data, and the " +
@@ -204,6 +213,7 @@ export class AgentApi extends HttpApiGroup.make("agent")
     readsAccount(HttpApiEndpoint.get("preview", "/agent/preview"))
       .setUrlParams(Schema.Struct({ at: Schema.optionalWith(Instant, { exact: true }) }))
       .addSuccess(Preview)
+      .annotate(OpenApi.Summary, "Preview the agent's decision")
       .annotate(
         OpenApi.Description,
         "What the agent would decide at `at` (ISO-8601 with a zone, or ms; default now): the calendar and the " +
@@ -214,16 +224,28 @@ export class AgentApi extends HttpApiGroup.make("agent")
     HttpApiEndpoint.get("decisions", "/agent/decisions")
       .setUrlParams(
         Schema.Struct({
-          limit: Schema.optionalWith(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 200)), {
-            default: () => 50
+          limit: optionalInteger(1, 200, DEFAULT_PAGE_SIZE).annotations({
+            description: "how many decisions, newest first"
           }),
-          before: Schema.optional(Schema.String.pipe(Schema.pattern(/^[0-9]{1,19}$/)))
+          before: Schema.optionalWith(
+            Schema.String.pipe(Schema.pattern(/^[0-9]{1,19}$/, { message: () => "must be a decision id" })).annotations(
+              {
+                description: "the id of the last decision of the previous page: answers the decisions before it"
+              }
+            ),
+            { exact: true }
+          )
         })
       )
       .addSuccess(Schema.Array(DecisionItem))
       .addError(CardRequired.wire)
       .addError(NoAgentAccount.wire)
-      .annotate(OpenApi.Description, "The agent's stored decisions, newest first; `?limit=` (1-200), `?before=<id>`.")
+      .annotate(OpenApi.Summary, "Decision log")
+      .annotate(
+        OpenApi.Description,
+        "The agent's stored decisions, newest first, with their status and transactions; `?limit=` (1-200, " +
+          "default 50), `?before=<id>` for the page after that decision."
+      )
   )
   .add(
     HttpApiEndpoint.get("session", "/agent/session")
@@ -231,7 +253,16 @@ export class AgentApi extends HttpApiGroup.make("agent")
       .addError(SessionExpired.wire)
       .addError(NotLoggedIn.wire)
       .addError(AgentWalletFailed.wire)
+      .annotate(OpenApi.Summary, "Agent wallet session")
       .annotate(OpenApi.Description, "Whether the agent wallet's provider session is usable.")
   )
   .middleware(OptionalAuthentication)
-  .annotate(OpenApi.Title, "Agent") {}
+  // The token is optional: absent is the default account, present must be valid.
+  .annotateEndpoints(OpenApi.Override, { security: [{}, { bearer: [] }] })
+  .annotate(OpenApi.Title, "Agent")
+  .annotate(
+    OpenApi.Description,
+    "The agent that keeps the card funded from a stock-token wallet (with AGENT_MODE dry or live): its " +
+      "portfolio, what it would decide now or at another instant, and its decision log. Without a bearer token " +
+      "these describe the deployment's default account; with one, the caller's."
+  ) {}

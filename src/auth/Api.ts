@@ -56,7 +56,12 @@ export class AuthApi extends HttpApiGroup.make("auth")
       .setPayload(Schema.Struct({ address: Address }))
       .addSuccess(Schema.Struct({ message: Schema.String }))
       .addError(RateLimited.wire)
-      .annotate(OpenApi.Description, "An EIP-4361 message for the address to sign; single use, valid 10 minutes.")
+      .annotate(OpenApi.Summary, "Get a sign-in challenge")
+      .annotate(
+        OpenApi.Description,
+        "An EIP-4361 (Sign-In with Ethereum) message for the address to sign; single use, valid 10 minutes. " +
+          "Rate limited per client (RATE_LIMIT_SIGNIN a minute, shared with /auth/verify)."
+      )
   )
   .add(
     HttpApiEndpoint.post("verify", "/auth/verify")
@@ -69,6 +74,16 @@ export class AuthApi extends HttpApiGroup.make("auth")
       .addError(ChallengeUnknown.wire)
       .addError(RateLimited.wire)
       .addError(ChainUnavailable.wire)
-      .annotate(OpenApi.Description, "Exchanges a signed challenge for a 30-day bearer token.")
+      .annotate(OpenApi.Summary, "Sign in with a signed challenge")
+      .annotate(
+        OpenApi.Description,
+        "Exchanges the signed challenge for a 30-day bearer token, with the account's identity-check state and " +
+          "card. The signature may be an EOA's or a contract wallet's (ERC-1271, checked on chain)."
+      )
   )
-  .annotate(OpenApi.Title, "Sign-in") {}
+  .annotate(OpenApi.Title, "Sign-in")
+  .annotate(
+    OpenApi.Description,
+    "Wallet sign-in: ask for a challenge, sign it with the wallet, exchange it for a bearer token. The token " +
+      "goes in `Authorization: Bearer <token>` on the endpoints that need it."
+  ) {}

@@ -1,6 +1,7 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../auth/Api.js"
+import { DEFAULT_PAGE_SIZE, optionalInteger } from "../QueryParams.js"
 
 export class ActivityItem extends Schema.Class<ActivityItem>("ActivityItem")({
   id: Schema.String.annotations({ description: "cursor for `before`" }),
@@ -14,10 +15,13 @@ export class ActivityItem extends Schema.Class<ActivityItem>("ActivityItem")({
 }) {}
 
 const ActivityQuery = Schema.Struct({
-  limit: Schema.optionalWith(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 200)), {
-    default: () => 50
-  }),
-  before: Schema.optional(Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9_:-]{1,80}$/)))
+  limit: optionalInteger(1, 200, DEFAULT_PAGE_SIZE).annotations({ description: "how many items, newest first" }),
+  before: Schema.optionalWith(
+    Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9_:-]{1,80}$/, { message: () => "must be an item id" })).annotations({
+      description: "the id of the last item of the previous page: answers the items after it"
+    }),
+    { exact: true }
+  )
 })
 
 export class StatementApi extends HttpApiGroup.make("statement")
@@ -25,6 +29,7 @@ export class StatementApi extends HttpApiGroup.make("statement")
     HttpApiEndpoint.get("activity", "/me/activity")
       .setUrlParams(ActivityQuery)
       .addSuccess(Schema.Array(ActivityItem))
+      .annotate(OpenApi.Summary, "Card statement")
       .annotate(
         OpenApi.Description,
         "The card statement, newest first: payments and agent refills. `?limit=` (1-200, default 50), " +
@@ -32,4 +37,8 @@ export class StatementApi extends HttpApiGroup.make("statement")
       )
   )
   .middleware(Authentication)
-  .annotate(OpenApi.Title, "Card statement") {}
+  .annotate(OpenApi.Title, "Card statement")
+  .annotate(
+    OpenApi.Description,
+    "What moved on the signed-in user's card: settled payments to the merchant and the agent's executed refills."
+  ) {}

@@ -3,10 +3,12 @@
  * USD1 its send transaction moved to the card), newest first, with a cursor. Read-only over the
  * tables that own those facts.
  */
+
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import type { Address } from "../chain/Address.js"
 import { ChainClient } from "../chain/ChainClient.js"
+import { DEFAULT_PAGE_SIZE } from "../QueryParams.js"
 import { ActivityItem } from "./Api.js"
 
 const ItemRow = Schema.Struct({
@@ -51,9 +53,11 @@ export class Statement extends Effect.Service<Statement>()("app/Statement", {
 
     const activity = Effect.fn("Statement.activity")(function* (
       address: Address,
-      query: { readonly limit: number; readonly before?: string | undefined }
+      query: { readonly limit?: number; readonly before?: string }
     ) {
-      const rows = yield* page({ address, limit: query.limit, before: query.before ?? null }).pipe(Effect.orDie)
+      const rows = yield* page({ address, limit: query.limit ?? DEFAULT_PAGE_SIZE, before: query.before ?? null }).pipe(
+        Effect.orDie
+      )
       return rows.map(
         (row) =>
           new ActivityItem({

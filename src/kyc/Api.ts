@@ -64,6 +64,7 @@ export class KycApi extends HttpApiGroup.make("kyc")
       .addError(KycAlreadyApproved.wire)
       .addError(KycDuplicate.wire)
       .addError(KycProviderFailed.wire)
+      .annotate(OpenApi.Summary, "Start the identity check")
       .annotate(
         OpenApi.Description,
         "Starts the identity check (none or declined -> pending) and answers the provider URL; while pending " +
@@ -71,7 +72,12 @@ export class KycApi extends HttpApiGroup.make("kyc")
       )
   )
   .middleware(Authentication)
-  .annotate(OpenApi.Title, "Identity check") {}
+  .annotate(OpenApi.Title, "Identity check")
+  .annotate(
+    OpenApi.Description,
+    "The identity check (KYC) that issues the card: start it, send the person to the provider's page, then poll " +
+      "GET /me until `kyc` leaves `pending`; on approval exactly one card is issued."
+  ) {}
 
 const WebhookAck = Schema.Struct({
   received: Schema.Literal(true),
@@ -101,13 +107,19 @@ export class KycWebhookApi extends HttpApiGroup.make("kycWebhook")
       .addError(WebhookSignatureInvalid.wire)
       .addError(WebhookTimestampStale.wire)
       .addError(KycProviderFailed.wire)
+      .annotate(OpenApi.Summary, "Receive an identity provider's result")
       .annotate(
         OpenApi.Description,
         "Signed result deliveries from the active identity provider (`sandbox` or `didit`). The HMAC is " +
           "checked over the raw body, the timestamp within 5 minutes; each delivery is processed once."
       )
   )
-  .annotate(OpenApi.Title, "Identity provider webhooks") {}
+  .annotate(OpenApi.Title, "Identity provider webhooks")
+  .annotate(
+    OpenApi.Description,
+    "Called by the identity provider, not by the app: each delivery is authenticated by its HMAC signature " +
+      "headers, not by a bearer token."
+  ) {}
 
 const SandboxSessionId = Schema.String.pipe(
   Schema.pattern(/^[A-Za-z0-9_-]{22}$/, { message: () => "must be a sandbox session id" })
@@ -128,17 +140,28 @@ export class KycSandboxApi extends HttpApiGroup.make("kycSandbox")
     HttpApiEndpoint.get("page", "/kyc/sandbox/:sessionId")
       .setPath(Schema.Struct({ sessionId: SandboxSessionId }))
       .addSuccess(HttpApiSchema.Text({ contentType: "text/html" }))
-      .annotate(OpenApi.Description, "The sandbox provider's hosted page (HTML). Exists when KYC_PROVIDER=sandbox.")
+      .annotate(OpenApi.Summary, "Sandbox identity page")
+      .annotate(
+        OpenApi.Description,
+        "The sandbox provider's hosted page (HTML) a person opens from POST /kyc/session's URL: a form to enter a " +
+          "name and a document number and choose the result. Exists when KYC_PROVIDER=sandbox."
+      )
   )
   .add(
     HttpApiEndpoint.post("submit", "/kyc/sandbox/:sessionId")
       .setPath(Schema.Struct({ sessionId: SandboxSessionId }))
       .setPayload(SandboxForm)
       .addSuccess(HttpApiSchema.Empty(303))
+      .annotate(OpenApi.Summary, "Submit the sandbox identity form")
       .annotate(
         OpenApi.Description,
         "The sandbox page's form: records the chosen result, delivers the signed webhook to this service " +
           "over HTTP, then redirects (303) to the return URL."
       )
   )
-  .annotate(OpenApi.Title, "Sandbox identity provider") {}
+  .annotate(OpenApi.Title, "Sandbox identity provider")
+  .annotate(
+    OpenApi.Description,
+    "The built-in identity provider for development and tests (KYC_PROVIDER=sandbox): a page where the person " +
+      "chooses the outcome. It delivers its result through the same signed webhook as a real provider."
+  ) {}

@@ -128,6 +128,7 @@ export class MarketApi extends HttpApiGroup.make("market")
     HttpApiEndpoint.get("status", "/market/status")
       .setUrlParams(Schema.Struct({ at: Schema.optionalWith(Instant, { exact: true }) }))
       .addSuccess(MarketStatus)
+      .annotate(OpenApi.Summary, "US market status")
       .annotate(
         OpenApi.Description,
         "The US equity calendar's MarketStatus at `at` (ISO-8601 with a zone, or ms since epoch; default now). " +
@@ -137,6 +138,7 @@ export class MarketApi extends HttpApiGroup.make("market")
   .add(
     HttpApiEndpoint.get("tokens", "/market/tokens")
       .addSuccess(Schema.Array(TokenMarket))
+      .annotate(OpenApi.Summary, "Stock tokens and their market data")
       .annotate(
         OpenApi.Description,
         "Every known stock token with its market data (null while its price is unavailable)."
@@ -148,6 +150,11 @@ export class MarketApi extends HttpApiGroup.make("market")
       .addSuccess(TokenMarket)
       .addError(NotFound.wire)
       .addError(PriceUnavailable.wire)
+      .annotate(OpenApi.Summary, "One stock token's market data")
       .annotate(OpenApi.Description, "One token's market data, by symbol (any case) or address.")
   )
-  .annotate(OpenApi.Title, "Market") {}
+  .annotate(OpenApi.Title, "Market")
+  .annotate(
+    OpenApi.Description,
+    "The US equity calendar (sessions, holidays, early closes) and the stock tokens' prices and trading states."
+  ) {}

@@ -2,6 +2,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/p
 import { Either, Schema } from "effect"
 import { ApiError, ChainUnavailable, RateLimited } from "../ApiError.js"
 import { Address } from "../chain/Address.js"
+import { textHeader, withResponseHeaders } from "../OpenApiDocument.js"
 import { parseAmount } from "./Money.js"
 import { PaymentRequiredBody, SettleResponse } from "./X402.js"
 
@@ -88,6 +89,31 @@ const PaymentHeaders = Schema.Struct({
   "payment-signature": Schema.optional(Schema.String)
 })
 
+const PaymentRequiredHeader = textHeader(
+  "The x402 v2 PaymentRequired object (the 402 body without `code`): standard base64 of its UTF-8 JSON.",
+  { contentEncoding: "base64" }
+)
+
+const paymentResponseHeader = (when: string) =>
+  textHeader(
+    `The x402 v2 SettleResponse (success, transaction, network, payer, errorReason): standard base64 of its UTF-8 JSON. ${when}`,
+    { contentEncoding: "base64" }
+  )
+
+/** The x402 headers the pay endpoints answer with (merchant/Http.ts sets them). */
+const x402Headers = withResponseHeaders((status) =>
+  status === "200"
+    ? { "PAYMENT-RESPONSE": paymentResponseHeader("Sent when this request carried the payment that settled.") }
+    : status === "202"
+      ? { Location: textHeader("The order to poll: /merchant/orders/{id}.") }
+      : status === "402"
+        ? {
+            "PAYMENT-REQUIRED": PaymentRequiredHeader,
+            "PAYMENT-RESPONSE": paymentResponseHeader("Sent with SETTLEMENT_FAILED only: why the transfer failed.")
+          }
+        : {}
+)
+
 const payEndpoint = <const Name extends string>(endpoint: HttpApiEndpoint.HttpApiEndpoint<Name, "GET" | "POST">) =>
   endpoint
     .setPath(OrderPath)
@@ -108,6 +134,7 @@ const payEndpoint = <const Name extends string>(endpoint: HttpApiEndpoint.HttpAp
         "SETTLEMENT_WAIT (poll GET /merchant/orders/{id}: it becomes paid, or open when nothing was transferred). " +
         "503 CHAIN_UNAVAILABLE: the chain did not answer before anything was reserved. GET and POST behave alike."
     )
+    .annotate(OpenApi.Transform, x402Headers)
 
 export class MerchantApi extends HttpApiGroup.make("merchant")
   .add(
@@ -115,14 +142,36 @@ export class MerchantApi extends HttpApiGroup.make("merchant")
       .setPayload(CreateOrder)
       .addSuccess(Order)
       .addError(RateLimited.wire)
-      .annotate(OpenApi.Description, "Creates an open order payable in USD1.")
+      .annotate(OpenApi.Summary, "Create an order")
+      .annotate(
+        OpenApi.Description,
+        "Creates an open order payable in USD1 within ORDER_TTL; pay it at /merchant/orders/{id}/pay. Rate " +
+          "limited per client (RATE_LIMIT_ORDERS a minute)."
+      )
   )
   .add(
     HttpApiEndpoint.get("getOrder", "/merchant/orders/:id")
       .setPath(OrderPath)
       .addSuccess(Order)
       .addError(OrderNotFound.wire)
+      .annotate(OpenApi.Summary, "Read an order")
+      .annotate(
+        OpenApi.Description,
+        "The order and its status: open, settling (poll again), paid (with the payer and the settlement " +
+          "transaction) or expired."
+      )
   )
-  .add(payEndpoint(HttpApiEndpoint.get("payGet", "/merchant/orders/:id/pay")))
-  .add(payEndpoint(HttpApiEndpoint.post("pay", "/merchant/orders/:id/pay")))
-  .annotate(OpenApi.Title, "Demo merchant") {}
+  .add(
+    payEndpoint(HttpApiEndpoint.get("payGet", "/merchant/orders/:id/pay")).annotate(
+      OpenApi.Summary,
+      "Pay an order (GET)"
+    )
+  )
+  .add(payEndpoint(HttpApiEndpoint.post("pay", "/merchant/orders/:id/pay")).annotate(OpenApi.Summary, "Pay an order"))
+  .annotate(OpenApi.Title, "Demo merchant")
+  .annotate(
+    OpenApi.Description,
+    "A demo merchant paid over x402 v2 in USD1 (served when MERCHANT_PAY_TO is set): create an order, then pay " +
+      "it with an EIP-3009 authorization in the PAYMENT-SIGNATURE header. The payment is settled on chain once; " +
+      "paid from a card holder's address, it shows on their card statement."
+  ) {}

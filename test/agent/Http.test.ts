@@ -111,6 +111,11 @@ layer(testServer({ AGENT_MODE: "dry", AGENT_READ_TIMEOUT: "300 millis" }, ports(
           expect(response.body.error).toContain(field)
         }
         expect((yield* send("GET", "/strategy", { headers: bearer(token) })).body.code).toBe("NO_AGENT_ACCOUNT")
+        // An optional field of the wrong type is one clause (not also "Expected undefined").
+        expect((yield* putStrategy(token, { targets: { NVDA: 1 }, weeklySpendUsd: 10, timeZone: 5 })).body).toEqual({
+          error: "timeZone: Expected string, actual 5",
+          code: "BAD_REQUEST"
+        })
       })
     )
 

@@ -63,10 +63,19 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
   it.effect("bad paging parameters are 400 and the statement needs a token", () =>
     Effect.gen(function* () {
       const { token } = yield* signIn()
-      for (const query of ["limit=0", "limit=201", "limit=abc", "before=%20"]) {
+      // One clause, naming the parameter and what it must be.
+      const bounds = "limit: must be an integer from 1 to 200"
+      for (const [query, message] of [
+        ["limit=0", bounds],
+        ["limit=201", bounds],
+        ["limit=abc", bounds],
+        ["limit=2.5", bounds],
+        ["limit=", bounds],
+        ["before=%20", "before: must be an item id"]
+      ] as const) {
         const response = yield* send("GET", `/me/activity?${query}`, { headers: bearer(token) })
         expect(response.status, query).toBe(400)
-        expect(response.body.code).toBe("BAD_REQUEST")
+        expect(response.body, query).toEqual({ error: message, code: "BAD_REQUEST" })
       }
       const anonymous = yield* send("GET", "/me/activity")
       expect(anonymous.status).toBe(401)

@@ -166,7 +166,10 @@ layer(server, { excludeTestServices: true })("hostile input and failing dependen
             `Content-Length: ${body.length}\r\n\r\n${body}`
         ])
         expect(response.status, contentType).toBe(415)
-        expect(JSON.parse(response.body).code).toBe("UNSUPPORTED_MEDIA_TYPE")
+        expect(JSON.parse(response.body)).toEqual({
+          error: `content-type ${contentType} is not accepted: send content-type: application/json`,
+          code: "UNSUPPORTED_MEDIA_TYPE"
+        })
       }
     })
   )

@@ -86,7 +86,7 @@ layer(server, { excludeTestServices: true })("the whole app on in-memory and scr
       expect(yield* chain.balanceOf(chain.usd1.address, account.address)).toBe(parseUnits("16.75", 18))
       expect(yield* chain.balanceOf(chain.usd1.address, merchant.address)).toBe(parseUnits("3.25", 18))
 
-      const statement = yield* client.statement.activity({ urlParams: { limit: 10 } })
+      const statement = yield* client.statement.activity({ urlParams: {} })
       expect(statement).toEqual([
         expect.objectContaining({ type: "payment", usd: 3.25, description: "Tea", tx: receipt.transaction })
       ])

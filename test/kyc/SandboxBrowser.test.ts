@@ -3,29 +3,18 @@
  * provider URL, types a name and a document number, approves, and lands on the return URL; the
  * app then sees the approval and the card.
  *
- * Needs Debian's `chromium` at /usr/bin/chromium (CI installs it). Without it the test is skipped
- * with a message, except under CI, where it must run.
+ * Needs Debian's `chromium` (see test/support/chromium.ts).
  */
-import { existsSync, mkdtempSync, rmSync } from "node:fs"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
-import { tmpdir } from "node:os"
-import path from "node:path"
 import { afterAll, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { chromium } from "playwright-core"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
+import { browser, skipWithoutChromium } from "../support/chromium.js"
 import { testServer } from "../support/TestServer.js"
 import { kycEnv, me, query, serverBaseUrl, signIn, startSession } from "./helpers.js"
 
-const CHROMIUM = "/usr/bin/chromium"
-const available = existsSync(CHROMIUM)
-const mustRun = process.env.CI !== undefined && process.env.CI !== ""
-if (!available && !mustRun) {
-  console.warn(
-    `SandboxBrowser.test.ts skipped: no chromium at ${CHROMIUM} (apt-get install chromium); CI always runs it`
-  )
-}
+const skip = skipWithoutChromium("SandboxBrowser.test.ts")
 
 /** A stand-in for the web app (the return URL's origin), on a real local port. */
 const appHits: Array<string> = []
@@ -37,39 +26,11 @@ await new Promise<void>((resolve) => webApp.listen(0, "127.0.0.1", resolve))
 const WEB_APP = `http://127.0.0.1:${(webApp.address() as AddressInfo).port}`
 afterAll(() => new Promise<void>((resolve) => webApp.close(() => resolve())))
 
-/** A fresh headless Chromium profile, closed and removed with the scope. */
-const browser = Effect.acquireRelease(
-  Effect.promise(async () => {
-    // A fresh profile each time; playwright passes it to Chromium as --user-data-dir.
-    const profile = mkdtempSync(path.join(tmpdir(), "kyc-chromium-"))
-    const context = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync"
-      ]
-    })
-    return { context, profile }
-  }),
-  ({ context, profile }) =>
-    Effect.promise(async () => {
-      await context.close()
-      rmSync(profile, { recursive: true, force: true })
-    })
-)
-
 layer(testServer(kycEnv({ WEB_ORIGIN: WEB_APP }), { chain: InMemoryChain.layer() }), {
   excludeTestServices: true,
   timeout: "60 seconds"
 })("sandbox page in Chromium", (it) => {
-  it.scoped.skipIf(!available && !mustRun)("a person approves on the page and returns to the app", () =>
+  it.scoped.skipIf(skip)("a person approves on the page and returns to the app", () =>
     Effect.gen(function* () {
       const base = yield* serverBaseUrl
       const { account, token } = yield* signIn()
@@ -115,7 +76,7 @@ layer(testServer(kycEnv({ WEB_ORIGIN: WEB_APP }), { chain: InMemoryChain.layer()
     })
   )
 
-  it.scoped.skipIf(!available && !mustRun)("required fields are enforced by the page; abandon needs none", () =>
+  it.scoped.skipIf(skip)("required fields are enforced by the page; abandon needs none", () =>
     Effect.gen(function* () {
       const base = yield* serverBaseUrl
       const { token } = yield* signIn()
