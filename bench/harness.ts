@@ -390,6 +390,8 @@ export const serviceEnv = (
     CHAIN_ID: String(devnet.chainId),
     USD1_ADDRESS: devnet.usd1,
     RELAYER_PRIVATE_KEY: RELAYER_KEY,
+    // A configured chain's default is 1 s; this one is a devnet, polled at the reference's pace.
+    CHAIN_POLL_INTERVAL: "20 millis",
     EXCHANGE_ADDRESS: devnet.exchange,
     STOCK_TOKENS: JSON.stringify(
       devnet.stocks.map((s) => ({

@@ -173,8 +173,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
     /** The order, with a due expiry applied first. */
     const load = (id: string) =>
       Effect.gen(function* () {
-        yield* repo.expireIfDue(id, new Date(yield* Clock.currentTimeMillis))
-        const row = yield* repo.findOrder(id)
+        const row = yield* repo.loadOrder({ id, now: new Date(yield* Clock.currentTimeMillis) })
         if (Option.isNone(row)) return yield* new OrderNotFound({ error: `no order ${id}` })
         return row.value
       })
@@ -207,45 +206,28 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       return toOrder(yield* load(id))
     })
 
-    /** A final state for a settlement and its order, in one transaction; idempotent. */
-    const finish = (
-      settlement: { readonly id: number; readonly orderId: string; readonly payer: string },
-      outcome: SettleOutcome
-    ) =>
+    /** A final state for a settlement and its order; idempotent. */
+    const finish = (settlement: { readonly id: number }, outcome: SettleOutcome) =>
       Effect.gen(function* () {
         const now = new Date(yield* Clock.currentTimeMillis)
         if (outcome._tag === "Settled") {
-          const changed = yield* repo.finishSettlement(
-            settlement.id,
-            "succeeded",
-            { txHash: outcome.transaction, errorReason: null },
-            now
-          )
-          if (changed) yield* repo.markOrderPaid(settlement.orderId, settlement.payer, outcome.transaction, now)
+          yield* repo.finishSettlement(settlement.id, { status: "succeeded", txHash: outcome.transaction }, now)
         } else if (outcome._tag === "Rejected") {
-          const changed = yield* repo.finishSettlement(
+          yield* repo.finishSettlement(
             settlement.id,
-            "failed",
-            { txHash: outcome.transaction ?? null, errorReason: outcome.reason },
+            { status: "failed", txHash: outcome.transaction ?? null, errorReason: outcome.reason },
             now
           )
-          if (changed) yield* repo.setOrderStatus(settlement.orderId, "settling", "open")
         }
-      }).pipe(repo.withTransaction)
+      })
 
-    /** Locks the open order and inserts the pending settlement, owned by this replica: the exactly-once gate. */
-    const reserve = (id: string, payload: PaymentPayload) =>
+    /** Makes the open order settling with a pending settlement owned by this replica: the exactly-once gate. */
+    const reserve = (order: OrderRow, payload: PaymentPayload) =>
       Effect.gen(function* () {
-        const locked = yield* repo.lockOrder(id)
-        if (Option.isNone(locked)) return yield* new OrderNotFound({ error: `no order ${id}` })
-        const order = locked.value
-        if (order.status === "paid") return yield* new OrderAlreadyPaid({ error: "the order is already paid" })
-        if (order.status === "settling") return yield* new PaymentInProgress({ error: "a payment is being settled" })
-        if (order.status === "expired") return yield* new OrderExpired({ error: "the order expired" })
         const authorization = payload.payload.authorization
-        const settlementId = yield* repo
-          .insertSettlement({
-            orderId: id,
+        const reserved = yield* repo
+          .reserve({
+            orderId: order.id,
             payer: getAddress(authorization.from),
             nonce: authorization.nonce.toLowerCase(),
             amountAtomic: BigInt(authorization.value),
@@ -255,9 +237,19 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
             now: new Date(yield* Clock.currentTimeMillis)
           })
           .pipe(Effect.catchTag("DuplicateAuthorization", () => refuse(order, Reason.nonceUsed, "PAYMENT_INVALID")))
-        yield* repo.setOrderStatus(id, "open", "settling")
-        return settlementId
-      }).pipe(repo.withTransaction)
+        if (reserved._tag === "Reserved") return reserved.settlementId
+        switch (reserved.status) {
+          case null:
+            return yield* new OrderNotFound({ error: `no order ${order.id}` })
+          case "paid":
+            return yield* new OrderAlreadyPaid({ error: "the order is already paid" })
+          case "expired":
+            return yield* new OrderExpired({ error: "the order expired" })
+          default:
+            // settling, or open when another reservation took it during this one
+            return yield* new PaymentInProgress({ error: "a payment is being settled" })
+        }
+      })
 
     /**
      * What the chain says about an authorization, whoever sent the transaction: "unused"; Settled
@@ -335,7 +327,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
               )
             : settled
         if (outcome._tag === "Pending") return inProgress
-        const recorded = yield* Effect.exit(finish({ id: settlementId, orderId, payer }, outcome))
+        const recorded = yield* Effect.exit(finish({ id: settlementId }, outcome))
         // The receipt proves the transfer, recorded or not (the reconciler records it then).
         if (outcome._tag === "Settled") return outcome satisfies SettlementAnswer
         return Exit.isSuccess(recorded)
@@ -413,7 +405,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       const answer = yield* Effect.uninterruptibleMask((restore) =>
         Effect.gen(function* () {
           yield* track(id)
-          const reserved = yield* Effect.exit(reserve(id, payload))
+          const reserved = yield* Effect.exit(reserve(order, payload))
           if (Exit.isFailure(reserved))
             return yield* untrack(id).pipe(Effect.zipRight(Effect.failCause(reserved.cause)))
           const settling = yield* Effect.forkDaemon(
@@ -475,7 +467,17 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
           // The authorization can never execute any more: nothing was or will be charged.
           return yield* finish(settlement, { _tag: "Rejected", reason: Reason.validBefore })
         }
-        if (settlement.rawTx !== null) return yield* withinChainTimeout(chain.rebroadcast(settlement.rawTx as Hex))
+        if (settlement.rawTx !== null) {
+          const resent = yield* withinChainTimeout(chain.rebroadcast(settlement.rawTx as Hex))
+          // Its nonce went to another transaction: it can never be mined. The authorization is
+          // unused, so the order reopens once it expires (above), not before.
+          if (resent === "replaced") {
+            yield* Effect.logWarning(
+              `reconcile: transaction ${settlement.txHash} was replaced; waiting for its authorization to expire`
+            )
+          }
+          return
+        }
         if (settlement.txHash === null && processor.recordsBeforeBroadcast) {
           // Our relayer records a transaction before broadcasting it: no record, nothing sent.
           return yield* finish(settlement, { _tag: "Rejected", reason: Reason.unexpectedSettleError })
@@ -491,10 +493,13 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
 
     /** Finishes the settlements nobody works on any more (see `lockAbandoned`). Safe on every replica. */
     const reconcile = Effect.gen(function* () {
+      // The working set, and when it was taken: a settlement reserved after it is not in it yet.
+      const workingAt = new Date(yield* Clock.currentTimeMillis)
       const reconciled = yield* repo
         .lockAbandoned({
           replica,
           working: [...working.keys()],
+          workingAt,
           leaseSeconds: Duration.toSeconds(settings.reconcileAfter),
           limit: 20
         })
