@@ -82,7 +82,7 @@ const usd1Domain = Config.all({
 
 /** Receipt polling on a configured chain, and on the embedded devnet (which mines within milliseconds). */
 export const DEFAULT_POLL_INTERVAL = "1 second"
-export const DEVNET_POLL_INTERVAL = "20 millis"
+export const DEVNET_POLL_INTERVAL = "5 millis"
 
 /** The devnet's relayer: the last standard account, so that it never races the deployer's nonces. */
 export const DEVNET_RELAYER_KEY = ANVIL_ACCOUNT_KEYS[9]!

@@ -80,18 +80,22 @@ const checkTokenDomain = (chain: ChainClientShape) =>
     }
   })
 
+/** The order as answered; built from a decoded row, so not validated again (encoding the answer checks it). */
 const toOrder = (row: OrderRow, extra: { readonly amountUsd?: string } = {}) =>
-  new Order({
-    id: row.id,
-    amount: row.amount,
-    description: row.description,
-    status: row.status,
-    ...(row.payer === null ? {} : { payer: row.payer }),
-    ...(row.tx === null ? {} : { tx: row.tx }),
-    createdAt: row.createdAt.getTime(),
-    expiresAt: row.expiresAt.getTime(),
-    ...extra
-  })
+  new Order(
+    {
+      id: row.id,
+      amount: row.amount,
+      description: row.description,
+      status: row.status,
+      ...(row.payer === null ? {} : { payer: row.payer }),
+      ...(row.tx === null ? {} : { tx: row.tx }),
+      createdAt: row.createdAt.getTime(),
+      expiresAt: row.expiresAt.getTime(),
+      ...extra
+    },
+    true
+  )
 
 export interface PaidOrder {
   readonly order: Order
@@ -156,12 +160,16 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       mimeType: "application/json"
     })
 
+    // Built by us from a decoded order (not validated again: encoding the answer checks it).
     const refuse = (row: OrderRow, error: string, code: PaymentRequired["code"], settlement?: SettleResponse) =>
-      new PaymentRequired({
-        body: paymentRequired(error, resourceOf(row), requirementsOf(row)),
-        code,
-        ...(settlement === undefined ? {} : { settlement })
-      })
+      new PaymentRequired(
+        {
+          body: paymentRequired(error, resourceOf(row), requirementsOf(row)),
+          code,
+          ...(settlement === undefined ? {} : { settlement })
+        },
+        true
+      )
 
     const receiptOf = (settlement: SettlementRow): SettleResponse => ({
       success: true,
