@@ -211,7 +211,7 @@ const noRecord: RecordSigned<never, never> = () => Effect.void
 /** `mint(to, amount)` of USD1 and of the stock tokens alike. */
 const mintAbi = [parseAbiItem("function mint(address to, uint256 amount)")]
 
-/** Waits `ms` in real time (receipts are polled on the chain's clock, not a test's). */
+/** Waits `ms` of real time, whatever clock a test installed: the node mines in real time. */
 const pause = (ms: number) =>
   Effect.promise(
     (signal) =>
@@ -242,8 +242,10 @@ export const EvmChain = Layer.scoped(
         (rpc) => Effect.sync(rpc.close)
       )
     const reads = yield* connect(Duration.toMillis(deployment.readTimeout), true)
-    // A broadcast is never repeated by the transport: only this very signed transaction may be
-    // sent again, and that is the caller's decision (`rebroadcast`).
+    // A broadcast is not repeated when the node may have read it (only a request written to a
+    // kept-alive socket the node had closed goes out again). Re-sending the very same signed
+    // transaction is the caller's decision (`rebroadcast`); a transaction with a new nonce replaces
+    // only one the node refused (`signAndSend`).
     const writes = yield* connect(BROADCAST_TIMEOUT_MS, false)
 
     /** viem over `rpc`, for the reads it does well (contract reads, multicall, logs, signatures). */
