@@ -10,6 +10,7 @@ import path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Effect, type Scope } from "effect"
 import ts from "typescript"
+import { DEVNET_POLL_INTERVAL } from "../src/chain/Deployment.js"
 import { ANVIL_ACCOUNT_KEYS, type Devnet } from "../src/chain/Devnet.js"
 import { freePort } from "../src/EmbeddedPostgres.js"
 
@@ -390,6 +391,9 @@ export const serviceEnv = (
     CHAIN_ID: String(devnet.chainId),
     USD1_ADDRESS: devnet.usd1,
     RELAYER_PRIVATE_KEY: RELAYER_KEY,
+    // A configured chain is polled every second by default; this one is a devnet (anvil mines a
+    // transaction within milliseconds), polled like the embedded one.
+    CHAIN_POLL_INTERVAL: DEVNET_POLL_INTERVAL,
     EXCHANGE_ADDRESS: devnet.exchange,
     STOCK_TOKENS: JSON.stringify(
       devnet.stocks.map((s) => ({

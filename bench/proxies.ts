@@ -11,7 +11,7 @@
 import { createServer as createHttpServer } from "node:http"
 import type { Socket } from "node:net"
 import { Effect } from "effect"
-import { decodeFunctionData, erc20Abi, type Hex } from "viem"
+import { decodeFunctionData, erc20Abi, type Hex, multicall3Abi } from "viem"
 import { Usd1Artifact } from "../src/chain/contracts/artifacts.js"
 import { startTcpProxy } from "../test/support/TcpProxy.js"
 
@@ -32,13 +32,19 @@ export const difference = (after: Counts, before: Counts): Counts =>
 
 export const total = (counts: Counts) => [...counts.values()].reduce((sum, n) => sum + n, 0)
 
-const functionName = (data: unknown) => {
+const functionName = (data: unknown): string => {
   if (typeof data !== "string") return "?"
   for (const abi of [Usd1Artifact.abi, erc20Abi]) {
     try {
       return decodeFunctionData({ abi, data: data as Hex }).functionName
     } catch {}
   }
+  try {
+    // A Multicall3 batch: the functions it calls.
+    const { args } = decodeFunctionData({ abi: multicall3Abi, data: data as Hex })
+    const calls = args[0] as ReadonlyArray<{ readonly callData: Hex }>
+    return `multicall: ${calls.map((call) => functionName(call.callData)).join(" + ")}`
+  } catch {}
   return data.slice(0, 10)
 }
 
@@ -103,6 +109,13 @@ const sqlLabel = (text: string | undefined) => {
   if (text === undefined) return "(unknown statement)"
   const sql = text.replace(/\s+/g, " ").trim()
   const verb = (/^\w+/.exec(sql)?.[0] ?? "?").toUpperCase()
+  if (verb === "WITH") {
+    // One statement doing several things (data-modifying CTEs): its writes, in order.
+    const writes = [...sql.matchAll(/\b(UPDATE|INSERT INTO|DELETE FROM)\s+"?(\w+)/gi)].map(
+      ([, write, table]) => `${write!.split(" ")[0]!.toUpperCase()} ${table}`
+    )
+    return writes.length > 0 ? `WITH(${[...new Set(writes)].join(" + ")})` : "WITH(SELECT)"
+  }
   const table = /\b(?:FROM|INTO|UPDATE)\s+"?(\w+)/i.exec(sql)?.[1]
   return table === undefined ? verb : `${verb} ${table}`
 }

@@ -53,8 +53,26 @@ export interface TokenTransfer {
 export interface Receipt {
   readonly hash: Hash
   readonly status: "success" | "reverted"
+  /** Reverted having used all the gas it was given: with more gas it may go through. */
+  readonly outOfGas: boolean
   readonly transfers: ReadonlyArray<TokenTransfer>
 }
+
+/** What a relayed `transferWithAuthorization` meets on chain now, read at once. */
+export interface TransferCheck {
+  /** The authorization's nonce was used or cancelled. */
+  readonly used: boolean
+  /** The payer's USD1. */
+  readonly balance: bigint
+  /** The transfer, simulated now, would revert: why (the token's revert text or error name). */
+  readonly refusal: Option.Option<string>
+}
+
+/**
+ * What re-sending a signed transaction found: the node has it (pooled or mined), or its nonce went
+ * to another transaction, so it can never be mined.
+ */
+export type Rebroadcast = "known" | "replaced"
 
 /** A Chainlink AggregatorV3-style feed's latest round. */
 export interface FeedRound {
@@ -117,14 +135,11 @@ export interface ChainClientShape {
   /** The account that pays gas for relayed transactions. */
   readonly relayer: Address
 
-  /** Whether `address` signed `message` (EIP-191): an EOA locally, a contract wallet through ERC-1271/6492. */
+  /**
+   * Whether `address` signed `message` (EIP-191): an EOA locally, a contract wallet through
+   * ERC-1271/6492. A chain that does not answer is a `ChainError`, never "not signed".
+   */
   readonly verifyMessage: (address: Address, message: string, signature: Hex) => Effect.Effect<boolean, ChainError>
-  /** The same for EIP-3009 `TransferWithAuthorization` typed data under the USD1 domain. */
-  readonly verifyAuthorization: (
-    authorization: TransferAuthorization,
-    signature: Hex
-  ) => Effect.Effect<boolean, ChainError>
-
   readonly balanceOf: (token: Address, owner: Address) => Effect.Effect<bigint, ChainError>
   /**
    * Every owner's balance of every token in one read (a multicall, chunked when large):
@@ -134,6 +149,15 @@ export interface ChainClientShape {
     owners: ReadonlyArray<Address>,
     tokens: ReadonlyArray<Address>
   ) => Effect.Effect<ReadonlyArray<ReadonlyArray<bigint>>, ChainError>
+  /**
+   * In one read: whether the authorization's nonce is used, the payer's USD1, and whether relaying
+   * the transfer now would revert. The simulated transfer is the token's own check of everything,
+   * the signature included (an EOA's, or a contract wallet's through ERC-1271).
+   */
+  readonly transferCheck: (
+    authorization: TransferAuthorization,
+    signature: Hex
+  ) => Effect.Effect<TransferCheck, ChainError>
   /** Whether the authorizer's nonce was used or cancelled on the USD1 token. */
   readonly authorizationState: (authorizer: Address, nonce: Hex) => Effect.Effect<boolean, ChainError>
   /** The transaction in which the authorizer's nonce was used (its `AuthorizationUsed` event), if any. */
@@ -142,17 +166,24 @@ export interface ChainClientShape {
   readonly usd1DomainSeparator: Effect.Effect<Option.Option<Hex>, ChainError>
 
   /**
-   * Relays `transferWithAuthorization` from the relayer through its ordered send queue: simulates it
-   * (a revert fails with `CallReverted`, nothing sent), signs it, lets `record` persist the signed
-   * transaction, then broadcasts it. A failure of `record` stops it before the broadcast.
+   * Relays `transferWithAuthorization` from the relayer through its ordered send queue: signs it,
+   * lets `record` persist the signed transaction, then broadcasts it. A failure of `record` stops it
+   * before the broadcast. The caller checked the transfer (`transferCheck`); it is not simulated
+   * again, except where its gas must be estimated (a refusal then is `CallReverted`, nothing sent).
+   * A node that refuses the transaction for a stale nonce or fee gets it signed anew (and recorded
+   * again) once.
    */
   readonly transferWithAuthorization: <E, R>(
     authorization: TransferAuthorization,
     signature: Hex,
     record: (signed: SignedTransaction) => Effect.Effect<void, E, R>
   ) => Effect.Effect<SignedTransaction, ChainError | CallReverted | E, R>
-  /** Sends an already signed transaction again (crash recovery); "already known" is success. */
-  readonly rebroadcast: (raw: Hex) => Effect.Effect<void, ChainError>
+  /**
+   * Sends an already signed transaction again (crash recovery). "Already known" or "nonce too low"
+   * is `known` only when the node knows the transaction itself; `replaced` when its nonce was used
+   * by another transaction.
+   */
+  readonly rebroadcast: (raw: Hex) => Effect.Effect<Rebroadcast, ChainError>
   /** The receipt, waiting up to `timeoutMs`; none when the transaction is not mined by then. */
   readonly receipt: (hash: Hash, timeoutMs: number) => Effect.Effect<Option.Option<Receipt>, ChainError>
 

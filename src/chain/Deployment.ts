@@ -4,9 +4,9 @@
  * from configuration.
  */
 import path from "node:path"
-import { Config, ConfigError, Context, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
+import { Config, ConfigError, Context, type Duration, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
 import type { Hex } from "viem"
-import { AppConfig, addressConfig } from "../Config.js"
+import { AppConfig, addressConfig, durationConfig } from "../Config.js"
 import { Address } from "./Address.js"
 import type { Usd1Token } from "./ChainClient.js"
 import { ANVIL_ACCOUNT_KEYS, startDevnet } from "./Devnet.js"
@@ -19,8 +19,12 @@ export interface Deployment {
   readonly exchange: Option.Option<Address>
   readonly stocks: ReadonlyArray<StockToken>
   readonly relayerKey: Redacted.Redacted<Hex>
-  /** True for the embedded devnet: fast polling, demo funds. */
+  /** True for the embedded devnet: demo funds (the faucet). */
   readonly local: boolean
+  /** The longest one read may take (CHAIN_TIMEOUT). */
+  readonly readTimeout: Duration.Duration
+  /** How often a receipt is read while waiting for it (CHAIN_POLL_INTERVAL). */
+  readonly pollInterval: Duration.Duration
 }
 
 const StockTokenConfig = Schema.Array(
@@ -76,6 +80,10 @@ const usd1Domain = Config.all({
   version: Config.string("USD1_EIP712_VERSION").pipe(Config.withDefault("1"))
 })
 
+/** Receipt polling on a configured chain, and on the embedded devnet (which mines within milliseconds). */
+export const DEFAULT_POLL_INTERVAL = "1 second"
+export const DEVNET_POLL_INTERVAL = "5 millis"
+
 /** The devnet's relayer: the last standard account, so that it never races the deployer's nonces. */
 export const DEVNET_RELAYER_KEY = ANVIL_ACCOUNT_KEYS[9]!
 
@@ -85,6 +93,12 @@ export class ChainDeployment extends Context.Tag("app/ChainDeployment")<ChainDep
     Effect.gen(function* () {
       const rpcUrl = yield* Config.option(Config.string("CHAIN_RPC_URL"))
       const domain = yield* usd1Domain
+      const { dataDir, chainTimeout: readTimeout } = yield* AppConfig
+      // The embedded devnet mines a transaction within milliseconds; a chain's blocks take seconds.
+      const pollInterval = yield* durationConfig(
+        "CHAIN_POLL_INTERVAL",
+        Option.isSome(rpcUrl) ? DEFAULT_POLL_INTERVAL : DEVNET_POLL_INTERVAL
+      )
       if (Option.isSome(rpcUrl)) {
         const settings = yield* Config.all({
           chainId: Config.integer("CHAIN_ID"),
@@ -101,10 +115,11 @@ export class ChainDeployment extends Context.Tag("app/ChainDeployment")<ChainDep
           exchange: settings.exchange,
           stocks: settings.stocks,
           relayerKey: settings.relayerKey,
-          local: false
+          local: false,
+          readTimeout,
+          pollInterval
         } satisfies Deployment
       }
-      const { dataDir } = yield* AppConfig
       const devnet = yield* startDevnet({ stateDir: path.join(dataDir, "chain") }).pipe(Effect.orDie)
       return {
         rpcUrl: devnet.rpcUrl,
@@ -113,7 +128,9 @@ export class ChainDeployment extends Context.Tag("app/ChainDeployment")<ChainDep
         exchange: Option.some(devnet.exchange),
         stocks: devnet.stocks.map((stock) => ({ ...stock, platform: "devnet" })),
         relayerKey: Redacted.make(DEVNET_RELAYER_KEY),
-        local: true
+        local: true,
+        readTimeout,
+        pollInterval
       } satisfies Deployment
     })
   )

@@ -1,26 +1,35 @@
 /**
- * `ChainClient` over JSON-RPC with viem, for the deployment in `ChainDeployment` (the embedded
- * devnet or a configured chain). Every sending account (the relayer, each agent wallet, the devnet's
- * faucet) has one ordered send queue; a send is simulated first, signed locally, recorded by the
- * caller, then broadcast once: the transport never retries it (a send is not idempotent).
+ * `ChainClient` over JSON-RPC, for the deployment in `ChainDeployment` (the embedded devnet or a
+ * configured chain). Calls go over kept-alive connections (`JsonRpc.ts`): reads bounded by
+ * CHAIN_TIMEOUT with one retry, broadcasts by BROADCAST_TIMEOUT_MS and never repeated with a new
+ * nonce. Every sending account (the relayer, each agent wallet, the devnet's faucet) has one
+ * ordered send queue; a transaction is signed here (chain id from the deployment, fees from a
+ * short-lived cache), recorded by the caller, then broadcast. The payment path's hot calls (the
+ * transfer check, the relayer's send, receipts) are made directly; viem's actions serve the rest.
  */
-import { Effect, Layer, Option, Redacted } from "effect"
+import { Duration, Effect, Layer, Option, Redacted } from "effect"
 import {
   type Abi,
+  type AbiFunction,
   BaseError,
   type Chain,
   ContractFunctionRevertedError,
   ContractFunctionZeroDataError,
+  concatHex,
   createPublicClient,
-  createWalletClient,
+  custom,
+  decodeAbiParameters,
   decodeErrorResult,
   defineChain,
+  Eip1559FeesNotSupportedError,
+  encodeAbiParameters,
   encodeFunctionData,
   erc20Abi,
   getAddress,
   type Hash,
   type Hex,
-  http,
+  hexToBigInt,
+  hexToNumber,
   isAddressEqual,
   keccak256,
   maxUint256,
@@ -29,11 +38,12 @@ import {
   parseEther,
   parseEventLogs,
   parseSignature,
+  RpcRequestError,
   recoverMessageAddress,
-  recoverTypedDataAddress
+  toFunctionSelector,
+  toHex
 } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
-import { verifyTypedData } from "viem/actions"
 import type { Address } from "./Address.js"
 import {
   CallReverted,
@@ -41,20 +51,23 @@ import {
   ChainClient,
   ChainError,
   type Faucet,
+  type Rebroadcast,
   type Receipt,
   type RecordSigned,
   type SignedTransaction,
-  type TransferAuthorization
+  type TransferAuthorization,
+  type TransferCheck
 } from "./ChainClient.js"
 import { DemoExchangeArtifact, PriceFeedArtifact, StockTokenArtifact, Usd1Artifact } from "./contracts/artifacts.js"
 import { ChainDeployment } from "./Deployment.js"
 import { DEVNET_DEPLOYER_KEY } from "./Devnet.js"
-import { transferWithAuthorizationTypedData } from "./Eip3009.js"
+import { isUnreachable, jsonRpcClient } from "./JsonRpc.js"
 import { chunksOf, MULTICALL_CHUNK, MULTICALL3_ADDRESS, rowsOf } from "./Multicall.js"
 import { sendQueues } from "./SendQueues.js"
 
 /** viem's error text, with the node's own words and a revert reason when there is one. */
 export const errorText = (cause: unknown): string => {
+  if (cause instanceof RpcRequestError) return cause.details
   if (cause !== null && typeof cause === "object") {
     const details = cause as { shortMessage?: unknown; details?: unknown; message?: unknown }
     const reason = /reverted with the following reason:\s*\n?(.+)/.exec(String(details.message ?? ""))
@@ -73,6 +86,16 @@ const contractErrors: Abi = [...Usd1Artifact.abi, ...StockTokenArtifact.abi, ...
   (item) => item.type === "error"
 )
 
+/** Revert data as a reason: the `require` message, or the custom error's name; none when not ours. */
+const decodedRevert = (data: Hex): string | undefined => {
+  try {
+    const decoded = decodeErrorResult({ abi: contractErrors, data })
+    return decoded.errorName === "Error" ? String(decoded.args?.[0]) : decoded.errorName
+  } catch {
+    return undefined
+  }
+}
+
 /**
  * Why a simulated call reverted: the `require` message, or the custom error's name
  * (`ERC20InsufficientAllowance`); else viem's text.
@@ -86,19 +109,13 @@ const revertReason = (cause: unknown): string => {
     }
     const withData = cause.walk((e) => /^0x[0-9a-fA-F]{8}/.test(String((e as { data?: unknown }).data)))
     const data = (withData as { data?: Hex } | null)?.data
-    if (data !== undefined) {
-      try {
-        const decoded = decodeErrorResult({ abi: contractErrors, data })
-        return decoded.errorName === "Error" ? String(decoded.args?.[0]) : decoded.errorName
-      } catch {
-        // not one of ours: viem's text below
-      }
-    }
+    const decoded = data === undefined ? undefined : decodedRevert(data)
+    if (decoded !== undefined) return decoded
   }
   return errorText(cause)
 }
 
-const chainCall = <A>(what: string, f: () => Promise<A>) =>
+const chainCall = <A>(what: string, f: (signal: AbortSignal) => Promise<A>) =>
   Effect.tryPromise({ try: f, catch: (cause) => new ChainError({ message: `${what}: ${errorText(cause)}`, cause }) })
 
 /**
@@ -120,6 +137,30 @@ const authorizationUsedEvent = parseAbiItem(
   "event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)"
 )
 
+/** One function's calldata and result codec, its selector computed once. */
+const abiFunction = (signature: string) => {
+  const item = parseAbiItem(signature) as AbiFunction
+  const selector = toFunctionSelector(item)
+  return {
+    encode: (args: ReadonlyArray<unknown>): Hex => concatHex([selector, encodeAbiParameters(item.inputs, args)]),
+    decode: (data: Hex) => decodeAbiParameters(item.outputs, data)
+  }
+}
+
+const transferWithVrs = abiFunction(
+  "function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)"
+)
+const transferWithBytes = abiFunction(
+  "function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, bytes signature)"
+)
+const authorizationStateOf = abiFunction(
+  "function authorizationState(address authorizer, bytes32 nonce) view returns (bool)"
+)
+const balanceOfCall = abiFunction("function balanceOf(address owner) view returns (uint256)")
+const aggregate3 = abiFunction(
+  "function aggregate3((address target, bool allowFailure, bytes callData)[] calls) payable returns ((bool success, bytes returnData)[] returnData)"
+)
+
 /** A transaction to send: where, what, and the ether it carries. */
 interface Call {
   readonly to: Address
@@ -127,97 +168,330 @@ interface Call {
   readonly value?: bigint
 }
 
+/** A transaction receipt as the node sends it (the fields read here). */
+interface RpcReceipt {
+  readonly status: Hex
+  readonly gasUsed: Hex
+  readonly logs: ReadonlyArray<{ readonly address: Hex; readonly topics: ReadonlyArray<Hex>; readonly data: Hex }>
+}
+
+/** A broadcast: sent, or refused for what a fresh signature can fix. */
+type Broadcast =
+  | { readonly _tag: "Sent" }
+  | { readonly _tag: "Refused"; readonly stale: "nonce" | "fees"; readonly text: string }
+
+/** Fee fields of a transaction to sign. */
+type Fees = { readonly maxFeePerGas: bigint; readonly maxPriorityFeePerGas: bigint } | { readonly gasPrice: bigint }
+
 /** Gas ether the devnet faucet gives with every grant. */
 const FAUCET_GAS = parseEther("1")
 /** How long a send waits for a receipt it needs before going on (an approval, the faucet's mints). */
 const RECEIPT_TIMEOUT_MS = 30_000
 /** Multicall chunks read at once. */
 const BALANCE_READS_IN_FLIGHT = 4
+/** The longest a broadcast may take: longer than a read, as a node may check a transaction first. */
+const BROADCAST_TIMEOUT_MS = 10_000
+/**
+ * How long fee estimates are reused. Signed fees allow twice the base fee seen: a rise beyond that
+ * within this time gets the transaction refused, and it is signed again with fresh fees.
+ */
+const FEES_REUSED_MS = 5_000
+const BASE_FEE_MULTIPLIER = 2
+/** Margin on a gas estimate used for this one call, and on the relayer's transfer gas reused for all. */
+const GAS_MARGIN_ONE = [12n, 10n] as const
+const GAS_MARGIN_REUSED = [3n, 2n] as const
+
+/** What the node said to a broadcast it refused, when a fresh signature can fix it. */
+const staleNonce = /nonce too low|replacement transaction underpriced/i
+const lowFee = /fee per gas less than|fee cap|underpriced/i
+const alreadyKnown = /already known|already imported|known transaction/i
 
 const noRecord: RecordSigned<never, never> = () => Effect.void
 
 /** `mint(to, amount)` of USD1 and of the stock tokens alike. */
 const mintAbi = [parseAbiItem("function mint(address to, uint256 amount)")]
 
+/** Waits `ms` of real time, whatever clock a test installed: the node mines in real time. */
+const pause = (ms: number) =>
+  Effect.promise(
+    (signal) =>
+      new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, ms)
+        signal.addEventListener("abort", () => clearTimeout(timer))
+      })
+  )
+
+const withMargin = (gas: bigint, [numerator, denominator]: readonly [bigint, bigint]) => (gas * numerator) / denominator
+
 export const EvmChain = Layer.scoped(
   ChainClient,
   Effect.gen(function* () {
     const deployment = yield* ChainDeployment
-    const { usd1 } = deployment
+    const { usd1, chainId } = deployment
     const chain: Chain = defineChain({
-      id: deployment.chainId,
-      name: deployment.local ? "Devnet" : `Chain ${deployment.chainId}`,
+      id: chainId,
+      name: deployment.local ? "Devnet" : `Chain ${chainId}`,
       nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
-      rpcUrls: { default: { http: [deployment.rpcUrl] } }
+      rpcUrls: { default: { http: [deployment.rpcUrl] } },
+      fees: { baseFeeMultiplier: BASE_FEE_MULTIPLIER }
     })
-    const pollingInterval = deployment.local ? 20 : 1_000
-    const publicClient = createPublicClient({ chain, transport: http(deployment.rpcUrl), pollingInterval })
-    const relayer = privateKeyToAccount(Redacted.value(deployment.relayerKey))
-    // A retried send is never idempotent: writes go out exactly once per call.
-    const wallet = createWalletClient({
-      chain,
-      transport: http(deployment.rpcUrl, { retryCount: 0 }),
-      pollingInterval
-    })
+    const pollMs = Duration.toMillis(deployment.pollInterval)
+    const connect = (timeoutMs: number, retryUnanswered: boolean) =>
+      Effect.acquireRelease(
+        Effect.sync(() => jsonRpcClient(deployment.rpcUrl, { timeoutMs, retryUnanswered })),
+        (rpc) => Effect.sync(rpc.close)
+      )
+    const reads = yield* connect(Duration.toMillis(deployment.readTimeout), true)
+    // A broadcast is not repeated when the node may have read it (only a request written to a
+    // kept-alive socket the node had closed goes out again). Re-sending the very same signed
+    // transaction is the caller's decision (`rebroadcast`); a transaction with a new nonce replaces
+    // only one the node refused (`signAndSend`).
+    const writes = yield* connect(BROADCAST_TIMEOUT_MS, false)
 
+    /** viem over `rpc`, for the reads it does well (contract reads, multicall, logs, signatures). */
+    const viemOver = (rpc: (method: string, params: ReadonlyArray<unknown>) => Promise<unknown>) =>
+      createPublicClient({
+        chain,
+        transport: custom({ request: ({ method, params }) => rpc(method, params ?? []) }, { retryCount: 0 }),
+        pollingInterval: pollMs
+      })
+    const publicClient = viemOver(reads.request)
+    const relayer = privateKeyToAccount(Redacted.value(deployment.relayerKey))
     const queueOf = sendQueues()
+
+    const read = <A>(what: string, method: string, params: ReadonlyArray<unknown>) =>
+      chainCall(what, (signal) => reads.request<A>(method, params, signal))
 
     /** The gas the call needs, sent by `from`; a refusal (a revert) is `CallReverted`, nothing sent. */
     const simulate = (from: Address, call: Call) =>
       Effect.tryPromise({
-        try: () => publicClient.estimateGas({ account: from, ...call }),
-        catch: (cause) => new CallReverted({ reason: revertReason(cause) })
-      })
+        try: (signal) =>
+          reads.request<Hex>(
+            "eth_estimateGas",
+            [{ from, to: call.to, data: call.data, ...(call.value === undefined ? {} : { value: toHex(call.value) }) }],
+            signal
+          ),
+        catch: (cause) =>
+          isUnreachable(cause)
+            ? new ChainError({ message: `estimate gas: ${errorText(cause)}`, cause })
+            : new CallReverted({ reason: revertReason(cause) })
+      }).pipe(Effect.map(hexToBigInt))
+
+    let fees: { readonly value: Fees; readonly until: number } | undefined
+    /** Fees to sign with: EIP-1559 (twice the base fee, plus the node's tip), or a gas price. */
+    const currentFees = Effect.suspend(() =>
+      fees !== undefined && Date.now() < fees.until
+        ? Effect.succeed(fees.value)
+        : chainCall("fees", async (): Promise<Fees> => {
+            try {
+              const { maxFeePerGas, maxPriorityFeePerGas } = await publicClient.estimateFeesPerGas({
+                chain,
+                type: "eip1559"
+              })
+              return { maxFeePerGas, maxPriorityFeePerGas }
+            } catch (error) {
+              if (!(error instanceof Eip1559FeesNotSupportedError)) throw error
+              return { gasPrice: (await publicClient.estimateFeesPerGas({ chain, type: "legacy" })).gasPrice }
+            }
+          }).pipe(
+            Effect.tap((value) =>
+              Effect.sync(() => {
+                fees = { value, until: Date.now() + FEES_REUSED_MS }
+              })
+            )
+          )
+    )
+
+    const pendingNonce = (address: Address) =>
+      read<Hex>("nonce", "eth_getTransactionCount", [address, "pending"]).pipe(Effect.map(hexToNumber))
 
     /**
-     * Signs the call with the signer's next nonce, lets `record` persist it, then broadcasts it once.
-     * Runs inside the signer's queue, after the call was simulated (`gas`).
+     * Broadcasts a freshly signed transaction once: "sent" (also when the node already has this very
+     * transaction), or the refusal a fresh signature may fix (a stale nonce, a stale fee). Any other
+     * failure is a `ChainError`, and whether the node took the transaction is then unknown.
+     */
+    const broadcast = (raw: Hex) =>
+      Effect.tryPromise({
+        try: (signal) => writes.request<Hash>("eth_sendRawTransaction", [raw], signal),
+        catch: (cause) => cause
+      }).pipe(
+        Effect.as<Broadcast>({ _tag: "Sent" }),
+        Effect.catchAll((cause) => {
+          const text = errorText(cause)
+          if (!isUnreachable(cause)) {
+            if (alreadyKnown.test(text)) return Effect.succeed<Broadcast>({ _tag: "Sent" })
+            if (staleNonce.test(text)) return Effect.succeed<Broadcast>({ _tag: "Refused", stale: "nonce", text })
+            if (lowFee.test(text)) return Effect.succeed<Broadcast>({ _tag: "Refused", stale: "fees", text })
+          }
+          return Effect.fail(new ChainError({ message: `broadcast: ${text}`, cause }))
+        })
+      )
+
+    /**
+     * Signs the call with the signer's next nonce, lets `record` persist it, then broadcasts it.
+     * Runs inside the signer's queue, with the call's gas decided.
+     *
+     * Only the relayer keeps its next nonce between sends: it is this replica's own account (one key
+     * per replica). Agent wallets move between replicas and the devnet's deployer key is shared with
+     * its operators, so their sends read the chain's count. A send that fails or whose fate is
+     * unknown makes the relayer read it too; one the node refuses for a stale nonce or fee is signed
+     * anew, recorded again (the refused one can never be mined) and broadcast, once.
      */
     const signAndSend = <E, R>(signer: PrivateKeyAccount, call: Call, gas: bigint, record: RecordSigned<E, R>) =>
       Effect.gen(function* () {
-        const nonce = yield* chainCall("nonce", () =>
-          publicClient.getTransactionCount({ address: signer.address, blockTag: "pending" })
-        )
-        const prepared = yield* chainCall("prepare", () =>
-          wallet.prepareTransactionRequest({ account: signer, chain, ...call, gas: (gas * 12n) / 10n, nonce })
-        )
-        const raw = yield* chainCall("sign", () => signer.signTransaction(prepared as never))
-        const signed: SignedTransaction = { hash: keccak256(raw), raw, nonce }
-        yield* record(signed)
-        yield* chainCall("broadcast", () => wallet.sendRawTransaction({ serializedTransaction: raw }))
-        return signed
+        const queue = queueOf(signer.address)
+        const keepsNonce = isAddressEqual(signer.address, relayer.address)
+        for (let attempt = 1; ; attempt++) {
+          const nonce = yield* keepsNonce ? queue.nonce(pendingNonce(signer.address)) : pendingNonce(signer.address)
+          const fee = yield* currentFees
+          const raw = yield* chainCall("sign", () =>
+            signer.signTransaction({ chainId, nonce, gas, to: call.to, data: call.data, value: call.value, ...fee })
+          )
+          const signed: SignedTransaction = { hash: keccak256(raw), raw, nonce }
+          yield* record(signed)
+          const sent = yield* broadcast(raw).pipe(Effect.tapError(() => queue.forget))
+          if (sent._tag === "Sent") {
+            if (keepsNonce) yield* queue.sent(nonce)
+            return signed
+          }
+          yield* queue.forget
+          if (sent.stale === "fees") fees = undefined
+          if (!keepsNonce || attempt > 1) return yield* new ChainError({ message: `broadcast refused: ${sent.text}` })
+        }
       })
 
     /** Simulates, signs, records and broadcasts one call from the signer's queue. */
     const send = <E, R>(signer: PrivateKeyAccount, call: Call, record: RecordSigned<E, R>) =>
-      queueOf(signer.address).withPermits(1)(
-        Effect.flatMap(simulate(signer.address, call), (gas) => signAndSend(signer, call, gas, record))
-      )
-
-    const minedSuccessfully = (what: string, hash: Hash) =>
-      chainCall(what, () => publicClient.waitForTransactionReceipt({ hash, timeout: RECEIPT_TIMEOUT_MS })).pipe(
-        Effect.filterOrFail(
-          (mined) => mined.status === "success",
-          () => new ChainError({ message: `${what}: transaction ${hash} reverted` })
+      queueOf(signer.address).serially(
+        Effect.flatMap(simulate(signer.address, call), (gas) =>
+          signAndSend(signer, call, withMargin(gas, GAS_MARGIN_ONE), record)
         )
       )
 
+    /** The relayer's (v, r, s) transfer gas: estimated once, reused with a margin; forgotten after an out-of-gas revert. */
+    let transferGas: bigint | undefined
+
+    const rawReceipt = (hash: Hash) => read<RpcReceipt | null>("receipt", "eth_getTransactionReceipt", [hash])
+
+    /** Reverted with all its gas used: read from the transaction's own gas limit. */
+    const ranOutOfGas = (hash: Hash, raw: RpcReceipt) =>
+      read<{ readonly gas: Hex } | null>("transaction", "eth_getTransactionByHash", [hash]).pipe(
+        Effect.map((tx) => tx !== null && hexToBigInt(raw.gasUsed) >= hexToBigInt(tx.gas)),
+        Effect.tap((outOfGas) =>
+          Effect.sync(() => {
+            if (outOfGas) transferGas = undefined
+          })
+        )
+      )
+
+    const toReceipt = (hash: Hash, raw: RpcReceipt) =>
+      Effect.map(
+        raw.status === "0x1" ? Effect.succeed(false) : ranOutOfGas(hash, raw),
+        (outOfGas): Receipt => ({
+          hash,
+          status: raw.status === "0x1" ? "success" : "reverted",
+          outOfGas,
+          transfers: parseEventLogs({ abi: erc20Abi, eventName: "Transfer", logs: raw.logs as never }).map((log) => ({
+            token: getAddress(log.address),
+            from: getAddress(log.args.from),
+            to: getAddress(log.args.to),
+            value: log.args.value
+          }))
+        })
+      )
+
+    /** The receipt, read at once and then every CHAIN_POLL_INTERVAL until `timeoutMs` has passed. */
+    const receipt = (hash: Hash, timeoutMs: number) =>
+      Effect.gen(function* () {
+        const deadline = Date.now() + timeoutMs
+        let raw = yield* rawReceipt(hash)
+        while (raw === null && Date.now() + pollMs <= deadline) {
+          yield* pause(pollMs)
+          raw = yield* rawReceipt(hash)
+        }
+        return raw === null ? Option.none<Receipt>() : Option.some(yield* toReceipt(hash, raw))
+      }).pipe(Effect.withSpan("ChainClient.receipt", { attributes: { "chain.tx": hash } }))
+
+    const minedSuccessfully = (what: string, hash: Hash) =>
+      receipt(hash, RECEIPT_TIMEOUT_MS).pipe(
+        Effect.flatMap(
+          Option.match({
+            onNone: () => Effect.fail(new ChainError({ message: `${what}: transaction ${hash} not mined in time` })),
+            onSome: (mined) =>
+              mined.status === "success"
+                ? Effect.void
+                : Effect.fail(new ChainError({ message: `${what}: transaction ${hash} reverted` }))
+          })
+        )
+      )
+
+    /**
+     * Whether `address` signed `message`: recovered locally for an EOA; otherwise checked on chain by
+     * viem (ERC-1271, ERC-6492, ERC-8010). viem reads a failed call as "not signed", so its calls are
+     * watched: a node that did not answer is a `ChainError`, never a verdict. A malformed signature
+     * is "not signed".
+     */
     const verifyMessage = (address: Address, message: string, signature: Hex) =>
-      Effect.promise(async () => {
-        // An EOA signature recovers locally; otherwise the chain is asked (ERC-1271 contract
-        // wallets, ERC-6492 for wallets not deployed yet). A malformed signature is "not signed".
-        const recovered = await recoverMessageAddress({ message, signature }).catch(() => undefined)
-        if (recovered !== undefined && isAddressEqual(recovered, address)) return true
-        return publicClient.verifyMessage({ address, message, signature }).catch(() => false)
+      chainCall("verify message", async (signal) => {
+        const signer = await recoverMessageAddress({ message, signature }).catch(() => undefined)
+        if (signer !== undefined && isAddressEqual(signer, address)) return true
+        let unanswered: unknown
+        const watched = viemOver((method, params) =>
+          reads.request(method, params, signal).catch((error: unknown) => {
+            if (isUnreachable(error)) unanswered = error
+            throw error
+          })
+        )
+        const valid = await watched.verifyMessage({ address, message, signature }).catch(() => false)
+        if (!valid && unanswered !== undefined) throw unanswered
+        return valid
       })
 
-    const verifyAuthorization = (authorization: TransferAuthorization, signature: Hex) =>
-      Effect.promise(async () => {
-        const typed = { signature, ...transferWithAuthorizationTypedData(authorization, deployment) }
-        const recovered = await recoverTypedDataAddress(typed).catch(() => undefined)
-        if (recovered !== undefined && isAddressEqual(recovered, authorization.from)) return true
-        return verifyTypedData(publicClient, { address: authorization.from, ...typed }).catch(() => false)
-      })
+    /** `transferWithAuthorization`'s calldata: a 65-byte signature as (v, r, s), anything else as bytes. */
+    const transferCall = (a: TransferAuthorization, signature: Hex) => {
+      const common = [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce] as const
+      // A contract wallet's signature goes through the bytes overload, which asks ERC-1271.
+      if (signature.length !== 132) return { vrs: false, data: transferWithBytes.encode([...common, signature]) }
+      const { v, r, s, yParity } = parseSignature(signature)
+      return { vrs: true, data: transferWithVrs.encode([...common, Number(v ?? 27n + BigInt(yParity)), r, s]) }
+    }
+
+    const transferCheck = (authorization: TransferAuthorization, signature: Hex) => {
+      const token = usd1.address
+      const calls = [
+        {
+          target: token,
+          allowFailure: false,
+          callData: authorizationStateOf.encode([authorization.from, authorization.nonce])
+        },
+        { target: token, allowFailure: false, callData: balanceOfCall.encode([authorization.from]) },
+        { target: token, allowFailure: true, callData: transferCall(authorization, signature).data }
+      ]
+      // "pending": the transactions already sent count, and the block time is the next block's.
+      return read<Hex>("transfer check", "eth_call", [
+        { to: MULTICALL3_ADDRESS, data: aggregate3.encode([calls]) },
+        "pending"
+      ]).pipe(
+        Effect.flatMap((result) =>
+          Effect.try({
+            try: (): TransferCheck => {
+              const [[state, balance, transfer]] = aggregate3.decode(result) as unknown as [
+                ReadonlyArray<{ readonly success: boolean; readonly returnData: Hex }>
+              ]
+              return {
+                used: authorizationStateOf.decode(state!.returnData)[0] as boolean,
+                balance: balanceOfCall.decode(balance!.returnData)[0] as bigint,
+                refusal: transfer!.success
+                  ? Option.none()
+                  : Option.some(decodedRevert(transfer!.returnData) ?? "the transfer reverts without a reason")
+              }
+            },
+            catch: (cause) => new ChainError({ message: `transfer check: ${errorText(cause)}`, cause })
+          })
+        ),
+        Effect.withSpan("ChainClient.transferCheck")
+      )
+    }
 
     const balanceOf = (token: Address, owner: Address) =>
       chainCall("balanceOf", () =>
@@ -248,14 +522,10 @@ export const EvmChain = Layer.scoped(
     }
 
     const authorizationState = (authorizer: Address, nonce: Hex) =>
-      chainCall("authorizationState", () =>
-        publicClient.readContract({
-          address: usd1.address,
-          abi: Usd1Artifact.abi,
-          functionName: "authorizationState",
-          args: [authorizer, nonce]
-        })
-      )
+      read<Hex>("authorizationState", "eth_call", [
+        { to: usd1.address, data: authorizationStateOf.encode([authorizer, nonce]) },
+        "latest"
+      ]).pipe(Effect.map((result) => authorizationStateOf.decode(result)[0] as boolean))
 
     const authorizationUsedIn = (authorizer: Address, nonce: Hex) =>
       chainCall("AuthorizationUsed logs", () =>
@@ -276,63 +546,53 @@ export const EvmChain = Layer.scoped(
       signature: Hex,
       record: RecordSigned<E, R>
     ) => {
-      const a = authorization
-      const common = [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce] as const
-      // A 65-byte signature goes through the (v, r, s) overload; anything else (a contract
-      // wallet's signature) through the bytes overload, which asks ERC-1271.
-      const data =
-        signature.length === 132
-          ? (() => {
-              const { v, r, s, yParity } = parseSignature(signature)
-              return encodeFunctionData({
-                abi: Usd1Artifact.abi,
-                functionName: "transferWithAuthorization",
-                args: [...common, Number(v ?? 27n + BigInt(yParity)), r, s]
-              })
-            })()
-          : encodeFunctionData({
-              abi: Usd1Artifact.abi,
-              functionName: "transferWithAuthorization",
-              args: [...common, signature]
-            })
-      return send(relayer, { to: usd1.address, data }, record).pipe(
-        Effect.withSpan("ChainClient.transferWithAuthorization")
+      const { vrs, data } = transferCall(authorization, signature)
+      const call: Call = { to: usd1.address, data }
+      // Checked by `transferCheck` before: simulated again only to learn its gas (a contract
+      // wallet's costs what its wallet costs; an EOA's is the same every time).
+      const gas = Effect.suspend(() =>
+        vrs && transferGas !== undefined
+          ? Effect.succeed(transferGas)
+          : simulate(relayer.address, call).pipe(
+              Effect.map((estimate) => withMargin(estimate, vrs ? GAS_MARGIN_REUSED : GAS_MARGIN_ONE)),
+              Effect.tap((reused) =>
+                Effect.sync(() => {
+                  if (vrs) transferGas = reused
+                })
+              )
+            )
       )
+      return queueOf(relayer.address)
+        .serially(Effect.flatMap(gas, (limit) => signAndSend(relayer, call, limit, record)))
+        .pipe(Effect.withSpan("ChainClient.transferWithAuthorization"))
     }
 
-    const rebroadcast = (raw: Hex) =>
-      chainCall("rebroadcast", () => wallet.sendRawTransaction({ serializedTransaction: raw })).pipe(
-        Effect.asVoid,
-        Effect.catchIf(
-          (error) => /already known|already imported|nonce too low/i.test(error.message),
-          () => Effect.void
-        )
-      )
-
-    const receipt = (hash: Hash, timeoutMs: number) =>
-      Effect.tryPromise({
-        try: () => publicClient.waitForTransactionReceipt({ hash, timeout: timeoutMs, pollingInterval }),
+    const rebroadcast = (raw: Hex) => {
+      const hash = keccak256(raw)
+      return Effect.tryPromise({
+        try: (signal) => writes.request<Hash>("eth_sendRawTransaction", [raw], signal),
         catch: (cause) => cause
       }).pipe(
-        Effect.map((mined) =>
-          Option.some<Receipt>({
-            hash,
-            status: mined.status,
-            transfers: parseEventLogs({ abi: erc20Abi, eventName: "Transfer", logs: mined.logs }).map((log) => ({
-              token: getAddress(log.address),
-              from: getAddress(log.args.from),
-              to: getAddress(log.args.to),
-              value: log.args.value
-            }))
-          })
-        ),
-        Effect.catchAll((cause) =>
-          cause instanceof Error && /Timed out|could not be found/i.test(cause.name + cause.message)
-            ? Effect.succeed(Option.none<Receipt>())
-            : Effect.fail(new ChainError({ message: `receipt: ${errorText(cause)}`, cause }))
-        ),
-        Effect.withSpan("ChainClient.receipt", { attributes: { "chain.tx": hash } })
+        Effect.as<Rebroadcast>("known"),
+        Effect.catchAll((cause) => {
+          const text = errorText(cause)
+          if (isUnreachable(cause) || !(alreadyKnown.test(text) || /nonce too low/i.test(text))) {
+            return Effect.fail(new ChainError({ message: `rebroadcast: ${text}`, cause }))
+          }
+          // The node's word alone does not say that it has this transaction: its hash does.
+          return read<unknown>("rebroadcast", "eth_getTransactionByHash", [hash]).pipe(
+            Effect.flatMap((known) =>
+              known !== null
+                ? Effect.succeed<Rebroadcast>("known")
+                : alreadyKnown.test(text)
+                  ? Effect.fail(new ChainError({ message: `rebroadcast: "${text}", yet ${hash} is unknown` }))
+                  : Effect.succeed<Rebroadcast>("replaced")
+            )
+          )
+        }),
+        Effect.withSpan("ChainClient.rebroadcast", { attributes: { "chain.tx": hash } })
       )
+    }
 
     /** Feed decimals never change; read once per feed. */
     const feedDecimals = new Map<string, number>()
@@ -387,7 +647,7 @@ export const EvmChain = Layer.scoped(
     const simulateSpending = (signer: PrivateKeyAccount, call: Call, spent: Address, amount: bigint) =>
       simulate(signer.address, call).pipe(
         Effect.catchIf(
-          (refused) => /allowance/i.test(refused.reason),
+          (refused): refused is CallReverted => refused._tag === "CallReverted" && /allowance/i.test(refused.reason),
           (refused) =>
             Effect.gen(function* () {
               const exchange = call.to
@@ -405,7 +665,7 @@ export const EvmChain = Layer.scoped(
                 data: encodeFunctionData({ abi: erc20Abi, functionName: "approve", args: [exchange, maxUint256] })
               }
               const gas = yield* simulate(signer.address, approve)
-              const approval = yield* signAndSend(signer, approve, gas, noRecord)
+              const approval = yield* signAndSend(signer, approve, withMargin(gas, GAS_MARGIN_ONE), noRecord)
               yield* minedSuccessfully("approve the exchange", approval.hash)
               return yield* simulate(signer.address, call)
             })
@@ -431,9 +691,9 @@ export const EvmChain = Layer.scoped(
           })
         }
         const spent = side === "sell" ? token : usd1.address
-        return yield* queueOf(signer.address).withPermits(1)(
+        return yield* queueOf(signer.address).serially(
           Effect.flatMap(simulateSpending(signer, call, spent, amountIn), (gas) =>
-            signAndSend(signer, call, gas, record)
+            signAndSend(signer, call, withMargin(gas, GAS_MARGIN_ONE), record)
           )
         )
       }).pipe(Effect.withSpan(`ChainAccount.${side}`, { attributes: { "chain.token": token } }))
@@ -462,7 +722,7 @@ export const EvmChain = Layer.scoped(
       return {
         fund: (to, grant) =>
           queueOf(minter.address)
-            .withPermits(1)(
+            .serially(
               Effect.gen(function* () {
                 const mints = [{ token: usd1.address, amount: grant.usd1 }, ...grant.tokens].filter(
                   ({ amount }) => amount > 0n
@@ -481,11 +741,16 @@ export const EvmChain = Layer.scoped(
                   calls,
                   ({ what, call }) =>
                     simulate(minter.address, call).pipe(
-                      Effect.mapError((refused) => new ChainError({ message: `faucet: ${what}: ${refused.reason}` }))
+                      Effect.catchTag(
+                        "CallReverted",
+                        (refused) => new ChainError({ message: `faucet: ${what}: ${refused.reason}` })
+                      )
                     ),
                   { concurrency: "unbounded" }
                 )
-                const sent = yield* Effect.forEach(calls, ({ call }, i) => signAndSend(minter, call, gas[i]!, noRecord))
+                const sent = yield* Effect.forEach(calls, ({ call }, i) =>
+                  signAndSend(minter, call, withMargin(gas[i]!, GAS_MARGIN_ONE), noRecord)
+                )
                 yield* Effect.forEach(sent, ({ hash }) => minedSuccessfully("faucet", hash), {
                   concurrency: "unbounded"
                 })
@@ -496,12 +761,12 @@ export const EvmChain = Layer.scoped(
     }
 
     return ChainClient.of({
-      chainId: deployment.chainId,
-      network: `eip155:${deployment.chainId}`,
+      chainId,
+      network: `eip155:${chainId}`,
       usd1,
       relayer: relayer.address,
       verifyMessage,
-      verifyAuthorization,
+      transferCheck,
       balanceOf,
       balances,
       authorizationState,

@@ -118,11 +118,11 @@ const mine = (state: State, execution: Execution, hash: Hash, blockTime: bigint)
   return Either.match(outcome, {
     onLeft: () => ({
       ...state,
-      receipts: new Map(state.receipts).set(hash, { hash, status: "reverted", transfers: [] })
+      receipts: new Map(state.receipts).set(hash, { hash, status: "reverted", outOfGas: false, transfers: [] })
     }),
     onRight: ({ transfers, after }) => ({
       ...after,
-      receipts: new Map(after.receipts).set(hash, { hash, status: "success", transfers })
+      receipts: new Map(after.receipts).set(hash, { hash, status: "success", outOfGas: false, transfers })
     })
   })
 }
@@ -207,7 +207,7 @@ const make = (options: InMemoryChainOptions) =>
       execution: Execution,
       record: RecordSigned<E, R>
     ) =>
-      queueOf(sender).withPermits(1)(
+      queueOf(sender).serially(
         Effect.gen(function* () {
           const blockTime = yield* now
           const current = yield* Ref.get(state)
@@ -248,33 +248,48 @@ const make = (options: InMemoryChainOptions) =>
         )
       )
 
+    /** The token's checks of a `transferWithAuthorization`, in its order, with its revert messages. */
+    const transferExecution =
+      (authorization: TransferAuthorization, signed: boolean): Execution =>
+      (current, blockTime) => {
+        const used = key(authorization.from, authorization.nonce)
+        if (blockTime <= authorization.validAfter) return Either.left("USD1: authorization is not yet valid")
+        if (blockTime >= authorization.validBefore) return Either.left("USD1: authorization is expired")
+        if (current.authorizations.has(used)) return Either.left("USD1: authorization is used or canceled")
+        if (!signed) return Either.left("USD1: invalid signature")
+        return Either.right({
+          transfers: [
+            { token: usd1.address, from: authorization.from, to: authorization.to, value: authorization.value }
+          ],
+          andThen: (after, hash) => ({ ...after, authorizations: new Map(after.authorizations).set(used, hash) })
+        })
+      }
+
+    const transferCheck = (authorization: TransferAuthorization, signature: Hex) =>
+      Effect.gen(function* () {
+        const execution = transferExecution(authorization, yield* authorizationSigned(authorization, signature))
+        const [current, blockTime] = [yield* Ref.get(state), yield* now]
+        const outcome = Either.flatMap(execution(current, blockTime), ({ transfers }) => moved(current, transfers))
+        return {
+          used: current.authorizations.has(key(authorization.from, authorization.nonce)),
+          balance: balanceIn(current, usd1.address, authorization.from),
+          refusal: Either.isLeft(outcome) ? Option.some(outcome.left) : Option.none()
+        }
+      })
+
     const transferWithAuthorization = <E, R>(
       authorization: TransferAuthorization,
       signature: Hex,
       record: RecordSigned<E, R>
     ) =>
       Effect.flatMap(authorizationSigned(authorization, signature), (signed) => {
-        const used = key(authorization.from, authorization.nonce)
-        // The token's checks, in its order, with its revert messages.
-        const execution: Execution = (current, blockTime) => {
-          if (blockTime <= authorization.validAfter) return Either.left("USD1: authorization is not yet valid")
-          if (blockTime >= authorization.validBefore) return Either.left("USD1: authorization is expired")
-          if (current.authorizations.has(used)) return Either.left("USD1: authorization is used or canceled")
-          if (!signed) return Either.left("USD1: invalid signature")
-          return Either.right({
-            transfers: [
-              { token: usd1.address, from: authorization.from, to: authorization.to, value: authorization.value }
-            ],
-            andThen: (after, hash) => ({ ...after, authorizations: new Map(after.authorizations).set(used, hash) })
-          })
-        }
         const a = authorization
         const data = encodeFunctionData({
           abi: Usd1Artifact.abi,
           functionName: "transferWithAuthorization",
           args: [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce, signature]
         })
-        return transact(relayer, usd1.address, data, execution, record)
+        return transact(relayer, usd1.address, data, transferExecution(authorization, signed), record)
       })
 
     /** A trade on the demo exchange by `trader`, paid to `trader`, by the contract's rules. */
@@ -352,7 +367,7 @@ const make = (options: InMemoryChainOptions) =>
       relayer,
       verifyMessage: (address, message, signature) =>
         Effect.promise(() => signedBy(address, () => recoverMessageAddress({ message, signature }))),
-      verifyAuthorization: authorizationSigned,
+      transferCheck,
       balanceOf: (token, owner) => Effect.map(Ref.get(state), (current) => balanceIn(current, token, owner)),
       balances: (owners, tokens) =>
         Effect.map(Ref.get(state), (current) =>
@@ -366,7 +381,7 @@ const make = (options: InMemoryChainOptions) =>
         ),
       usd1DomainSeparator: Effect.succeedNone,
       transferWithAuthorization,
-      rebroadcast: () => Effect.void,
+      rebroadcast: () => Effect.succeed("known" as const),
       receipt: (hash) => Effect.map(Ref.get(state), (current) => Option.fromNullable(current.receipts.get(hash))),
       feedRound: (feed) =>
         Effect.map(feedOf(feed), ({ answer, updatedAt }) => ({ answer, decimals: FEED_DECIMALS, updatedAt })),

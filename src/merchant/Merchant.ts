@@ -81,18 +81,22 @@ const checkTokenDomain = (chain: ChainClientShape) =>
     }
   })
 
+/** The order as answered; built from a decoded row, so not validated again (encoding the answer checks it). */
 const toOrder = (row: OrderRow, extra: { readonly amountUsd?: string } = {}) =>
-  new Order({
-    id: row.id,
-    amount: row.amount,
-    description: row.description,
-    status: row.status,
-    ...(row.payer === null ? {} : { payer: row.payer }),
-    ...(row.tx === null ? {} : { tx: row.tx }),
-    createdAt: row.createdAt.getTime(),
-    expiresAt: row.expiresAt.getTime(),
-    ...extra
-  })
+  new Order(
+    {
+      id: row.id,
+      amount: row.amount,
+      description: row.description,
+      status: row.status,
+      ...(row.payer === null ? {} : { payer: row.payer }),
+      ...(row.tx === null ? {} : { tx: row.tx }),
+      createdAt: row.createdAt.getTime(),
+      expiresAt: row.expiresAt.getTime(),
+      ...extra
+    },
+    true
+  )
 
 export interface PaidOrder {
   readonly order: Order
@@ -157,12 +161,16 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       mimeType: "application/json"
     })
 
+    // Built by us from a decoded order (not validated again: encoding the answer checks it).
     const refuse = (row: OrderRow, error: string, code: PaymentRequired["code"], settlement?: SettleResponse) =>
-      new PaymentRequired({
-        body: paymentRequired(error, resourceOf(row), requirementsOf(row)),
-        code,
-        ...(settlement === undefined ? {} : { settlement })
-      })
+      new PaymentRequired(
+        {
+          body: paymentRequired(error, resourceOf(row), requirementsOf(row)),
+          code,
+          ...(settlement === undefined ? {} : { settlement })
+        },
+        true
+      )
 
     const receiptOf = (settlement: SettlementRow): SettleResponse => ({
       success: true,
@@ -174,10 +182,11 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
     /** The order, with a due expiry applied first. */
     const load = (id: string) =>
       Effect.gen(function* () {
-        yield* repo.expireIfDue(id, new Date(yield* Clock.currentTimeMillis))
-        const row = yield* repo.findOrder(id)
+        const row = yield* repo.loadOrder({ id, now: new Date(yield* Clock.currentTimeMillis) })
         if (Option.isNone(row)) return yield* new OrderNotFound({ error: `no order ${id}` })
-        return row.value
+        const { justExpired, ...order } = row.value
+        if (justExpired) yield* Effect.logInfo("order expired").pipe(Effect.annotateLogs("order.id", id))
+        return order
       })
 
     const createOrder = Effect.fn("Merchant.createOrder")(function* (input: {
@@ -228,53 +237,33 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
             )
           : Effect.void
 
-    /** A final state for a settlement and its order, in one transaction; idempotent. */
-    const finish = (
-      settlement: { readonly id: number; readonly orderId: string; readonly payer: string },
-      outcome: SettleOutcome
-    ) =>
+    /**
+     * A final state for a settlement and its order; idempotent. Whoever records it (the paying
+     * request or the reconciler) says so once.
+     */
+    const finish = (settlement: { readonly id: number; readonly orderId: string }, outcome: SettleOutcome) =>
       Effect.gen(function* () {
         const now = new Date(yield* Clock.currentTimeMillis)
-        if (outcome._tag === "Settled") {
-          const changed = yield* repo.finishSettlement(
-            settlement.id,
-            "succeeded",
-            { txHash: outcome.transaction, errorReason: null },
-            now
-          )
-          if (changed) yield* repo.markOrderPaid(settlement.orderId, settlement.payer, outcome.transaction, now)
-          return changed
-        }
-        if (outcome._tag === "Rejected") {
-          const changed = yield* repo.finishSettlement(
-            settlement.id,
-            "failed",
-            { txHash: outcome.transaction ?? null, errorReason: outcome.reason },
-            now
-          )
-          if (changed) yield* repo.setOrderStatus(settlement.orderId, "settling", "open")
-          return changed
-        }
-        return false
-      }).pipe(
-        repo.withTransaction,
-        // Said once, by whoever recorded the outcome (the paying request or the reconciler).
-        Effect.tap((recorded) => (recorded ? announceOutcome(settlement.orderId, outcome) : Effect.void))
-      )
+        const recorded =
+          outcome._tag === "Settled"
+            ? yield* repo.finishSettlement(settlement.id, { status: "succeeded", txHash: outcome.transaction }, now)
+            : outcome._tag === "Rejected"
+              ? yield* repo.finishSettlement(
+                  settlement.id,
+                  { status: "failed", txHash: outcome.transaction ?? null, errorReason: outcome.reason },
+                  now
+                )
+              : false
+        if (recorded) yield* announceOutcome(settlement.orderId, outcome)
+      })
 
-    /** Locks the open order and inserts the pending settlement, owned by this replica: the exactly-once gate. */
-    const reserve = (id: string, payload: PaymentPayload) =>
+    /** Makes the open order settling with a pending settlement owned by this replica: the exactly-once gate. */
+    const reserve = (order: OrderRow, payload: PaymentPayload) =>
       Effect.gen(function* () {
-        const locked = yield* repo.lockOrder(id)
-        if (Option.isNone(locked)) return yield* new OrderNotFound({ error: `no order ${id}` })
-        const order = locked.value
-        if (order.status === "paid") return yield* new OrderAlreadyPaid({ error: "the order is already paid" })
-        if (order.status === "settling") return yield* new PaymentInProgress({ error: "a payment is being settled" })
-        if (order.status === "expired") return yield* new OrderExpired({ error: "the order expired" })
         const authorization = payload.payload.authorization
-        const settlementId = yield* repo
-          .insertSettlement({
-            orderId: id,
+        const reserved = yield* repo
+          .reserve({
+            orderId: order.id,
             payer: getAddress(authorization.from),
             nonce: authorization.nonce.toLowerCase(),
             amountAtomic: BigInt(authorization.value),
@@ -284,9 +273,19 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
             now: new Date(yield* Clock.currentTimeMillis)
           })
           .pipe(Effect.catchTag("DuplicateAuthorization", () => refuse(order, Reason.nonceUsed, "PAYMENT_INVALID")))
-        yield* repo.setOrderStatus(id, "open", "settling")
-        return settlementId
-      }).pipe(repo.withTransaction)
+        if (reserved._tag === "Reserved") return reserved.settlementId
+        switch (reserved.status) {
+          case null:
+            return yield* new OrderNotFound({ error: `no order ${order.id}` })
+          case "paid":
+            return yield* new OrderAlreadyPaid({ error: "the order is already paid" })
+          case "expired":
+            return yield* new OrderExpired({ error: "the order expired" })
+          default:
+            // settling, or open when another reservation took it during this one
+            return yield* new PaymentInProgress({ error: "a payment is being settled" })
+        }
+      })
 
     /**
      * What the chain says about an authorization, whoever sent the transaction: "unused"; Settled
@@ -364,7 +363,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
               )
             : settled
         if (outcome._tag === "Pending") return yield* countSettlement("deferred").pipe(Effect.as(inProgress))
-        const recorded = yield* Effect.exit(finish({ id: settlementId, orderId, payer }, outcome))
+        const recorded = yield* Effect.exit(finish({ id: settlementId, orderId }, outcome))
         // The receipt proves the transfer, recorded or not (the reconciler records it then).
         if (outcome._tag === "Settled") return outcome satisfies SettlementAnswer
         return Exit.isSuccess(recorded)
@@ -445,7 +444,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       const answer = yield* Effect.uninterruptibleMask((restore) =>
         Effect.gen(function* () {
           yield* track(id)
-          const reserved = yield* Effect.exit(reserve(id, payload))
+          const reserved = yield* Effect.exit(reserve(order, payload))
           if (Exit.isFailure(reserved))
             return yield* untrack(id).pipe(Effect.zipRight(Effect.failCause(reserved.cause)))
           const settling = yield* Effect.forkDaemon(
@@ -507,7 +506,17 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
           // The authorization can never execute any more: nothing was or will be charged.
           return yield* finish(settlement, { _tag: "Rejected", reason: Reason.validBefore })
         }
-        if (settlement.rawTx !== null) return yield* withinChainTimeout(chain.rebroadcast(settlement.rawTx as Hex))
+        if (settlement.rawTx !== null) {
+          const resent = yield* withinChainTimeout(chain.rebroadcast(settlement.rawTx as Hex))
+          // Its nonce went to another transaction: it can never be mined. The authorization is
+          // unused, so the order reopens once it expires (above), not before.
+          if (resent === "replaced") {
+            yield* Effect.logWarning(
+              `reconcile: transaction ${settlement.txHash} was replaced; waiting for its authorization to expire`
+            )
+          }
+          return
+        }
         if (settlement.txHash === null && processor.recordsBeforeBroadcast) {
           // Our relayer records a transaction before broadcasting it: no record, nothing sent.
           return yield* finish(settlement, { _tag: "Rejected", reason: Reason.unexpectedSettleError })
@@ -523,10 +532,13 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
 
     /** Finishes the settlements nobody works on any more (see `lockAbandoned`). Safe on every replica. */
     const reconcile = Effect.gen(function* () {
+      // The working set, and when it was taken: a settlement reserved after it is not in it yet.
+      const workingAt = new Date(yield* Clock.currentTimeMillis)
       const reconciled = yield* repo
         .lockAbandoned({
           replica,
           working: [...working.keys()],
+          workingAt,
           leaseSeconds: Duration.toSeconds(settings.reconcileAfter),
           limit: 20
         })

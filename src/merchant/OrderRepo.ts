@@ -54,31 +54,33 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
       execute: (row) => sql`INSERT INTO orders ${sql.insert(row)}`
     })
 
-    const findOrder = SqlSchema.findOne({
-      Request: Schema.String,
-      Result: OrderRow,
-      execute: (id) => sql`SELECT * FROM orders WHERE id = ${id}`
+    /**
+     * The order, with a due expiry applied first (an open order past `expires_at` becomes expired:
+     * idempotent, safe to race), in one statement. The outer SELECT sees the row as it was before
+     * the statement, so an order expired by it comes from the UPDATE's RETURNING (`justExpired`).
+     */
+    const loadOrder = SqlSchema.findOne({
+      Request: Schema.Struct({ id: Schema.String, now: Schema.DateFromSelf }),
+      Result: Schema.Struct({ ...OrderRow.fields, justExpired: Schema.Boolean }),
+      execute: ({ id, now }) =>
+        sql`WITH expired AS (
+              UPDATE orders SET status = 'expired'
+              WHERE id = ${id} AND status = 'open' AND expires_at <= ${now}
+              RETURNING *
+            )
+            SELECT *, true AS just_expired FROM expired
+            UNION ALL
+            SELECT *, false AS just_expired FROM orders WHERE id = ${id} AND NOT EXISTS (SELECT 1 FROM expired)`
     })
 
-    /** Locks the order row for the rest of the transaction. */
-    const lockOrder = SqlSchema.findOne({
-      Request: Schema.String,
-      Result: OrderRow,
-      execute: (id) => sql`SELECT * FROM orders WHERE id = ${id} FOR UPDATE`
-    })
-
-    /** An open order past its expiry becomes expired (idempotent, safe to race). */
-    const expireIfDue = (id: string, now: Date) =>
-      sql`UPDATE orders SET status = 'expired' WHERE id = ${id} AND status = 'open' AND expires_at <= ${now}`
-
-    const setOrderStatus = (id: string, from: OrderStatus, to: OrderStatus) =>
-      sql`UPDATE orders SET status = ${to} WHERE id = ${id} AND status = ${from}`
-
-    const markOrderPaid = (id: string, payer: string, tx: string, paidAt: Date) =>
-      sql`UPDATE orders SET status = 'paid', payer = ${payer}, tx = ${tx}, paid_at = ${paidAt}
-          WHERE id = ${id} AND status = 'settling'`
-
-    const insertSettlement = (row: {
+    /**
+     * The exactly-once gate, in one statement: an open order becomes settling and gets its pending
+     * settlement, owned by `owner`. A concurrent reservation waits for the row lock and then finds
+     * the order no longer open. Answers the new settlement's id, or none and the order's status as
+     * the statement found it ("open" then means another reservation took it meanwhile; null: no
+     * such order). A second use of the authorization is `DuplicateAuthorization`, nothing changed.
+     */
+    const reserve = (row: {
       readonly orderId: string
       readonly payer: string
       readonly nonce: string
@@ -88,13 +90,23 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
       readonly owner: string
       readonly now: Date
     }) =>
-      sql<{ id: string }>`
-        INSERT INTO settlements
-          (order_id, payer, nonce, amount_atomic, valid_before, payload, status, owner, created_at, updated_at)
-        VALUES (${row.orderId}, ${row.payer}, ${row.nonce}, ${row.amountAtomic.toString()}, ${row.validBefore.toString()},
-                ${JSON.stringify(row.payload)}::jsonb, 'pending', ${row.owner}, ${row.now}, ${row.now})
-        RETURNING id`.pipe(
-        Effect.map((rows) => Number(rows[0]!.id)),
+      sql<{ settlementId: string | null; status: OrderStatus | null }>`
+        WITH moved AS (
+          UPDATE orders SET status = 'settling' WHERE id = ${row.orderId} AND status = 'open' RETURNING id
+        ), settlement AS (
+          INSERT INTO settlements
+            (order_id, payer, nonce, amount_atomic, valid_before, payload, status, owner, created_at, updated_at)
+          SELECT id, ${row.payer}, ${row.nonce}, ${row.amountAtomic.toString()}, ${row.validBefore.toString()},
+                 ${JSON.stringify(row.payload)}::jsonb, 'pending', ${row.owner}, ${row.now}, ${row.now}
+          FROM moved
+          RETURNING id
+        )
+        SELECT (SELECT id FROM settlement) AS settlement_id, (SELECT status FROM orders WHERE id = ${row.orderId}) AS status`.pipe(
+        Effect.map(([result]) =>
+          result?.settlementId == null
+            ? { _tag: "Refused" as const, status: result?.status ?? null }
+            : { _tag: "Reserved" as const, settlementId: Number(result.settlementId) }
+        ),
         Effect.catchIf(
           (error) => isUniqueViolation(error, "settlements_payer_nonce_key"),
           () => new DuplicateAuthorization()
@@ -113,18 +125,37 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
           WHERE id = ${id} AND status IN ('pending', 'broadcast')
           RETURNING id`.pipe(Effect.map((rows) => rows.length === 1))
 
-    /** Moves an unfinished settlement to a final state; false when it was already final. */
+    /**
+     * Moves an unfinished settlement to a final state and its order with it, in one statement:
+     * succeeded pays the settling order (payer, transaction, time), failed reopens it. Idempotent: a
+     * settlement already final changes nothing. True when this call recorded the outcome.
+     */
     const finishSettlement = (
       id: number,
-      status: "succeeded" | "failed",
-      fields: { readonly txHash: string | null; readonly errorReason: string | null },
+      outcome:
+        | { readonly status: "succeeded"; readonly txHash: string }
+        | { readonly status: "failed"; readonly txHash: string | null; readonly errorReason: string },
       now: Date
     ) =>
-      sql`UPDATE settlements
-          SET status = ${status}, tx_hash = COALESCE(${fields.txHash}, tx_hash), error_reason = ${fields.errorReason},
-              updated_at = ${now}
-          WHERE id = ${id} AND status IN ('pending', 'broadcast')
-          RETURNING id`.pipe(Effect.map((rows) => rows.length === 1))
+      (outcome.status === "succeeded"
+        ? sql`WITH done AS (
+                UPDATE settlements SET status = 'succeeded', tx_hash = ${outcome.txHash}, error_reason = NULL,
+                       updated_at = ${now}
+                WHERE id = ${id} AND status IN ('pending', 'broadcast')
+                RETURNING order_id, payer
+              )
+              UPDATE orders o SET status = 'paid', payer = done.payer, tx = ${outcome.txHash}, paid_at = ${now}
+              FROM done WHERE o.id = done.order_id AND o.status = 'settling'
+              RETURNING o.id`
+        : sql`WITH done AS (
+                UPDATE settlements SET status = 'failed', tx_hash = COALESCE(${outcome.txHash}, tx_hash),
+                       error_reason = ${outcome.errorReason}, updated_at = ${now}
+                WHERE id = ${id} AND status IN ('pending', 'broadcast')
+                RETURNING order_id
+              )
+              UPDATE orders o SET status = 'open' FROM done WHERE o.id = done.order_id AND o.status = 'settling'
+              RETURNING o.id`
+      ).pipe(Effect.map((rows) => rows.length > 0))
 
     /** This replica is alive (database time, so replicas' clocks need not agree); forgets long-dead ones. */
     const heartbeat = (replica: string) =>
@@ -136,35 +167,35 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
     /**
      * Unfinished settlements nobody works on, locked (other replicas skip them): no owner, an owner
      * whose heartbeat is older than `leaseSeconds` (dead), or this replica itself for an order it is
-     * no longer `working` on (the settling fiber ended without a final state).
+     * no longer `working` on (the settling fiber ended without a final state). `working` is what
+     * this replica worked on at `workingAt`: its settlements reserved since are not judged by it.
      */
     const lockAbandoned = SqlSchema.findAll({
       Request: Schema.Struct({
         replica: Schema.String,
         working: Schema.Array(Schema.String),
+        workingAt: Schema.DateFromSelf,
         leaseSeconds: Schema.Number,
         limit: Schema.Number
       }),
       Result: SettlementRow,
-      execute: ({ replica, working, leaseSeconds, limit }) =>
+      execute: ({ replica, working, workingAt, leaseSeconds, limit }) =>
         sql`SELECT s.* FROM settlements s
             WHERE s.status IN ('pending', 'broadcast')
-              AND NOT (s.order_id = ANY(${working}::text[]))
-              AND (s.owner IS NULL OR s.owner = ${replica} OR NOT EXISTS (
-                SELECT 1 FROM merchant_replicas r
-                WHERE r.id = s.owner AND r.heartbeat_at > now() - make_interval(secs => ${leaseSeconds})))
+              AND (CASE WHEN s.owner = ${replica}
+                     THEN s.created_at < ${workingAt} AND NOT (s.order_id = ANY(${working}::text[]))
+                     ELSE s.owner IS NULL OR NOT EXISTS (
+                       SELECT 1 FROM merchant_replicas r
+                       WHERE r.id = s.owner AND r.heartbeat_at > now() - make_interval(secs => ${leaseSeconds}))
+                   END)
             ORDER BY s.updated_at LIMIT ${limit} FOR UPDATE OF s SKIP LOCKED`
     })
 
     return {
       ...repository("OrderRepo", {
         insertOrder,
-        findOrder,
-        lockOrder,
-        expireIfDue,
-        setOrderStatus,
-        markOrderPaid,
-        insertSettlement,
+        loadOrder,
+        reserve,
         findSucceededSettlement,
         recordBroadcast,
         finishSettlement,

@@ -16,6 +16,7 @@ import {
   ChainClient,
   type ChainClientShape,
   ChainError,
+  type Receipt,
   receiptShowsTransfer
 } from "../chain/ChainClient.js"
 import { authorizationOf, type PaymentPayload, type PaymentRequirements, Reason, SettleResponse } from "./X402.js"
@@ -54,33 +55,44 @@ export class PaymentProcessor extends Context.Tag("app/PaymentProcessor")<Paymen
 
 const RECEIPT_WAIT_MS = 30_000
 
-/** Maps a revert message of the token to the reference reason string. */
-const reasonForRevert = (message: string): string => {
+/** Maps a revert message of the token to the reference reason string; `otherwise` for the rest. */
+const reasonForRevert = (message: string, otherwise: string): string => {
   if (/authorization.*(expired|valid before)/i.test(message)) return Reason.validBefore
   if (/authorization.*not.*valid/i.test(message)) return Reason.validAfter
   if (/authorization.*used/i.test(message)) return Reason.nonceUsed
   if (/exceeds.*balance|insufficient.*balance/i.test(message)) return Reason.insufficientBalance
   if (/invalid.*signature/i.test(message)) return Reason.signature
-  return Reason.transactionFailed
+  return otherwise
 }
 
-/** Waits for the receipt of a broadcast settlement and judges it. */
-const confirm = (chain: ChainClientShape, hash: Hash, payload: PaymentPayload) =>
+/** A mined settlement judged: status success and the token's Transfer(from, to, value). */
+const judge = (chain: ChainClientShape, receipt: Receipt, payload: PaymentPayload): SettleOutcome => {
+  const { from, to, value } = authorizationOf(payload.payload.authorization)
+  if (receipt.status !== "success")
+    return { _tag: "Rejected", reason: Reason.transactionFailed, transaction: receipt.hash }
+  return receiptShowsTransfer(receipt, { token: chain.usd1.address, from, to, value })
+    ? { _tag: "Settled", transaction: receipt.hash }
+    : { _tag: "Rejected", reason: Reason.transferEventMismatch, transaction: receipt.hash }
+}
+
+/**
+ * Waits for the receipt of a broadcast settlement and judges it; a settlement that ran out of gas
+ * (nothing moved, the authorization still unused) goes to `outOfGas` instead.
+ */
+const confirm = (
+  chain: ChainClientShape,
+  hash: Hash,
+  payload: PaymentPayload,
+  outOfGas: (receipt: Receipt) => Effect.Effect<SettleOutcome>
+) =>
   chain.receipt(hash, RECEIPT_WAIT_MS).pipe(
-    Effect.map(
+    Effect.catchAll(() => Effect.succeed(Option.none<Receipt>())),
+    Effect.flatMap(
       Option.match({
-        onNone: (): SettleOutcome => ({ _tag: "Pending", transaction: hash }),
-        onSome: (receipt): SettleOutcome => {
-          const { from, to, value } = authorizationOf(payload.payload.authorization)
-          if (receipt.status !== "success")
-            return { _tag: "Rejected", reason: Reason.transactionFailed, transaction: hash }
-          return receiptShowsTransfer(receipt, { token: chain.usd1.address, from, to, value })
-            ? { _tag: "Settled", transaction: hash }
-            : { _tag: "Rejected", reason: Reason.transferEventMismatch, transaction: hash }
-        }
+        onNone: () => Effect.succeed<SettleOutcome>({ _tag: "Pending", transaction: hash }),
+        onSome: (receipt) => (receipt.outOfGas ? outOfGas(receipt) : Effect.succeed(judge(chain, receipt, payload)))
       })
-    ),
-    Effect.catchAll(() => Effect.succeed<SettleOutcome>({ _tag: "Pending", transaction: hash }))
+    )
   )
 
 /** Verifies the payment itself and settles it from our relayer. */
@@ -91,19 +103,15 @@ export const RelayerProcessor = Layer.effect(
 
     const verify = (payload: PaymentPayload, requirements: PaymentRequirements) =>
       Effect.gen(function* () {
-        const authorization = authorizationOf(payload.payload.authorization)
-        const signed = yield* chain.verifyAuthorization(authorization, payload.payload.signature as Hex)
-        if (!signed) return Option.some<string>(Reason.signature)
-        const [used, balance] = yield* Effect.all(
-          [
-            chain.authorizationState(authorization.from, authorization.nonce),
-            chain.balanceOf(chain.usd1.address, authorization.from)
-          ],
-          { concurrency: 2 }
+        // One read: the nonce, the balance, and the transfer simulated, which is the token's own
+        // check of the signature (an EOA's or a contract wallet's) and of everything else.
+        const check = yield* chain.transferCheck(
+          authorizationOf(payload.payload.authorization),
+          payload.payload.signature as Hex
         )
-        if (used) return Option.some<string>(Reason.nonceUsed)
-        if (balance < BigInt(requirements.amount)) return Option.some<string>(Reason.insufficientBalance)
-        return Option.none()
+        if (check.used) return Option.some<string>(Reason.nonceUsed)
+        if (check.balance < BigInt(requirements.amount)) return Option.some<string>(Reason.insufficientBalance)
+        return Option.map(check.refusal, (refusal) => reasonForRevert(refusal, Reason.simulationFailed))
       }).pipe(Effect.withSpan("PaymentProcessor.verify"))
 
     const settle = (
@@ -114,34 +122,49 @@ export const RelayerProcessor = Layer.effect(
       Effect.suspend(() => {
         // The transaction is broadcast only after it was recorded: no record, nothing sent.
         let recorded = false
-        return chain
-          .transferWithAuthorization(
-            authorizationOf(payload.payload.authorization),
-            payload.payload.signature as Hex,
-            (signed) =>
-              record({ hash: signed.hash, raw: signed.raw }).pipe(
-                Effect.tap(() => {
-                  recorded = true
-                })
-              )
-          )
-          .pipe(
-            Effect.flatMap((signed) => confirm(chain, signed.hash, payload)),
-            Effect.catchAll((error): Effect.Effect<SettleOutcome> => {
-              if (error instanceof CallReverted) {
-                return Effect.succeed({ _tag: "Rejected", reason: reasonForRevert(error.reason) })
-              }
-              if (error instanceof SettlementAbandoned || !recorded) {
-                return Effect.logWarning("settlement not sent", error).pipe(
-                  Effect.as<SettleOutcome>({ _tag: "Rejected", reason: Reason.unexpectedSettleError })
+        const relay = (outOfGasRetries: number): Effect.Effect<SettleOutcome> =>
+          chain
+            .transferWithAuthorization(
+              authorizationOf(payload.payload.authorization),
+              payload.payload.signature as Hex,
+              (signed) =>
+                record({ hash: signed.hash, raw: signed.raw }).pipe(
+                  Effect.tap(() => {
+                    recorded = true
+                  })
                 )
-              }
-              // Sent or not, we cannot tell: the reconciler decides from the chain.
-              return Effect.logWarning("settlement broadcast failed", error).pipe(
-                Effect.as<SettleOutcome>({ _tag: "Pending" })
-              )
-            })
-          )
+            )
+            .pipe(
+              // Out of gas, the transfer moved nothing and its authorization is unused: sent again
+              // (recorded again) with the gas estimated anew, once.
+              Effect.flatMap((signed) =>
+                confirm(chain, signed.hash, payload, (receipt) =>
+                  outOfGasRetries > 0
+                    ? Effect.logWarning(`settlement ${receipt.hash} ran out of gas; sending it again`).pipe(
+                        Effect.zipRight(relay(outOfGasRetries - 1))
+                      )
+                    : Effect.succeed(judge(chain, receipt, payload))
+                )
+              ),
+              Effect.catchAll((error): Effect.Effect<SettleOutcome> => {
+                if (error instanceof CallReverted) {
+                  return Effect.succeed({
+                    _tag: "Rejected",
+                    reason: reasonForRevert(error.reason, Reason.transactionFailed)
+                  })
+                }
+                if (error instanceof SettlementAbandoned || !recorded) {
+                  return Effect.logWarning("settlement not sent", error).pipe(
+                    Effect.as<SettleOutcome>({ _tag: "Rejected", reason: Reason.unexpectedSettleError })
+                  )
+                }
+                // Sent or not, we cannot tell: the reconciler decides from the chain.
+                return Effect.logWarning("settlement broadcast failed", error).pipe(
+                  Effect.as<SettleOutcome>({ _tag: "Pending" })
+                )
+              })
+            )
+        return relay(1)
       }).pipe(Effect.withSpan("PaymentProcessor.settle"))
 
     return { recordsBeforeBroadcast: true, verify, settle }
@@ -200,7 +223,12 @@ export const FacilitatorProcessor = (baseUrl: string) =>
             }
             const hash = response.transaction as Hash
             // Already sent by the facilitator: if the reconciler decided meanwhile, it read the chain.
-            return record({ hash, raw: null }).pipe(Effect.ignore, Effect.zipRight(confirm(chain, hash, payload)))
+            return record({ hash, raw: null }).pipe(
+              Effect.ignore,
+              Effect.zipRight(
+                confirm(chain, hash, payload, (receipt) => Effect.succeed(judge(chain, receipt, payload)))
+              )
+            )
           }),
           Effect.catchAll((error) =>
             Effect.logWarning("facilitator settle failed", error).pipe(Effect.as<SettleOutcome>({ _tag: "Pending" }))

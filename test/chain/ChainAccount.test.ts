@@ -153,6 +153,7 @@ const behaviours = (name: string, chainLayer: Layer.Layer<ChainClient | TokenReg
             Option.some({
               hash: signed.hash,
               status: "success",
+              outOfGas: false,
               transfers: [
                 { token: nvda.address, from: account.address, to: exchange, value: units("2") },
                 { token: chain.usd1.address, from: exchange, to: account.address, value: units("362") }

@@ -10,11 +10,12 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { AppConfig } from "../../src/Config.js"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
 import { Merchant } from "../../src/merchant/Merchant.js"
+import { OrderRepo } from "../../src/merchant/OrderRepo.js"
 import { RelayerProcessor } from "../../src/merchant/PaymentProcessor.js"
 import { TestDatabase } from "../support/TestDatabase.js"
 import { signPayment } from "../support/x402.js"
 
-const MerchantTest = Merchant.Default.pipe(
+const MerchantTest = Layer.merge(Merchant.Default, OrderRepo.Default).pipe(
   Layer.provide(RelayerProcessor),
   Layer.provideMerge(TestDatabase),
   Layer.provide(InMemoryChain.layer()),
@@ -86,6 +87,24 @@ layer(MerchantTest, { excludeTestServices: true })("settlement owners", (it) => 
       yield* heartbeat("alive", 7)
       yield* merchant.reconcile
       expect(yield* stateOf(alive)).toEqual({ order: "open", settlement: "failed" })
+    }).pipe(Effect.orDie)
+  )
+
+  it.effect("this replica's own settlement is judged only by a working set taken after it was reserved", () =>
+    Effect.gen(function* () {
+      const repo = yield* OrderRepo
+      const settling = yield* abandonedBy("this-replica")
+      const abandoned = (working: ReadonlyArray<string>, workingAt: Date) =>
+        repo.lockAbandoned({ replica: "this-replica", working, workingAt, leaseSeconds: 6, limit: 20 }).pipe(
+          repo.withTransaction,
+          Effect.map((rows) => rows.map((row) => row.orderId))
+        )
+      const minuteAgo = new Date(Date.now() - 60_000)
+      const inAMinute = new Date(Date.now() + 60_000)
+      // A working set taken before the reservation cannot hold it: its request may still run.
+      expect(yield* abandoned([], minuteAgo)).not.toContain(settling)
+      expect(yield* abandoned([settling], inAMinute)).not.toContain(settling)
+      expect(yield* abandoned([], inAMinute)).toContain(settling)
     }).pipe(Effect.orDie)
   )
 })

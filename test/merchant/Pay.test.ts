@@ -356,6 +356,43 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
     })
   )
 
+  it.effect("12 orders paid at once settle each exactly once, on consecutive relayer nonces", () =>
+    Effect.gen(function* () {
+      const { devnet, client } = yield* chainReader
+      const payers = Array.from({ length: 4 }, () => privateKeyToAccount(generatePrivateKey()))
+      for (const payer of payers) yield* mintUsd1(devnet, payer.address, parseUnits("10", 18)).pipe(Effect.orDie)
+      const orders = yield* Effect.forEach(Array.from({ length: 12 }), (_, i) => createOrder(`1.0${i}`))
+      const payments = yield* Effect.forEach(orders, (order, i) =>
+        Effect.flatMap(requirementsOf(order.id), (requirements) =>
+          Effect.promise(() => signPayment(payers[i % payers.length]!, requirements))
+        )
+      )
+      const sentBefore = yield* relayerSent
+      const merchantBefore = yield* usd1Balance(merchant.address)
+      const transfersBefore = yield* transfersTo(merchant.address)
+
+      const responses = yield* Effect.all(
+        orders.map((order, i) => payWith(order.id, payments[i]!.header)),
+        { concurrency: "unbounded" }
+      )
+      expect(responses.map((r) => r.status)).toEqual(orders.map(() => 200))
+      const txs = responses.map((r) => r.body.tx as Hex)
+      expect(new Set(txs).size).toBe(12)
+      const total = orders.reduce((sum, _, i) => sum + parseUnits(`1.0${i}`, 18), 0n)
+      expect(yield* usd1Balance(merchant.address)).toBe(merchantBefore + total)
+      expect(yield* transfersTo(merchant.address)).toBe(transfersBefore + 12)
+      expect(yield* relayerSent).toBe(sentBefore + 12)
+      const nonces = yield* Effect.forEach(txs, (hash) =>
+        Effect.promise(() => client.getTransaction({ hash })).pipe(Effect.map((tx) => tx.nonce))
+      )
+      expect([...nonces].sort((a, b) => a - b)).toEqual(Array.from({ length: 12 }, (_, i) => sentBefore + i))
+      const sql = yield* SqlClient.SqlClient
+      const rows = yield* sql<{ status: string }>`
+        SELECT status FROM settlements WHERE order_id IN ${sql.in(orders.map((order) => order.id))}`
+      expect(rows.map((r) => r.status)).toEqual(orders.map(() => "succeeded"))
+    })
+  )
+
   it.effect("the same payment retried after success returns the same receipt; another is 409", () =>
     Effect.gen(function* () {
       const payer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[8]!)

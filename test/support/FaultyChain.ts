@@ -32,7 +32,7 @@ export const FaultyChain = Layer.scopedContext(
     const faulty: ChainClientShape = {
       ...client,
       verifyMessage: gated(client.verifyMessage),
-      verifyAuthorization: gated(client.verifyAuthorization),
+      transferCheck: gated(client.transferCheck),
       balanceOf: gated(client.balanceOf),
       authorizationState: gated(client.authorizationState),
       authorizationUsedIn: gated(client.authorizationUsedIn),

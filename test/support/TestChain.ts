@@ -1,35 +1,72 @@
-import { Context, Effect, Layer, Option, Redacted } from "effect"
-import { ChainDeployment, DEVNET_RELAYER_KEY } from "../../src/chain/Deployment.js"
+import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { ChainDeployment, DEVNET_POLL_INTERVAL, DEVNET_RELAYER_KEY } from "../../src/chain/Deployment.js"
 import { type Devnet, startDevnet } from "../../src/chain/Devnet.js"
 import { EvmChain } from "../../src/chain/EvmChain.js"
 import { TokenRegistry } from "../../src/chain/Tokens.js"
+import { startTcpProxy, type TcpProxy } from "./TcpProxy.js"
 
 /** The running test devnet, for operator helpers (`setStockPrice`, `setStockPaused`, `mintUsd1`, ...). */
 export class TestDevnet extends Context.Tag("test/TestDevnet")<TestDevnet, Devnet>() {}
 
-/**
- * A fresh, ephemeral anvil devnet with the contracts deployed, as `ChainDeployment` (relayer:
- * dev account 9, like the embedded default) and as `TestDevnet`.
- */
-export const TestDevnetDeployment = Layer.unwrapScoped(
-  Effect.gen(function* () {
-    const devnet = yield* startDevnet().pipe(Effect.orDie)
-    return Layer.merge(
-      Layer.succeed(TestDevnet, devnet),
-      Layer.succeed(ChainDeployment, {
-        rpcUrl: devnet.rpcUrl,
-        chainId: devnet.chainId,
-        usd1: { address: devnet.usd1, decimals: 18, name: "World Liberty Financial USD", version: "1" },
-        exchange: Option.some(devnet.exchange),
-        stocks: devnet.stocks.map((stock) => ({ ...stock, platform: "devnet" })),
-        relayerKey: Redacted.make(DEVNET_RELAYER_KEY),
-        local: true
-      })
-    )
+/** The proxy between the chain client and the devnet: a test stalls or cuts it to fail the chain. */
+export class ChainProxy extends Context.Tag("test/ChainProxy")<ChainProxy, TcpProxy>() {}
+
+/** The devnet as `ChainDeployment` (relayer: dev account 9, like the embedded default), reached at `rpcUrl`. */
+const deploymentOf = (devnet: Devnet, rpcUrl: string, readTimeout: Duration.DurationInput) =>
+  ChainDeployment.of({
+    rpcUrl,
+    chainId: devnet.chainId,
+    usd1: { address: devnet.usd1, decimals: 18, name: "World Liberty Financial USD", version: "1" },
+    exchange: Option.some(devnet.exchange),
+    stocks: devnet.stocks.map((stock) => ({ ...stock, platform: "devnet" })),
+    relayerKey: Redacted.make(DEVNET_RELAYER_KEY),
+    local: true,
+    readTimeout: Duration.decode(readTimeout),
+    pollInterval: Duration.decode(DEVNET_POLL_INTERVAL)
   })
+
+/** A fresh, ephemeral anvil devnet with the contracts deployed, as `ChainDeployment` and as `TestDevnet`. */
+export const TestDevnetDeployment = Layer.unwrapScoped(
+  Effect.map(startDevnet().pipe(Effect.orDie), (devnet) =>
+    Layer.merge(
+      Layer.succeed(TestDevnet, devnet),
+      Layer.succeed(ChainDeployment, deploymentOf(devnet, devnet.rpcUrl, "4 seconds"))
+    )
+  )
 )
 
 /** The chain ports (`ChainClient`, `TokenRegistry`) on a fresh devnet, with `TestDevnet` for the test. */
 export const TestChain = Layer.merge(EvmChain, TokenRegistry.fromDeployment).pipe(
   Layer.provideMerge(TestDevnetDeployment)
 )
+
+/**
+ * `TestChain` reaching the devnet through a TCP proxy (`ChainProxy`) that a test stalls or cuts;
+ * reads give up after `readTimeout` (CHAIN_TIMEOUT). `TestDevnet` is the devnet itself, unproxied.
+ */
+export const proxiedTestChain = (readTimeout: Duration.DurationInput) =>
+  Layer.merge(EvmChain, TokenRegistry.fromDeployment).pipe(
+    Layer.provideMerge(
+      Layer.unwrapScoped(
+        Effect.gen(function* () {
+          const devnet = yield* startDevnet().pipe(Effect.orDie)
+          const proxy = yield* startTcpProxy({ host: "127.0.0.1", port: Number(new URL(devnet.rpcUrl).port) })
+          return Layer.mergeAll(
+            Layer.succeed(TestDevnet, devnet),
+            Layer.succeed(ChainProxy, proxy),
+            Layer.succeed(ChainDeployment, deploymentOf(devnet, proxy.url(devnet.rpcUrl), readTimeout))
+          )
+        })
+      )
+    )
+  )
+
+/** Runs `effect` with the chain's proxy in `mode`, forwarding again afterwards whatever happens. */
+export const withNode = <A, E, R>(mode: "stall" | "refuse", effect: Effect.Effect<A, E, R>) =>
+  Effect.flatMap(ChainProxy, (proxy) =>
+    Effect.acquireUseRelease(
+      Effect.sync(() => proxy.setMode(mode)),
+      () => effect,
+      () => Effect.sync(() => proxy.setMode("forward"))
+    )
+  )
