@@ -5,7 +5,7 @@
  * values and keys). The handlers then read the same bytes from memory.
  */
 import type { IncomingMessage } from "node:http"
-import type { HttpServerRequest } from "@effect/platform"
+import { HttpApi, type HttpApiGroup, HttpApiSchema, type HttpServerRequest } from "@effect/platform"
 import { Effect, Option, Stream } from "effect"
 
 export const MAX_BODY_BYTES = 64 * 1024
@@ -15,14 +15,39 @@ export const MAX_JSON_DEPTH = 64
 export type BodyKind = "json" | "form"
 
 /**
- * How HttpApi will read a body with this content type: JSON (also when none is given) or a
- * URL-encoded form; anything else (multipart, text, binary) is not read by this API.
+ * The kind of body a Content-Type header announces, by its media type (parameters such as
+ * `charset` aside): JSON or a URL-encoded form; none for anything else and for no header at all.
  */
 export const bodyKind = (contentType: string | undefined): Option.Option<BodyKind> => {
-  const type = (contentType ?? "application/json").toLowerCase()
-  if (type.includes("application/json")) return Option.some("json")
-  if (type.includes("x-www-form-urlencoded")) return Option.some("form")
+  const mediaType = contentType?.split(";")[0]?.trim().toLowerCase()
+  if (mediaType === "application/json") return Option.some("json")
+  if (mediaType === "application/x-www-form-urlencoded") return Option.some("form")
   return Option.none()
+}
+
+/**
+ * The body each endpoint with a payload reads, keyed by `"<METHOD> <path template>"`: a
+ * URL-encoded form where its payload schema is encoded as `UrlParams` (the sandbox page's form),
+ * JSON everywhere else. Endpoints without a payload read no body.
+ */
+export const payloadKinds = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(
+  api: HttpApi.HttpApi<Id, Groups, E, R>
+): ReadonlyMap<string, BodyKind> => {
+  const kinds = new Map<string, BodyKind>()
+  HttpApi.reflect(api, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint }) => {
+      if (Option.isNone(endpoint.payloadSchema)) return
+      const encoding = HttpApiSchema.getEncoding(endpoint.payloadSchema.value.ast)
+      kinds.set(`${endpoint.method} ${endpoint.path}`, encoding.kind === "UrlParams" ? "form" : "json")
+    }
+  })
+  return kinds
+}
+
+export const MEDIA_TYPES: Readonly<Record<BodyKind, string>> = {
+  json: "application/json",
+  form: "application/x-www-form-urlencoded"
 }
 
 /** Whether the JSON text nests arrays and objects deeper than `limit` (strings are skipped). */

@@ -62,10 +62,13 @@ import { Merchant, SettlementReconcilerLive } from "./merchant/Merchant.js"
 import { RateLimiter } from "./RateLimit.js"
 import {
   announcesBody,
+  type BodyKind,
   bodyKind,
   jsonDeeperThan,
   MAX_BODY_BYTES,
   MAX_JSON_DEPTH,
+  MEDIA_TYPES,
+  payloadKinds,
   readBody,
   unstorableText,
   withReadBody
@@ -189,17 +192,32 @@ const ErrorNormalizerLive = HttpApiBuilder.middleware(
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/
 
+const routeOf = routeTemplates(Api)
+const payloadKindOf = payloadKinds(Api)
+
 /** A `{error, code}` response written before routing, for one of the declared errors. */
 const refusal = (error: { readonly code: string; readonly status: number }, message: string) =>
   HttpServerResponse.unsafeJson({ error: truncated(message), code: error.code }, { status: error.status })
 
 const tooLarge = () => refusal(PayloadTooLarge, `the request body exceeds ${MAX_BODY_BYTES} bytes`)
 
+/** What a body of the wrong kind is told: the type its endpoint reads. */
+const unsupportedMediaType = (contentType: string | undefined, expected: BodyKind) =>
+  refusal(
+    UnsupportedMediaType,
+    contentType === undefined
+      ? `the request body has no content-type: send content-type: ${MEDIA_TYPES[expected]}`
+      : `content-type ${contentType} is not accepted here: send content-type: ${MEDIA_TYPES[expected]}`
+  )
+
 /**
- * Reads a request's body once and checks it before any handler: 415 for a content type the API
- * does not read, 413 past the size limit however the body is framed, 400 for JSON nested deeper
- * than MAX_JSON_DEPTH (checked on the text, before parsing), for JSON that does not parse, and for
- * text PostgreSQL cannot store (the message names the field). Handlers then read it from memory.
+ * Reads a request's body once and checks it before any handler: 415 unless its content type is the
+ * one its endpoint reads (JSON, or the sandbox page's URL-encoded form; a body with no content type
+ * is not guessed at), 413 past the size limit however the body is framed, 400 for JSON nested
+ * deeper than MAX_JSON_DEPTH (checked on the text, before parsing), for JSON that does not parse,
+ * and for text PostgreSQL cannot store (the message names the field). Handlers then read it from
+ * memory. A body sent to an endpoint that reads none (or to no endpoint) is read under the size
+ * limit and otherwise ignored.
  */
 const withCheckedBody = <E, R>(request: HttpServerRequest.HttpServerRequest, app: HttpApp.Default<E, R>) =>
   Effect.gen(function* () {
@@ -208,12 +226,10 @@ const withCheckedBody = <E, R>(request: HttpServerRequest.HttpServerRequest, app
       return refusal(BadRequest, "an HTTP/1.1 request needs a Host header")
     }
     if (!HttpMethod.hasBody(request.method) || !announcesBody(request.headers)) return yield* app
-    const kind = bodyKind(request.headers["content-type"])
-    if (Option.isNone(kind)) {
-      return refusal(
-        UnsupportedMediaType,
-        `content-type ${request.headers["content-type"]} is not accepted: send content-type: application/json`
-      )
+    const expected = payloadKindOf.get(`${request.method} ${routeOf(request.method, request.url)}`)
+    const contentType = request.headers["content-type"]
+    if (expected !== undefined && Option.getOrUndefined(bodyKind(contentType)) !== expected) {
+      return unsupportedMediaType(contentType, expected)
     }
     if (Number(request.headers["content-length"] ?? 0) > MAX_BODY_BYTES) return tooLarge()
     const read = yield* readBody(source, MAX_BODY_BYTES)
@@ -221,7 +237,7 @@ const withCheckedBody = <E, R>(request: HttpServerRequest.HttpServerRequest, app
     if (read._tag === "Broken") return refusal(BadRequest, "the request body could not be read")
     const text = Buffer.from(read.bytes).toString("utf8")
     let parsed: unknown
-    if (kind.value === "json") {
+    if (expected === "json") {
       if (jsonDeeperThan(text, MAX_JSON_DEPTH)) {
         return refusal(BadRequest, `the request body nests arrays or objects deeper than ${MAX_JSON_DEPTH} levels`)
       }
@@ -229,7 +245,7 @@ const withCheckedBody = <E, R>(request: HttpServerRequest.HttpServerRequest, app
       const json = Either.try(() => (text === "" ? null : (JSON.parse(text) as unknown)))
       if (Either.isLeft(json)) return refusal(BadRequest, "the request body is not valid JSON")
       parsed = json.right
-    } else {
+    } else if (expected === "form") {
       parsed = Object.fromEntries(new URLSearchParams(text))
     }
     const unstorable = unstorableText(parsed)
@@ -240,7 +256,7 @@ const withCheckedBody = <E, R>(request: HttpServerRequest.HttpServerRequest, app
       withReadBody(request, {
         bytes: read.bytes,
         text,
-        json: kind.value === "json" ? Option.some(parsed) : Option.none()
+        json: expected === "json" ? Option.some(parsed) : Option.none()
       })
     )
   })
@@ -273,8 +289,6 @@ const requestPipeline = HttpMiddleware.make((app) =>
     )
   })
 )
-
-const routeOf = routeTemplates(Api)
 
 /** The domain services, each with its own repositories; the ports they use come from outside. */
 const DomainLive = Layer.mergeAll(Account.Default, Agent.Default, AgentLoop.Default, RateLimiter.Default).pipe(

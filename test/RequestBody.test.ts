@@ -1,7 +1,8 @@
 import { SqlError } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
 import { FastCheck, Option } from "effect"
-import { bodyKind, jsonDeeperThan, unstorableText } from "../src/RequestBody.js"
+import { Api } from "../src/Api.js"
+import { bodyKind, jsonDeeperThan, payloadKinds, unstorableText } from "../src/RequestBody.js"
 import { isDatabaseUnavailable } from "../src/Sql.js"
 
 /** The nesting depth of parsed JSON, computed on the value. */
@@ -35,13 +36,32 @@ describe("request bodies", () => {
     expect(unstorableText({ emoji: "💥", text: "é", n: 1, list: [null, true] })).toEqual(Option.none())
   })
 
-  it("reads JSON (also without a content type) and URL-encoded forms, nothing else", () => {
-    expect(bodyKind(undefined)).toEqual(Option.some("json"))
+  it("reads JSON and URL-encoded forms by their media type, nothing else and nothing unannounced", () => {
     expect(bodyKind("application/json; charset=utf-8")).toEqual(Option.some("json"))
+    expect(bodyKind(" Application/JSON ")).toEqual(Option.some("json"))
     expect(bodyKind("application/x-www-form-urlencoded")).toEqual(Option.some("form"))
-    for (const type of ["multipart/form-data; boundary=x", "text/plain", "application/octet-stream", ""]) {
+    for (const type of [
+      undefined,
+      "multipart/form-data; boundary=x",
+      "text/plain",
+      "application/octet-stream",
+      "application/json-patch+json",
+      "text/plain; note=application/json",
+      ""
+    ]) {
       expect(bodyKind(type)).toEqual(Option.none())
     }
+  })
+})
+
+describe("the body each endpoint reads", () => {
+  it("is a form where the payload is encoded as URL parameters, JSON for other payloads, none without one", () => {
+    const kinds = payloadKinds(Api)
+    expect(kinds.get("POST /kyc/sandbox/:sessionId")).toBe("form")
+    expect(kinds.get("POST /merchant/orders")).toBe("json")
+    expect(kinds.get("PUT /strategy")).toBe("json")
+    expect(kinds.has("POST /merchant/orders/:id/pay")).toBe(false)
+    expect(kinds.has("GET /health")).toBe(false)
   })
 })
 

@@ -156,22 +156,54 @@ layer(server, { excludeTestServices: true })("hostile input and failing dependen
     })
   )
 
-  it.effect("4. multipart/form-data (or any other unread content type) is 415", () =>
-    Effect.gen(function* () {
-      const at = yield* port
-      for (const contentType of ["multipart/form-data; boundary=x", "multipart/form-data", "text/plain"]) {
-        const body = "not multipart at all"
-        const response = yield* rawRequest(at, [
-          `POST /merchant/orders HTTP/1.1\r\nHost: test\r\nContent-Type: ${contentType}\r\n` +
-            `Content-Length: ${body.length}\r\n\r\n${body}`
-        ])
-        expect(response.status, contentType).toBe(415)
-        expect(JSON.parse(response.body)).toEqual({
-          error: `content-type ${contentType} is not accepted: send content-type: application/json`,
+  it.effect(
+    "4. a body of a type its endpoint does not read, or of no declared type, is 415 naming the type it reads",
+    () =>
+      Effect.gen(function* () {
+        const at = yield* port
+        const post = (path: string, contentType: string | undefined, body: string) =>
+          rawRequest(at, [
+            `POST ${path} HTTP/1.1\r\nHost: test\r\n${contentType === undefined ? "" : `Content-Type: ${contentType}\r\n`}` +
+              `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+          ])
+        const json = '{"amount":"1","description":"Tea"}'
+        for (const contentType of [
+          "multipart/form-data; boundary=x",
+          "text/plain",
+          "application/x-www-form-urlencoded",
+          "application/problem+json"
+        ]) {
+          const response = yield* post("/merchant/orders", contentType, json)
+          expect(response.status, contentType).toBe(415)
+          expect(JSON.parse(response.body)).toEqual({
+            error: `content-type ${contentType} is not accepted here: send content-type: application/json`,
+            code: "UNSUPPORTED_MEDIA_TYPE"
+          })
+        }
+        const untyped = yield* post("/merchant/orders", undefined, json)
+        expect(untyped.status).toBe(415)
+        expect(JSON.parse(untyped.body)).toEqual({
+          error: "the request body has no content-type: send content-type: application/json",
           code: "UNSUPPORTED_MEDIA_TYPE"
         })
-      }
-    })
+        // The sandbox page's form is the one endpoint that reads a URL-encoded form, and only that.
+        const jsonToForm = yield* post(
+          "/kyc/sandbox/AAAAAAAAAAAAAAAAAAAAAA",
+          "application/json",
+          '{"outcome":"approve"}'
+        )
+        expect(jsonToForm.status).toBe(415)
+        expect(JSON.parse(jsonToForm.body)).toEqual({
+          error:
+            "content-type application/json is not accepted here: send content-type: application/x-www-form-urlencoded",
+          code: "UNSUPPORTED_MEDIA_TYPE"
+        })
+        // A path no endpoint serves is a 404 whatever its body; an endpoint without a payload ignores one.
+        expect((yield* post("/nowhere", "text/plain", "hello")).status).toBe(404)
+        const order = yield* createOrder()
+        const ignored = yield* post(`/merchant/orders/${order.id}/pay`, "text/plain", "hello")
+        expect(ignored.status).toBe(402)
+      })
   )
 
   it.effect("5. a chunked body over 64 KiB is a 413 with a body, on a connection that stays usable", () =>
