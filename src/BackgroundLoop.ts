@@ -10,15 +10,17 @@ export interface Loop<E, R> {
   readonly tick: Effect.Effect<unknown, E, R>
   /** The pause between the end of one tick and the start of the next. */
   readonly every: Duration.DurationInput
+  /** When the first tick runs, if not at start-up: for a loop that has nothing to do before then. */
+  readonly firstAfter?: Duration.DurationInput
 }
 
 /**
- * Starts the loop in a fiber of the current scope, its first tick at once: for a service that keeps
- * state only its own loop may flush (it forks the loop while it is built).
+ * Starts the loop in a fiber of the current scope: for a service whose loop works on the service's
+ * own state (it forks the loop while it is built).
  */
 export const forkLoop = <E, R>(
   name: string,
-  { tick, every }: Loop<E, R>
+  { tick, every, firstAfter }: Loop<E, R>
 ): Effect.Effect<void, never, R | Scope.Scope> =>
   tick.pipe(
     Effect.withSpan(`job.${name}`, { root: true }),
@@ -26,11 +28,12 @@ export const forkLoop = <E, R>(
       Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError(`${name} failed`, cause)
     ),
     Effect.repeat(Schedule.spaced(every)),
+    (loop) => (firstAfter === undefined ? loop : Effect.delay(loop, firstAfter)),
     Effect.annotateLogs("job", name),
     Effect.forkScoped,
     Effect.asVoid
   )
 
-/** A loop whose first tick runs at start-up; `setup` reads whatever the tick and its pace need. */
+/** A loop in a layer of its own; `setup` reads whatever the tick and its pace need. */
 export const backgroundLoop = <E, R, SE, SR>(name: string, setup: Effect.Effect<Loop<E, R>, SE, SR>) =>
   Layer.scopedDiscard(Effect.flatMap(setup, (loop) => forkLoop(name, loop)))
