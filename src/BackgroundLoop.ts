@@ -1,30 +1,39 @@
 /**
- * Background loops (price refresh, settlement reconciliation, the agent) as scoped layers: the loop
- * runs in a fiber owned by the layer, so it starts with the service and is interrupted at shutdown.
- * Each tick is a root span `job.<name>` and logs with `job=<name>`; a tick that fails or dies is
- * logged and the next one runs on schedule: a loop never stops on its own.
+ * Background loops (price refresh, settlement reconciliation, the agent, challenge pruning, rate-limit
+ * sync) run in a fiber owned by a scope, so they start with the service and are interrupted at
+ * shutdown. Each tick is a root span `job.<name>` and logs with `job=<name>`; a tick that fails or
+ * dies is logged and the next one runs on schedule: a loop never stops on its own.
  */
-import { Cause, type Duration, Effect, Layer, Schedule } from "effect"
+import { Cause, type Duration, Effect, Layer, Schedule, type Scope } from "effect"
 
 export interface Loop<E, R> {
   readonly tick: Effect.Effect<unknown, E, R>
   /** The pause between the end of one tick and the start of the next. */
   readonly every: Duration.DurationInput
+  /** When the first tick runs, if not at start-up: for a loop that has nothing to do before then. */
+  readonly firstAfter?: Duration.DurationInput
 }
 
-/** A loop whose first tick runs at start-up; `setup` reads whatever the tick and its pace need. */
-export const backgroundLoop = <E, R, SE, SR>(name: string, setup: Effect.Effect<Loop<E, R>, SE, SR>) =>
-  Layer.scopedDiscard(
-    Effect.gen(function* () {
-      const { tick, every } = yield* setup
-      yield* tick.pipe(
-        Effect.withSpan(`job.${name}`, { root: true }),
-        Effect.catchAllCause((cause) =>
-          Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError(`${name} failed`, cause)
-        ),
-        Effect.repeat(Schedule.spaced(every)),
-        Effect.annotateLogs("job", name),
-        Effect.forkScoped
-      )
-    })
+/**
+ * Starts the loop in a fiber of the current scope: for a service whose loop works on the service's
+ * own state (it forks the loop while it is built).
+ */
+export const forkLoop = <E, R>(
+  name: string,
+  { tick, every, firstAfter }: Loop<E, R>
+): Effect.Effect<void, never, R | Scope.Scope> =>
+  tick.pipe(
+    Effect.withSpan(`job.${name}`, { root: true }),
+    Effect.catchAllCause((cause) =>
+      Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError(`${name} failed`, cause)
+    ),
+    Effect.repeat(Schedule.spaced(every)),
+    (loop) => (firstAfter === undefined ? loop : Effect.delay(loop, firstAfter)),
+    Effect.annotateLogs("job", name),
+    Effect.forkScoped,
+    Effect.asVoid
   )
+
+/** A loop in a layer of its own; `setup` reads whatever the tick and its pace need. */
+export const backgroundLoop = <E, R, SE, SR>(name: string, setup: Effect.Effect<Loop<E, R>, SE, SR>) =>
+  Layer.scopedDiscard(Effect.flatMap(setup, (loop) => forkLoop(name, loop)))

@@ -1,15 +1,28 @@
 /**
  * Per-client request limits for the endpoints that create state for anonymous callers (sign-in
- * challenges and verifications, merchant orders). Counted in PostgreSQL in fixed one-minute
- * windows, so the limit holds across replicas. The client is the connection's address, or the
- * first `X-Forwarded-For` entry when `TRUST_PROXY=true` (only behind a proxy that sets it).
+ * challenges and verifications, merchant orders), in fixed one-minute windows. The client is the
+ * connection's address, or the first `X-Forwarded-For` entry when `TRUST_PROXY=true` (only behind a
+ * proxy that sets it).
+ *
+ * Each replica counts in memory, so a request costs no statement and no contended row, and every
+ * second adds its new hits to PostgreSQL in one statement that also reads back the totals all
+ * replicas wrote. A replica refuses once its own hits plus the others' as of its last sync pass the
+ * limit: across replicas the limit holds within one sync interval. A client can get past it by at
+ * most the hits other replicas admitted that this one has not yet seen, i.e. what it lands on them
+ * in about one second (at worst, a burst sent to R replicas within the same second gets R times
+ * the limit, since each replica alone never admits more than the limit).
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { SqlClient } from "@effect/sql"
 import { Clock, Config, Effect, Option } from "effect"
 import { RateLimited } from "./ApiError.js"
+import { forkLoop } from "./BackgroundLoop.js"
+import { RateLimitRepo } from "./RateLimitRepo.js"
 
 const WINDOW_MS = 60_000
+/** The bound on how late a replica sees the others' hits (see above). */
+const SYNC_EVERY = "1 second"
+/** Windows older than this are dropped from the table by whichever replica writes a new one. */
+const RETAINED_MS = 10 * WINDOW_MS
 
 export type RateLimitName = "signin" | "orders"
 
@@ -19,10 +32,25 @@ const rateLimitSettings = Config.all({
   trustProxy: Config.boolean("TRUST_PROXY").pipe(Config.withDefault(false))
 })
 
+/** One bucket's count in one window, as this replica knows it. */
+interface Count {
+  readonly bucket: string
+  readonly windowStart: number
+  /** Every replica's hits as of the last sync, plus this replica's since. */
+  known: number
+  /** This replica's hits not yet added to the shared count. */
+  unsynced: number
+}
+
+const windowOf = (now: number) => Math.floor(now / WINDOW_MS) * WINDOW_MS
+const keyOf = (bucket: string, windowStart: number) => `${windowStart} ${bucket}`
+
 export class RateLimiter extends Effect.Service<RateLimiter>()("app/RateLimiter", {
-  effect: Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
+  scoped: Effect.gen(function* () {
+    const repo = yield* RateLimitRepo
     const settings = yield* rateLimitSettings
+    const counts = new Map<string, Count>()
+    let prunedWindow = 0
 
     const clientOf = (request: HttpServerRequest.HttpServerRequest) => {
       const forwarded = request.headers["x-forwarded-for"]?.split(",")[0]?.trim()
@@ -34,20 +62,16 @@ export class RateLimiter extends Effect.Service<RateLimiter>()("app/RateLimiter"
     const consume = Effect.fn("RateLimiter.consume")(function* (name: RateLimitName) {
       const request = yield* HttpServerRequest.HttpServerRequest
       const now = yield* Clock.currentTimeMillis
-      const windowStart = new Date(Math.floor(now / WINDOW_MS) * WINDOW_MS)
+      const windowStart = windowOf(now)
       const bucket = `${name}:${clientOf(request)}`
-      const [row] = yield* sql<{ hits: number }>`
-        INSERT INTO rate_limit_hits (bucket, window_start, hits) VALUES (${bucket}, ${windowStart}, 1)
-        ON CONFLICT (bucket, window_start) DO UPDATE SET hits = rate_limit_hits.hits + 1
-        RETURNING hits`.pipe(Effect.orDie)
-      // The first hit of a window also clears windows long gone, keeping the table small.
-      if (row?.hits === 1) {
-        yield* sql`DELETE FROM rate_limit_hits WHERE window_start < ${new Date(now - 10 * WINDOW_MS)}`.pipe(
-          Effect.orDie
-        )
-      }
-      if ((row?.hits ?? 0) > settings[name]) {
-        const retryAfter = Math.ceil((windowStart.getTime() + WINDOW_MS - now) / 1000)
+      const key = keyOf(bucket, windowStart)
+      const count = counts.get(key) ?? { bucket, windowStart, known: 0, unsynced: 0 }
+      counts.set(key, count)
+      // Refused requests count too, as they always have: hammering does not reopen the window.
+      count.known += 1
+      count.unsynced += 1
+      if (count.known > settings[name]) {
+        const retryAfter = Math.ceil((windowStart + WINDOW_MS - now) / 1000)
         yield* HttpApp.appendPreResponseHandler((_request, response) =>
           Effect.succeed(HttpServerResponse.setHeader(response, "retry-after", String(retryAfter)))
         )
@@ -55,6 +79,47 @@ export class RateLimiter extends Effect.Service<RateLimiter>()("app/RateLimiter"
       }
     })
 
-    return { consume }
-  })
+    /**
+     * Adds this replica's new hits to the shared counts and learns the totals; nothing when it has
+     * none (an idle replica stays silent). Hits whose statement fails are kept for the next sync.
+     */
+    const sync = Effect.gen(function* () {
+      const current = windowOf(yield* Clock.currentTimeMillis)
+      const batch = [...counts.values()].filter((count) => count.unsynced > 0)
+      for (const [key, count] of counts) {
+        if (count.windowStart < current && count.unsynced === 0) counts.delete(key)
+      }
+      if (batch.length === 0) return
+      const added = batch.map((count) => count.unsynced)
+      for (const count of batch) count.unsynced = 0
+      const totals = yield* repo
+        .addHits(batch.map((count, i) => ({ bucket: count.bucket, windowStart: count.windowStart, hits: added[i]! })))
+        .pipe(
+          Effect.onError(() =>
+            Effect.sync(() => {
+              batch.forEach((count, i) => {
+                count.unsynced += added[i]!
+              })
+            })
+          )
+        )
+      for (const total of totals) {
+        const count = counts.get(keyOf(total.bucket, total.windowStart.getTime()))
+        // Hits admitted while the statement ran are this replica's on top of the total.
+        if (count !== undefined) count.known = total.hits + count.unsynced
+      }
+      if (prunedWindow !== current) {
+        yield* repo.dropWindowsBefore(new Date(current - RETAINED_MS))
+        prunedWindow = current
+      }
+    })
+
+    // Added before the loop starts, so it runs after the loop is interrupted: a replica that shuts
+    // down hands its last second of hits to the others (bounded: the database may be the reason).
+    yield* Effect.addFinalizer(() => sync.pipe(Effect.timeout("1 second"), Effect.exit))
+    yield* forkLoop("rate-limit-sync", { tick: sync, every: SYNC_EVERY, firstAfter: SYNC_EVERY })
+
+    return { consume, sync }
+  }),
+  dependencies: [RateLimitRepo.Default]
 }) {}

@@ -19,7 +19,11 @@ export class Account extends Effect.Service<Account>()("app/Account", {
 
     const signIn = Effect.fn("Account.signIn")(function* (message: string, signature: `0x${string}`) {
       const session = yield* auth.verify(message, signature)
-      const { kyc: state, card } = yield* kyc.standing(session.address)
+      // A user created by this sign-in has no identity check and no card yet (both reference the
+      // user's row, which no other statement could see): nothing to read or reconcile.
+      const { kyc: state, card } = session.created
+        ? { kyc: "none" as const, card: null }
+        : yield* kyc.standing(session.address)
       return new SignInResult({ token: session.token, address: session.address, kyc: state, card })
     })
 

@@ -6,30 +6,39 @@
 import { createHash, randomBytes } from "node:crypto"
 import { Clock, Effect, Option } from "effect"
 import { ChainUnavailable, Unauthorized } from "../ApiError.js"
+import { forkLoop } from "../BackgroundLoop.js"
 import { AppConfig } from "../Config.js"
 import type { Address } from "../chain/Address.js"
 import { ChainClient } from "../chain/ChainClient.js"
 import { ChallengeExpired, ChallengeUnknown, InvalidSignature } from "./Api.js"
 import { AuthRepo } from "./AuthRepo.js"
-import { buildChallenge, nonceOf } from "./Siwe.js"
+import { buildChallenge, challengeOf, signedByKey } from "./Siwe.js"
 
 export const SESSION_TTL_MS = 30 * 24 * 60 * 60 * 1000
 const CHALLENGE_RETENTION_MS = 24 * 60 * 60 * 1000
+/** How often each replica drops challenges past their retention: off the sign-in path. */
+const PRUNE_EVERY = "10 minutes"
 
 /** Session ids are the SHA-256 of their token: a leaked table holds no usable token. */
 const sha256 = (token: string): Uint8Array => createHash("sha256").update(token, "utf8").digest()
 
 export class Auth extends Effect.Service<Auth>()("app/Auth", {
-  effect: Effect.gen(function* () {
+  scoped: Effect.gen(function* () {
     const repo = yield* AuthRepo
     const chain = yield* ChainClient
     const { appUrl, chainTimeout } = yield* AppConfig
     const site = { appUrl, chainId: chain.chainId }
 
+    yield* forkLoop("challenge-prune", {
+      tick: Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        repo.pruneChallenges(new Date(now - CHALLENGE_RETENTION_MS))
+      ),
+      every: PRUNE_EVERY
+    })
+
     const challenge = Effect.fn("Auth.challenge")(function* (address: Address) {
       const now = yield* Clock.currentTimeMillis
       const issued = buildChallenge(site, address, randomBytes(16).toString("hex"), now)
-      yield* repo.pruneChallenges(new Date(now - CHALLENGE_RETENTION_MS))
       yield* repo.insertChallenge({
         nonce: issued.nonce,
         address,
@@ -40,21 +49,23 @@ export class Auth extends Effect.Service<Auth>()("app/Auth", {
       return { message: issued.message }
     })
 
-    /** Exchanges a signed challenge for a new session: the bearer token and whose it is. */
-    const verify = Effect.fn("Auth.verify")(function* (message: string, signature: `0x${string}`) {
-      const unknown = new ChallengeUnknown({ error: "the message is not a challenge issued by this server" })
-      const nonce = nonceOf(message)
-      if (nonce === undefined) return yield* unknown
+    const unknown = () => new ChallengeUnknown({ error: "the message is not a challenge issued by this server" })
+    const used = () => new ChallengeUnknown({ error: "the challenge was already used" })
+
+    /** Why the challenge of `message` cannot be used now; a read made only on that failure path. */
+    const unusable = Effect.fn("Auth.unusable")(function* (nonce: string, message: string, now: number) {
       const stored = yield* repo.findChallenge(nonce)
-      if (Option.isNone(stored) || stored.value.message !== message) return yield* unknown
-      const issued = stored.value
-      if (issued.usedAt !== null) return yield* new ChallengeUnknown({ error: "the challenge was already used" })
-      const now = yield* Clock.currentTimeMillis
-      if (now >= issued.expiresAt.getTime()) {
-        return yield* new ChallengeExpired({ error: "the challenge expired; request a new one" })
+      if (Option.isNone(stored) || stored.value.message !== message) return unknown()
+      if (stored.value.usedAt !== null) return used()
+      if (now >= stored.value.expiresAt.getTime()) {
+        return new ChallengeExpired({ error: "the challenge expired; request a new one" })
       }
-      // A contract wallet's signature is checked on chain: bounded, and 503 when the chain does not answer.
-      const signed = yield* chain.verifyMessage(issued.address, message, signature).pipe(
+      return undefined
+    })
+
+    /** A contract wallet's signature is checked on chain: bounded, and 503 when the chain does not answer. */
+    const signedOnChain = (address: Address, message: string, signature: `0x${string}`) =>
+      chain.verifyMessage(address, message, signature).pipe(
         Effect.timeoutFail({ duration: chainTimeout, onTimeout: () => "timeout" as const }),
         Effect.catchAll((cause) =>
           Effect.logWarning("sign-in: the chain did not answer", cause).pipe(
@@ -62,25 +73,35 @@ export class Auth extends Effect.Service<Auth>()("app/Auth", {
           )
         )
       )
-      if (!signed) {
-        return yield* new InvalidSignature({ error: `the signature is not from ${issued.address}` })
+
+    /**
+     * Exchanges a signed challenge for a new session: the bearer token, whose it is, and whether this
+     * sign-in created the user. An EOA's signature is recovered here, so the common sign-in is one
+     * statement; any other signature reaches the chain only for a challenge that is still usable.
+     */
+    const verify = Effect.fn("Auth.verify")(function* (message: string, signature: `0x${string}`) {
+      const parsed = challengeOf(message)
+      if (parsed === undefined) return yield* unknown()
+      const { nonce, address } = parsed
+      const now = yield* Clock.currentTimeMillis
+      if (!(yield* Effect.promise(() => signedByKey(address, message, signature)))) {
+        const refusal = yield* unusable(nonce, message, now)
+        if (refusal !== undefined) return yield* refusal
+        if (!(yield* signedOnChain(address, message, signature))) {
+          return yield* new InvalidSignature({ error: `the signature is not from ${address}` })
+        }
       }
       const token = randomBytes(32).toString("base64url")
-      yield* Effect.gen(function* () {
-        // Consuming is the atomic gate: of concurrent verifications only one gets a session.
-        if (!(yield* repo.consumeChallenge(nonce, new Date(now)))) {
-          return yield* new ChallengeUnknown({ error: "the challenge was already used" })
-        }
-        yield* repo.upsertUser({ address: issued.address, createdAt: new Date(now) })
-        yield* repo.insertSession({
-          tokenHash: sha256(token),
-          address: issued.address,
-          createdAt: new Date(now),
-          expiresAt: new Date(now + SESSION_TTL_MS)
-        })
-      }).pipe(repo.withTransaction)
-      yield* Effect.annotateCurrentSpan("user.address", issued.address)
-      return { token, address: issued.address }
+      const session = yield* repo.signIn({
+        nonce,
+        message,
+        tokenHash: sha256(token),
+        now: new Date(now),
+        expiresAt: new Date(now + SESSION_TTL_MS)
+      })
+      if (Option.isNone(session)) return yield* (yield* unusable(nonce, message, now)) ?? used()
+      yield* Effect.annotateCurrentSpan("user.address", session.value.address)
+      return { token, address: session.value.address, created: session.value.created }
     })
 
     const authenticate = Effect.fn("Auth.authenticate")(function* (token: string) {

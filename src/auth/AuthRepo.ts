@@ -2,11 +2,9 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { Address } from "../chain/Address.js"
-import { repository, transactionally } from "../Sql.js"
+import { repository } from "../Sql.js"
 
 const ChallengeRow = Schema.Struct({
-  nonce: Schema.String,
-  address: Address,
   message: Schema.String,
   expiresAt: Schema.DateFromSelf,
   usedAt: Schema.NullOr(Schema.DateFromSelf)
@@ -30,45 +28,52 @@ export class AuthRepo extends Effect.Service<AuthRepo>()("app/AuthRepo", {
       execute: (row) => sql`INSERT INTO auth_challenges ${sql.insert(row)}`
     })
 
+    /** Why a challenge cannot be used (read only when `signIn` consumed nothing). */
     const findChallenge = SqlSchema.findOne({
       Request: Schema.String,
       Result: ChallengeRow,
-      execute: (nonce) =>
-        sql`SELECT nonce, address, message, expires_at, used_at FROM auth_challenges WHERE nonce = ${nonce}`
+      execute: (nonce) => sql`SELECT message, expires_at, used_at FROM auth_challenges WHERE nonce = ${nonce}`
     })
 
-    /** Marks the challenge used; false when another request used it first or it expired. */
-    const consumeChallenge = (nonce: string, now: Date) =>
-      sql`UPDATE auth_challenges SET used_at = ${now}
-          WHERE nonce = ${nonce} AND used_at IS NULL AND expires_at > ${now}
-          RETURNING nonce`.pipe(Effect.map((rows) => rows.length === 1))
+    /**
+     * Sign-in in one statement: consumes the challenge, creates the user on first sign-in and opens
+     * the session. Consuming is the atomic single-use gate: when the exact message is not an unused,
+     * unexpired challenge no row is updated and nothing else is written (none). Answers whether
+     * this statement created the user.
+     */
+    const signIn = SqlSchema.findOne({
+      Request: Schema.Struct({
+        nonce: Schema.String,
+        message: Schema.String,
+        tokenHash: Schema.Uint8ArrayFromSelf,
+        now: Schema.DateFromSelf,
+        expiresAt: Schema.DateFromSelf
+      }),
+      Result: Schema.Struct({ address: Address, created: Schema.Boolean }),
+      execute: ({ nonce, message, tokenHash, now, expiresAt }) =>
+        sql`WITH consumed AS (
+              UPDATE auth_challenges SET used_at = ${now}
+              WHERE nonce = ${nonce} AND message = ${message} AND used_at IS NULL AND expires_at > ${now}
+              RETURNING address
+            ), created AS (
+              INSERT INTO users (address, created_at) SELECT address, ${now}::timestamptz FROM consumed
+              ON CONFLICT (address) DO NOTHING
+              RETURNING address
+            ), opened AS (
+              INSERT INTO sessions (token_hash, address, created_at, expires_at)
+              SELECT ${tokenHash}::bytea, address, ${now}::timestamptz, ${expiresAt}::timestamptz FROM consumed
+              RETURNING address
+            )
+            SELECT address, EXISTS (SELECT FROM created) AS created FROM opened`
+    })
 
     /** Challenges are kept a day after expiry (for investigation), then dropped. */
     const pruneChallenges = (before: Date) => sql`DELETE FROM auth_challenges WHERE expires_at < ${before}`
-
-    const upsertUser = SqlSchema.single({
-      Request: Schema.Struct({ address: Schema.String, createdAt: Schema.DateFromSelf }),
-      Result: UserRow,
-      execute: (row) =>
-        sql`INSERT INTO users ${sql.insert(row)}
-            ON CONFLICT (address) DO UPDATE SET address = EXCLUDED.address
-            RETURNING address, created_at`
-    })
 
     const findUser = SqlSchema.findOne({
       Request: Schema.String,
       Result: UserRow,
       execute: (address) => sql`SELECT address, created_at FROM users WHERE address = ${address}`
-    })
-
-    const insertSession = SqlSchema.void({
-      Request: Schema.Struct({
-        tokenHash: Schema.Uint8ArrayFromSelf,
-        address: Schema.String,
-        createdAt: Schema.DateFromSelf,
-        expiresAt: Schema.DateFromSelf
-      }),
-      execute: (row) => sql`INSERT INTO sessions ${sql.insert(row)}`
     })
 
     const findSession = SqlSchema.findOne({
@@ -83,15 +88,12 @@ export class AuthRepo extends Effect.Service<AuthRepo>()("app/AuthRepo", {
       ...repository("AuthRepo", {
         insertChallenge,
         findChallenge,
-        consumeChallenge,
+        signIn,
         pruneChallenges,
-        upsertUser,
         findUser,
-        insertSession,
         findSession,
         deleteSession
-      }),
-      withTransaction: transactionally(sql)
+      })
     }
   })
 }) {}

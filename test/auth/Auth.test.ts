@@ -1,3 +1,4 @@
+import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, TestClock } from "effect"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
@@ -56,6 +57,44 @@ layer(AuthTest)("Auth under a test clock", (it) => {
       yield* TestClock.adjust("9 minutes")
       const result = yield* auth.verify(message, signature)
       expect(result.address).toBe(account.address)
+    })
+  )
+
+  it.effect("the first sign-in creates the user with its session; later ones only add a session", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(NOW)
+      const auth = yield* Auth
+      const first = yield* signedChallenge
+      expect(yield* auth.verify(first.message, first.signature)).toMatchObject({
+        address: first.account.address,
+        created: true
+      })
+      const { message } = yield* auth.challenge(first.account.address)
+      const signature = yield* Effect.promise(() => first.account.signMessage({ message }))
+      expect(yield* auth.verify(message, signature)).toMatchObject({ created: false })
+      const sql = yield* SqlClient.SqlClient
+      const rows = yield* sql<{ users: number; sessions: number; used: number }>`
+        SELECT (SELECT count(*)::int FROM users WHERE address = ${first.account.address}) AS users,
+               (SELECT count(*)::int FROM sessions WHERE address = ${first.account.address}) AS sessions,
+               (SELECT count(*)::int FROM auth_challenges WHERE address = ${first.account.address}
+                  AND used_at IS NOT NULL) AS used`
+      expect(rows).toEqual([{ users: 1, sessions: 2, used: 2 }])
+    })
+  )
+
+  it.effect("an expired challenge creates no user and stays unused", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(NOW)
+      const auth = yield* Auth
+      const { account, message, signature } = yield* signedChallenge
+      yield* TestClock.adjust("10 minutes")
+      expect((yield* Effect.flip(auth.verify(message, signature)))._tag).toBe("ChallengeExpired")
+      const sql = yield* SqlClient.SqlClient
+      const rows = yield* sql<{ users: number; unused: number }>`
+        SELECT (SELECT count(*)::int FROM users WHERE address = ${account.address}) AS users,
+               (SELECT count(*)::int FROM auth_challenges WHERE address = ${account.address}
+                  AND used_at IS NULL) AS unused`
+      expect(rows).toEqual([{ users: 0, unused: 1 }])
     })
   )
 

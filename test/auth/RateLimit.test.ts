@@ -1,9 +1,12 @@
+import { HttpServerRequest } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { ConfigProvider, Context, Effect, Layer } from "effect"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
+import { RateLimiter } from "../../src/RateLimit.js"
 import { newAccount } from "../support/auth.js"
 import { send } from "../support/http.js"
+import { TestDatabase } from "../support/TestDatabase.js"
 import { testServer } from "../support/TestServer.js"
 
 layer(
@@ -32,10 +35,6 @@ layer(
       // Verification counts against the same budget.
       const verify = yield* send("POST", "/auth/verify", { json: { message: "x", signature: "0x00" } })
       expect(verify.status).toBe(429)
-      // The count lives in the database, where every replica sees it.
-      const sql = yield* SqlClient.SqlClient
-      const rows = yield* sql<{ bucket: string; hits: number }>`SELECT bucket, hits FROM rate_limit_hits`
-      expect(rows.find((row) => row.bucket.startsWith("signin:"))?.hits).toBe(5)
     })
   )
 
@@ -48,6 +47,67 @@ layer(
       expect(limited.status).toBe(429)
       expect(limited.body.code).toBe("RATE_LIMITED")
       expect((yield* send("GET", "/health")).status).toBe(200)
+    })
+  )
+})
+
+/** One replica's limiter: its own instance (own memory, own sync loop) on the shared database. */
+const replica = Layer.build(Layer.fresh(RateLimiter.Default)).pipe(Effect.map(Context.get(RateLimiter)))
+
+const request = HttpServerRequest.fromWeb(new Request("http://localhost/auth/challenge", { method: "POST" }))
+
+/** One sign-in request through `limiter`: 200 or 429, as the endpoint would answer. */
+const hit = (limiter: RateLimiter) =>
+  limiter
+    .consume("signin")
+    .pipe(
+      Effect.provideService(HttpServerRequest.HttpServerRequest, request),
+      Effect.match({ onFailure: (error) => (error._tag === "RateLimited" ? 429 : error._tag), onSuccess: () => 200 })
+    )
+
+// The test clock stands still, so the replicas' own sync loops (first tick one interval after
+// start) never run here: every sync is the one the test forces.
+layer(
+  TestDatabase.pipe(
+    Layer.provideMerge(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["RATE_LIMIT_SIGNIN", "3"]]))))
+  )
+)("rate limits across replicas", (it) => {
+  it.scoped("two replicas on one database hold one limit, each within one sync of the other's hits", () =>
+    Effect.gen(function* () {
+      const a = yield* replica
+      const b = yield* replica
+      expect([yield* hit(a), yield* hit(a), yield* hit(b)]).toEqual([200, 200, 200])
+      yield* a.sync
+      yield* b.sync
+      // b has seen 1 hit itself, but its sync read the shared 3.
+      expect(yield* hit(b)).toBe(429)
+      // a's view is as of its own sync (2): one more hit gets through, the bound the docs state,
+      // and its next sync closes the window for it too.
+      expect(yield* hit(a)).toBe(200)
+      yield* a.sync
+      expect(yield* hit(a)).toBe(429)
+      yield* a.sync
+      yield* b.sync
+      const sql = yield* SqlClient.SqlClient
+      const rows = yield* sql<{ bucket: string; hits: number }>`SELECT bucket, hits FROM rate_limit_hits`
+      expect(rows).toEqual([{ bucket: "signin:unknown", hits: 6 }])
+    })
+  )
+
+  it.scoped("hits are counted once however often a replica syncs, and an idle replica writes nothing", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`DELETE FROM rate_limit_hits`
+      const a = yield* replica
+      yield* a.sync
+      expect(yield* sql`SELECT * FROM rate_limit_hits`).toEqual([])
+      yield* hit(a)
+      yield* a.sync
+      yield* a.sync
+      yield* hit(a)
+      yield* a.sync
+      const rows = yield* sql<{ hits: number }>`SELECT hits FROM rate_limit_hits`
+      expect(rows).toEqual([{ hits: 2 }])
     })
   )
 })

@@ -2,7 +2,8 @@ import { describe, expect, it } from "@effect/vitest"
 import { ParsedMessage } from "@spruceid/siwe-parser"
 import { FastCheck } from "effect"
 import { getAddress } from "viem"
-import { buildChallenge, CHALLENGE_TTL_MS, nonceOf } from "../../src/auth/Siwe.js"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { buildChallenge, CHALLENGE_TTL_MS, challengeOf, signedByKey } from "../../src/auth/Siwe.js"
 
 const address = FastCheck.uint8Array({ minLength: 20, maxLength: 20 }).map((bytes) =>
   getAddress(`0x${Buffer.from(bytes).toString("hex")}`)
@@ -16,7 +17,7 @@ const instant = FastCheck.integer({ min: Date.parse("2000-01-01"), max: Date.par
 
 describe("SIWE challenges", () => {
   it.prop(
-    "every challenge is a valid EIP-4361 message for the site, and its nonce is found again",
+    "every challenge is a valid EIP-4361 message for the site, and its nonce and address are found again",
     [site, address, nonce, instant],
     ([s, a, n, now]) => {
       const challenge = buildChallenge(s, a, n, now)
@@ -31,18 +32,35 @@ describe("SIWE challenges", () => {
       expect(Date.parse(parsed.issuedAt)).toBe(now)
       expect(Date.parse(parsed.expirationTime!)).toBe(now + CHALLENGE_TTL_MS)
       expect(challenge.expiresAt - challenge.issuedAt).toBe(CHALLENGE_TTL_MS)
-      expect(nonceOf(challenge.message)).toBe(n)
+      expect(challengeOf(challenge.message)).toEqual({ nonce: n, address: a })
     }
   )
 
   it("has no nonce for text that is not a SIWE message or whose nonce is short", () => {
-    expect(nonceOf("hello")).toBeUndefined()
+    expect(challengeOf("hello")).toBeUndefined()
     const short = buildChallenge(
       { appUrl: "https://app.example.com", chainId: 1 },
       getAddress(`0x${"ab".repeat(20)}`),
       "abcd1234",
       0
     )
-    expect(nonceOf(short.message)).toBeUndefined()
+    expect(challengeOf(short.message)).toBeUndefined()
+  })
+
+  it("accepts the key's own signature only: another key's, a changed message or garbage is refused", async () => {
+    const key = privateKeyToAccount(generatePrivateKey())
+    const { message } = buildChallenge(
+      { appUrl: "https://app.example.com", chainId: 1 },
+      key.address,
+      "a".repeat(16),
+      0
+    )
+    const signature = await key.signMessage({ message })
+    expect(await signedByKey(key.address, message, signature)).toBe(true)
+    expect(await signedByKey(key.address.toLowerCase() as `0x${string}`, message, signature)).toBe(true)
+    expect(await signedByKey(key.address, `${message} `, signature)).toBe(false)
+    const other = privateKeyToAccount(generatePrivateKey())
+    expect(await signedByKey(key.address, message, await other.signMessage({ message }))).toBe(false)
+    expect(await signedByKey(key.address, message, "0x00")).toBe(false)
   })
 })
