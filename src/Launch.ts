@@ -7,6 +7,7 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Cause, Config, ConfigError, Effect, Layer, Logger, Option } from "effect"
 import { EmbeddedServerError } from "./EmbeddedServer.js"
+import { JsonLogLive } from "./LogSink.js"
 import { SERVICE_NAME } from "./ServiceInfo.js"
 
 /** An error and its causes on one line: "PgClient: Failed to connect: connect ECONNREFUSED 127.0.0.1:1". */
@@ -27,7 +28,7 @@ const startLogger = Config.literal(
 )("LOG_FORMAT").pipe(
   Config.withDefault("json" as const),
   Effect.orElseSucceed(() => "json" as const),
-  Effect.map((format) => (format === "json" ? Logger.json : Logger.pretty))
+  Effect.map((format) => (format === "json" ? JsonLogLive : Logger.pretty))
 )
 
 /** The fatal line's message and annotations for what ended the start. */

@@ -12,8 +12,8 @@
  * | `agent_tick_duration_seconds` | histogram | – |
  * | `db_pool_connections` | gauge | `state` (`total`, `idle`, `waiting`) |
  */
-import { HttpApi, type HttpApiGroup, HttpMiddleware, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Cause, Effect, Exit, Metric, MetricBoundaries, type MetricPair, Option } from "effect"
+import { HttpApi, type HttpApiGroup, HttpServerResponse } from "@effect/platform"
+import { Cause, Effect, Exit, Metric, MetricBoundaries, MetricLabel, type MetricPair, Option } from "effect"
 import type { DatabasePool } from "./Database.js"
 
 const requests = Metric.counter("http_requests_total", { description: "HTTP requests answered" })
@@ -52,79 +52,67 @@ export const countAgentDecision = (action: string, status: string) =>
 // ---------------------------------------------------------------------------------------------------
 // Routes
 
-/** A path template as a matcher: `/merchant/orders/:id/pay` matches `/merchant/orders/abc/pay`. */
-const matcherOf = (template: string) => {
-  const parts = template.split("/")
-  return (segments: ReadonlyArray<string>) =>
-    segments.length === parts.length && parts.every((part, i) => part.startsWith(":") || part === segments[i])
-}
+/** A path template's segments, `undefined` where a parameter (`:id`) matches any segment. */
+const segmentsOf = (template: string) => template.split("/").map((part) => (part.startsWith(":") ? undefined : part))
 
 /**
  * The route template of a request path among the API's endpoints, so that metrics carry a bounded
- * set of labels whatever paths clients send; `unmatched` for everything else.
+ * set of labels whatever paths clients send; `unmatched` for everything else. Templates are looked
+ * up by method and segment count, so a request compares its path with a few candidates only.
  */
 export const routeTemplates = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(
   api: HttpApi.HttpApi<Id, Groups, E, R>
 ) => {
-  const routes: Array<{
-    readonly method: string
-    readonly template: string
-    readonly matches: ReturnType<typeof matcherOf>
-  }> = []
+  const candidates = new Map<string, Array<{ readonly template: string; readonly parts: Array<string | undefined> }>>()
+  const add = (method: string, template: string) => {
+    const parts = segmentsOf(template)
+    const key = `${method} ${parts.length}`
+    const list = candidates.get(key) ?? []
+    list.push({ template, parts })
+    candidates.set(key, list)
+  }
   HttpApi.reflect(api, {
     onGroup: () => {},
-    onEndpoint: ({ endpoint }) => {
-      routes.push({ method: endpoint.method, template: endpoint.path, matches: matcherOf(endpoint.path) })
-    }
+    onEndpoint: ({ endpoint }) => add(endpoint.method, endpoint.path)
   })
-  for (const template of ["/docs", "/openapi.json", "/metrics"]) {
-    routes.push({ method: "GET", template, matches: matcherOf(template) })
-  }
+  for (const template of ["/docs", "/openapi.json", "/metrics"]) add("GET", template)
   return (method: string, path: string) => {
-    const segments = path.split("?")[0]!.split("/")
-    return routes.find((route) => route.method === method && route.matches(segments))?.template ?? "unmatched"
+    const query = path.indexOf("?")
+    const segments = (query === -1 ? path : path.slice(0, query)).split("/")
+    const found = candidates
+      .get(`${method} ${segments.length}`)
+      ?.find((route) => route.parts.every((part, i) => part === undefined || part === segments[i]))
+    return found?.template ?? "unmatched"
   }
 }
 
 /** The status a request that ended without a response is counted under. */
-const statusOfExit = (exit: Exit.Exit<HttpServerResponse.HttpServerResponse, unknown>) =>
+export const statusOfExit = (exit: Exit.Exit<HttpServerResponse.HttpServerResponse, unknown>) =>
   Exit.isSuccess(exit) ? exit.value.status : Cause.isInterruptedOnly(exit.cause) ? 499 : 500
 
 /**
- * Counts and times every request by method, route template and status. The tagged metrics of each
- * label set are made once: tagging allocates and hashes, and this runs on every request.
+ * Counts and times a request by method, route template and status: `(method, url, status,
+ * seconds)`, called once per answered request. Each label set's arrays are made once and passed
+ * as they are: the metric registry caches its series by the array's identity, so an update finds
+ * it without building or hashing a key (`Metric.tagged` copies its labels on every update).
  */
-export const withRequestMetrics = (routeOf: (method: string, path: string) => string) => {
+export const requestMetrics = (routeOf: (method: string, path: string) => string) => {
   const series = new Map<
     string,
-    { readonly count: Metric.Metric.Counter<number>; readonly time: typeof requestDuration }
+    { readonly count: ReadonlyArray<MetricLabel.MetricLabel>; readonly time: ReadonlyArray<MetricLabel.MetricLabel> }
   >()
-  const seriesOf = (method: string, route: string, status: number) => {
+  return (method: string, url: string, status: number, seconds: number) => {
+    const route = routeOf(method, url)
     const key = `${method} ${route} ${status}`
     let found = series.get(key)
     if (found === undefined) {
-      const time = requestDuration.pipe(Metric.tagged("method", method), Metric.tagged("route", route))
-      found = {
-        count: requests.pipe(
-          Metric.tagged("method", method),
-          Metric.tagged("route", route),
-          Metric.tagged("status", String(status))
-        ),
-        time
-      }
+      const time = [MetricLabel.make("method", method), MetricLabel.make("route", route)]
+      found = { count: [...time, MetricLabel.make("status", String(status))], time }
       series.set(key, found)
     }
-    return found
+    requests.unsafeUpdate(1, found.count)
+    requestDuration.unsafeUpdate(seconds, found.time)
   }
-  return HttpMiddleware.make((app) =>
-    Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-      const started = performance.now()
-      return Effect.onExit(app, (exit) => {
-        const { count, time } = seriesOf(request.method, routeOf(request.method, request.url), statusOfExit(exit))
-        return Effect.zipRight(Metric.increment(count), Metric.update(time, (performance.now() - started) / 1000))
-      })
-    })
-  )
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -22,7 +22,23 @@ import {
   OpenApi
 } from "@effect/platform"
 import { NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
-import { Cause, Config, ConfigError, Deferred, Duration, Effect, Either, Layer, Option } from "effect"
+import {
+  Cause,
+  Config,
+  ConfigError,
+  Context,
+  Deferred,
+  Duration,
+  Effect,
+  Either,
+  Exit,
+  type FiberId,
+  FiberRef,
+  HashSet,
+  Layer,
+  LogLevel,
+  Option
+} from "effect"
 import { AgentEnabledApi, Api, CoreApi, MerchantEnabledApi } from "./Api.js"
 import {
   BadRequest,
@@ -54,7 +70,8 @@ import { KycConfig } from "./kyc/KycConfig.js"
 import { KycProvider } from "./kyc/KycProvider.js"
 import { SandboxDeskLive } from "./kyc/SandboxDesk.js"
 import { LandingLive } from "./Landing.js"
-import { metricsResponse, routeTemplates, withRequestMetrics } from "./Metrics.js"
+import { jsonLineLogger, writeLogLine } from "./LogSink.js"
+import { metricsResponse, requestMetrics, routeTemplates, statusOfExit } from "./Metrics.js"
 import { MarketHttpLive } from "./market/Http.js"
 import { Market, MarketRefreshLive } from "./market/Market.js"
 import { MerchantHttpLive } from "./merchant/Http.js"
@@ -261,33 +278,92 @@ const withCheckedBody = <E, R>(request: HttpServerRequest.HttpServerRequest, app
     )
   })
 
+const idHeaders = (response: HttpServerResponse.HttpServerResponse, id: string) =>
+  HttpServerResponse.setHeaders(response, {
+    "x-request-id": id,
+    ...(response.status === 503 && response.headers["retry-after"] === undefined
+      ? { "retry-after": String(RETRY_AFTER_SECONDS) }
+      : {})
+  })
+
+/** The access-log line of a request, as the JSON logger would write it, built without the logger. */
+const accessLine = (method: string, url: string, status: number, id: string, fiber: FiberId.Runtime) =>
+  `{"message":"Sent HTTP response","logLevel":"INFO","timestamp":"${new Date().toISOString()}",` +
+  `"annotations":{"http.method":${JSON.stringify(method)},"http.url":${JSON.stringify(url)},` +
+  `"http.status":${status},"requestId":${JSON.stringify(id)}},"spans":{},"fiberId":"#${fiber.id}"}`
+
 /**
- * The request pipeline in front of the API: echoes a caller's `x-request-id` (or a fresh one) and
- * tags the request's logs and span with it, gives every 503 a `Retry-After`, and checks the body
- * (`withCheckedBody`). The response is written before a serve middleware returns, so headers go on
- * through a pre-response handler.
+ * The request pipeline in front of the API, in one step (each middleware layer costs every request
+ * fibre-runtime steps and allocations): echoes a caller's `x-request-id` (or a fresh one) on the
+ * response and tags the request's logs (and span, when tracing) with it, gives every 503 a
+ * `Retry-After`, checks the body (`withCheckedBody`), counts and times the request
+ * (`requestMetrics`) and writes its access-log line. It wraps the API before the server writes the
+ * response, so headers go on the response itself; only an app failure (the client gone, a cause
+ * nothing encoded) takes a pre-response handler. With the JSON logger the access line is written
+ * to the log batch directly (the Effect logger's per-line work was most of a request's logging
+ * cost); under a minimum level above Info it is not built at all.
  */
-const requestPipeline = HttpMiddleware.make((app) =>
-  Effect.gen(function* () {
-    const request = yield* HttpServerRequest.HttpServerRequest
-    const given = request.headers["x-request-id"]
-    const id = given !== undefined && REQUEST_ID.test(given) ? given : crypto.randomUUID()
-    yield* Effect.annotateCurrentSpan("http.request.id", id)
-    yield* HttpApp.appendPreResponseHandler((_request, response) =>
-      Effect.succeed(
-        HttpServerResponse.setHeaders(response, {
-          "x-request-id": id,
-          ...(response.status === 503 && response.headers["retry-after"] === undefined
-            ? { "retry-after": String(RETRY_AFTER_SECONDS) }
-            : {})
+const makeRequestPipeline = Effect.gen(function* () {
+  const tracing = yield* FiberRef.get(FiberRef.currentTracerEnabled)
+  const logged = LogLevel.greaterThanEqual(LogLevel.Info, yield* FiberRef.get(FiberRef.currentMinimumLogLevel))
+  const direct = logged && HashSet.has(yield* FiberRef.get(FiberRef.currentLoggers), jsonLineLogger)
+  const record = requestMetrics(routeOf)
+  return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+    Effect.withFiberRuntime((fiber) => {
+      const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
+      const started = performance.now()
+      const given = request.headers["x-request-id"]
+      const id = given !== undefined && REQUEST_ID.test(given) ? given : crypto.randomUUID()
+      const answered = (exit: Exit.Exit<HttpServerResponse.HttpServerResponse, E>) => {
+        const status = statusOfExit(exit)
+        record(request.method, request.url, status, (performance.now() - started) / 1000)
+        if (direct && Exit.isSuccess(exit)) {
+          writeLogLine(accessLine(request.method, request.url, status, id, fiber.id()))
+          return Effect.void
+        }
+        if (!logged) return Effect.void
+        const annotations = { "http.method": request.method, "http.url": request.url, "http.status": status }
+        return Effect.annotateLogs(
+          Exit.isSuccess(exit) ? Effect.log("Sent HTTP response") : Effect.log("Sent HTTP response", exit.cause),
+          annotations
+        )
+      }
+      const served = withCheckedBody(request, app).pipe(
+        Effect.onExit(answered),
+        Effect.annotateLogs("requestId", id),
+        Effect.matchCauseEffect({
+          onSuccess: (response) => Effect.succeed(idHeaders(response, id)),
+          onFailure: (cause) =>
+            Effect.zipRight(
+              HttpApp.appendPreResponseHandler((_request, response) => Effect.succeed(idHeaders(response, id))),
+              Effect.failCause(cause)
+            )
         })
       )
-    )
-    return yield* withCheckedBody(request, app).pipe(
-      Effect.annotateLogs("requestId", id),
-      HttpIncomingMessage.withMaxBodySize(Option.some(FileSystem.Size(MAX_BODY_BYTES)))
-    )
+      return tracing ? Effect.zipRight(Effect.annotateCurrentSpan("http.request.id", id), served) : served
+    })
+})
+
+/**
+ * The API served through the request pipeline. Bodies are read by `withCheckedBody` (never past
+ * MAX_BODY_BYTES); the platform's own limit is set to the same. Without tracing the platform's
+ * per-request span (URL parsing, header redaction) is skipped too.
+ */
+const ServeLive = Layer.unwrapEffect(
+  Effect.gen(function* () {
+    const app = yield* HttpApiBuilder.httpApp
+    const pipeline = yield* makeRequestPipeline
+    const serve = HttpServer.serve(pipeline(app))
+    return (yield* FiberRef.get(FiberRef.currentTracerEnabled))
+      ? serve
+      : HttpMiddleware.withTracerDisabledWhen(serve, () => true)
   })
+).pipe(
+  Layer.provide([
+    HttpApiBuilder.Router.Live,
+    HttpApiBuilder.Middleware.layer,
+    Layer.succeed(HttpIncomingMessage.MaxBodySize, Option.some(FileSystem.Size(MAX_BODY_BYTES)))
+  ])
 )
 
 /** The domain services, each with its own repositories; the ports they use come from outside. */
@@ -416,7 +492,7 @@ const StartupSummary = Layer.scopedDiscard(
  * for a handler that is not attached yet (and hold up shutdown).
  */
 export const httpLive = <A, E, R>(server: Layer.Layer<A | HttpServer.HttpServer, E, R>) =>
-  HttpApiBuilder.serve((app) => requestPipeline(HttpMiddleware.logger(withRequestMetrics(routeOf)(app)))).pipe(
+  ServeLive.pipe(
     Layer.merge(AnnounceAddress),
     Layer.merge(StartupSummary),
     Layer.provideMerge(server),

@@ -1,4 +1,14 @@
-import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync } from "node:fs"
+import {
+  chmodSync,
+  copyFileSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  symlinkSync
+} from "node:fs"
 import { connect, createServer } from "node:net"
 import path from "node:path"
 import { FetchHttpClient } from "@effect/platform"
@@ -100,7 +110,37 @@ const checkoutWithBrokenInitdb = (root: string) => {
   return initdb
 }
 
+/** The node arguments of package.json's `start` script ("node <args>"). */
+const npmStartArgs = () => {
+  const start = (JSON.parse(readFileSync("package.json", "utf8")) as { scripts: { start: string } }).scripts.start
+  const [command, ...args] = start.split(" ")
+  expect(command).toBe("node")
+  return args
+}
+
 describe("npm start on embedded defaults", () => {
+  it.scopedLive(
+    "npm start runs the bundled build, and a second start reuses it",
+    () =>
+      Effect.gen(function* () {
+        const dataDir = yield* freshDataDir
+        const env = { PORT: String(yield* freePort), DATA_DIR: dataDir }
+        const first = yield* startService(env, undefined, npmStartArgs())
+        expect((yield* fetchFrom(first, "/ready")).status).toBe(200)
+        expect((yield* fetchFrom(first, "/openapi.json")).status).toBe(200)
+        expect(yield* stopService(first, "SIGTERM")).toBe(0)
+        expect(logLines(first.output()).at(-1)?.message).toBe("card-service stopped")
+        const bundle = path.join("dist", "src", "main.js")
+        const builtAt = statSync(bundle).mtimeMs
+
+        const second = yield* startService(env, undefined, npmStartArgs())
+        expect((yield* fetchFrom(second, "/health")).status).toBe(200)
+        expect(yield* stopService(second, "SIGTERM")).toBe(0)
+        expect(statSync(bundle).mtimeMs).toBe(builtAt)
+      }),
+    180_000
+  )
+
   it.scopedLive(
     "serves /health and /ready with no configuration, and SIGTERM shuts down cleanly",
     () =>

@@ -30,16 +30,19 @@ export const temporaryDirectory = (prefix: string) =>
     (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
   )
 
+/** What runs the service: the TypeScript sources through tsx. */
+const TSX_MAIN: ReadonlyArray<string> = ["--import", "tsx", "src/main.ts"]
+
 /**
- * Spawns `src/main.ts` as `npm start` does, with exactly the environment given (plus PATH/HOME), from
- * `cwd`. When the scope closes it is stopped (SIGTERM, then SIGKILL) if still running; a watchdog
+ * Spawns `src/main.ts` as `npm start` does (or node with `args`), with exactly the environment given
+ * (plus PATH/HOME), from `cwd`. When the scope closes it is stopped (SIGTERM, then SIGKILL) if still running; a watchdog
  * stops it if the test process dies first.
  */
-export const spawnService = (env: Record<string, string>, cwd = process.cwd()) =>
+export const spawnService = (env: Record<string, string>, cwd = process.cwd(), args = TSX_MAIN) =>
   Effect.acquireRelease(
     Effect.gen(function* () {
       let output = ""
-      const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+      const child = spawn(process.execPath, args, {
         cwd,
         env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
         stdio: ["ignore", "pipe", "pipe"]
@@ -176,9 +179,9 @@ export const callService = (
   })
 
 /** Starts the service (see `spawnService`) and waits until `/health` answers. */
-export const startService = (env: Record<string, string>, cwd?: string) =>
+export const startService = (env: Record<string, string>, cwd?: string, args?: ReadonlyArray<string>) =>
   Effect.gen(function* () {
-    const service = yield* spawnService(env, cwd)
+    const service = yield* spawnService(env, cwd, args)
     const healthy = Effect.tryPromise(() =>
       fetch(`${service.baseUrl}/health`, { signal: AbortSignal.timeout(2_000) }).then((r) =>
         r.ok ? r : Promise.reject(r.status)
