@@ -6,14 +6,14 @@ import { type ChildProcess, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Redacted, Schedule } from "effect"
-import pg from "pg"
 import { createPublicClient, createWalletClient, erc20Abi, http, maxUint256, parseAbiItem, parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { agentWalletKey } from "../../src/agent/ChainAgentWallet.js"
 import { type Devnet, startDevnet } from "../../src/chain/Devnet.js"
 import { mintStock, mintUsd1 } from "../../src/chain/DevnetOperator.js"
 import { callService, devnetServiceEnv, type ServiceProcess, startService, stopService } from "../support/process.js"
-import { temporaryDatabaseUrl } from "../support/TestDatabase.js"
+import { devnetRpc as rpc } from "../support/TestChain.js"
+import { queryDatabase as query, temporaryDatabaseUrl } from "../support/TestDatabase.js"
 
 /** Friday 2026-11-20 15:40 ET: a token may be sold. */
 const FRIDAY_1540_ET = Date.parse("2026-11-20T20:40:00Z")
@@ -71,26 +71,6 @@ const fund = (devnet: Devnet, wallets: ReadonlyArray<`0x${string}`>, options: { 
         }
       }).pipe(Effect.orDie),
     { discard: true }
-  )
-
-const query = <A>(databaseUrl: string, text: string, values: ReadonlyArray<unknown> = []) =>
-  Effect.promise(async () => {
-    const client = new pg.Client({ connectionString: databaseUrl })
-    await client.connect()
-    try {
-      return (await client.query(text, [...values])).rows as Array<A>
-    } finally {
-      await client.end()
-    }
-  })
-
-const rpc = (devnet: Devnet, method: string, params: ReadonlyArray<unknown> = []) =>
-  Effect.promise(() =>
-    fetch(devnet.rpcUrl, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params })
-    }).then((r) => r.json())
   )
 
 /** USD1 transfers into the given addresses. */

@@ -3,6 +3,8 @@ import { expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { runToExit } from "../support/process.js"
 
+// The steps the issue asks the demo to walk, written out rather than imported from scripts/demo.ts:
+// a step dropped or renamed there must fail this test.
 const STEPS = [
   "start the service",
   "sign in with the card key",

@@ -4,13 +4,13 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Schedule } from "effect"
-import pg from "pg"
 import { createPublicClient, erc20Abi, type Hex, http, parseAbiItem, parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS, type Devnet, startDevnet } from "../../src/chain/Devnet.js"
 import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { callService, devnetServiceEnv, type ServiceProcess, startService, stopService } from "../support/process.js"
-import { temporaryDatabaseUrl } from "../support/TestDatabase.js"
+import { devnetRpc as rpc } from "../support/TestChain.js"
+import { queryDatabase as query, temporaryDatabaseUrl } from "../support/TestDatabase.js"
 import { signPayment } from "../support/x402.js"
 
 const merchant = privateKeyToAccount(generatePrivateKey())
@@ -21,15 +21,6 @@ const serviceEnv = (devnet: Devnet, databaseUrl: string) =>
     RECONCILE_INTERVAL: "200 millis",
     SETTLEMENT_RECONCILE_AFTER: "1 second"
   })
-
-const rpc = (devnet: Devnet, method: string, params: ReadonlyArray<unknown> = []) =>
-  Effect.promise(() =>
-    fetch(devnet.rpcUrl, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params })
-    }).then((r) => r.json())
-  )
 
 const transfersToMerchant = (devnet: Devnet) =>
   Effect.promise(() =>
@@ -50,17 +41,6 @@ const merchantBalance = (devnet: Devnet) =>
       args: [merchant.address]
     })
   )
-
-const query = (databaseUrl: string, text: string, values: ReadonlyArray<unknown>) =>
-  Effect.promise(async () => {
-    const client = new pg.Client({ connectionString: databaseUrl })
-    await client.connect()
-    try {
-      return (await client.query(text, [...values])).rows
-    } finally {
-      await client.end()
-    }
-  })
 
 const newOrder = (service: ServiceProcess, amount: string) =>
   Effect.gen(function* () {

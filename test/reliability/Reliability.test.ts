@@ -7,11 +7,12 @@ import { HttpServer } from "@effect/platform"
 import { afterAll, describe, expect, it, layer } from "@effect/vitest"
 import { Duration, Effect, Fiber, Schedule } from "effect"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
-import { type Devnet, startDevnet } from "../../src/chain/Devnet.js"
+import { startDevnet } from "../../src/chain/Devnet.js"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
 import { startService, stopService } from "../support/process.js"
 import { startTcpProxy } from "../support/TcpProxy.js"
-import { temporaryDatabaseUrl } from "../support/TestDatabase.js"
+import { devnetRpc as rpc } from "../support/TestChain.js"
+import { queryDatabase as query, temporaryDatabaseUrl } from "../support/TestDatabase.js"
 import { testServer } from "../support/TestServer.js"
 import { record, table } from "./figures.js"
 import { fuzz, samples } from "./fuzzRun.js"
@@ -26,7 +27,6 @@ import {
   killBackends,
   payers,
   payOnce,
-  query,
   serviceEnv,
   statuses
 } from "./services.js"
@@ -299,12 +299,3 @@ describe("reliability", () => {
     180_000
   )
 })
-
-const rpc = (devnet: Devnet, method: string, params: ReadonlyArray<unknown> = []) =>
-  Effect.promise(() =>
-    fetch(devnet.rpcUrl, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params })
-    }).then((response) => response.json())
-  )

@@ -4,13 +4,13 @@
  * say afterwards.
  */
 import { Effect, Schedule } from "effect"
-import pg from "pg"
 import { createPublicClient, type Hex, http, parseAbiItem, parseUnits } from "viem"
 import { type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts"
 import { Usd1Artifact } from "../../src/chain/contracts/artifacts.js"
 import { ANVIL_ACCOUNT_KEYS, type Devnet } from "../../src/chain/Devnet.js"
 import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { type Answer, callService, devnetServiceEnv, type ServiceProcess } from "../support/process.js"
+import { queryDatabase as query } from "../support/TestDatabase.js"
 import { signPayment } from "../support/x402.js"
 
 /** Dev accounts 1-8 hold 10,000 USD1 each on a fresh devnet (9 is the relayer). */
@@ -90,17 +90,6 @@ export const payOnce = (service: ServiceProcess, order: Order, payer: PrivateKey
       nonce: signed.payload.payload.authorization.nonce as Hex,
       answer
     } satisfies Attempt
-  })
-
-export const query = (databaseUrl: string, text: string, values: ReadonlyArray<unknown> = []) =>
-  Effect.promise(async () => {
-    const client = new pg.Client({ connectionString: databaseUrl })
-    await client.connect()
-    try {
-      return (await client.query(text, [...values])).rows
-    } finally {
-      await client.end()
-    }
   })
 
 /** Terminates every backend of the service's pool and migrations (not the test's own connections). */

@@ -5,6 +5,16 @@ import { EvmChain } from "../../src/chain/EvmChain.js"
 import { TokenRegistry } from "../../src/chain/Tokens.js"
 import { startTcpProxy, type TcpProxy } from "./TcpProxy.js"
 
+/** One JSON-RPC call to the devnet (anvil's own methods too: `evm_setAutomine`, `anvil_setBalance`, ...). */
+export const devnetRpc = (devnet: Devnet, method: string, params: ReadonlyArray<unknown> = []) =>
+  Effect.promise(() =>
+    fetch(devnet.rpcUrl, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params })
+    }).then((response) => response.json())
+  )
+
 /** The running test devnet, for operator helpers (`setStockPrice`, `setStockPaused`, `mintUsd1`, ...). */
 export class TestDevnet extends Context.Tag("test/TestDevnet")<TestDevnet, Devnet>() {}
 

@@ -1,6 +1,7 @@
 import * as Reactivity from "@effect/experimental/Reactivity"
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Redacted } from "effect"
+import pg from "pg"
 import { inject } from "vitest"
 import { sqlLayer } from "../../src/Database.js"
 import { startTcpProxy, type TcpProxy } from "./TcpProxy.js"
@@ -17,6 +18,22 @@ export const temporaryDatabaseUrl = Effect.gen(function* () {
   url.pathname = `/${name}`
   return url.toString()
 }).pipe(Effect.provide(Reactivity.layer), Effect.orDie)
+
+/** Runs one statement on its own connection: for tests that look at a service's database from outside. */
+export const queryDatabase = <A = Record<string, unknown>>(
+  databaseUrl: string,
+  text: string,
+  values: ReadonlyArray<unknown> = []
+) =>
+  Effect.promise(async () => {
+    const client = new pg.Client({ connectionString: databaseUrl })
+    await client.connect()
+    try {
+      return (await client.query(text, [...values])).rows as Array<A>
+    } finally {
+      await client.end()
+    }
+  })
 
 /** A freshly created, migrated database for one test file, dropped when the layer closes. */
 export const TestDatabase = Layer.unwrapScoped(Effect.map(temporaryDatabaseUrl, (url) => sqlLayer(Redacted.make(url))))
