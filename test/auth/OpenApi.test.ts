@@ -37,7 +37,7 @@ layer(testServer({}, { chain: InMemoryChain.layer() }), { excludeTestServices: t
       expect(text).not.toContain("HttpApiDecodeError")
       expect(text).not.toContain("_tag")
       // Errors are documented with their codes.
-      expect(spec.paths["/auth/verify"].post.responses["401"]).toBeDefined()
+      expect(spec.paths["/auth/verify"].post.responses["401"]).toHaveProperty(["content", "application/json"])
       expect(spec.components.schemas.BadRequest.properties.code.enum).toEqual(["BAD_REQUEST"])
       expect(spec.paths["/me"].get.security).toEqual([{ bearer: [] }])
     })
@@ -66,8 +66,8 @@ layer(testServer({ MERCHANT_PAY_TO: "0x000000000000000000000000000000000000dEaD"
       )
       const pay = spec.paths["/merchant/orders/{id}/pay"]
       expect(Object.keys(pay).sort()).toEqual(["get", "post"])
-      expect(pay.post.responses["402"]).toBeDefined()
-      expect(pay.post.responses["409"]).toBeDefined()
+      expect(pay.post.responses["402"]).toHaveProperty(["content", "application/json"])
+      expect(pay.post.responses["409"]).toHaveProperty(["content", "application/json"])
     })
   )
 })
