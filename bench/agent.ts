@@ -14,6 +14,7 @@ import { AgentLoop } from "../src/agent/AgentLoop.js"
 import { AppConfig } from "../src/Config.js"
 import { Statement } from "../src/cards/Statement.js"
 import { sqlLayer } from "../src/Database.js"
+import { Events } from "../src/events/Events.js"
 import { Market } from "../src/market/Market.js"
 import { portsLayer } from "../src/Ports.js"
 import { type BenchContext, median, type Section, serviceEnv } from "./harness.js"
@@ -76,7 +77,7 @@ const agentLayer = (ctx: BenchContext) =>
         LOG_LEVEL: "Warn"
       }
       return AgentLoop.Default.pipe(
-        Layer.provide([Market.Default, Statement.Default]),
+        Layer.provide([Market.Default, Statement.Default, Events.Default]),
         Layer.provide(portsLayer()),
         Layer.provideMerge(sqlLayer(Redacted.make(ctx.databaseUrl))),
         Layer.provide(AppConfig.layer),

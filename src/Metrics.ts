@@ -11,6 +11,10 @@
  * | `agent_decisions_total` | counter | `action`, `status` |
  * | `agent_tick_duration_seconds` | histogram | – |
  * | `db_pool_connections` | gauge | `state` (`total`, `idle`, `waiting`) |
+ * | `events_open_streams` | gauge | – (this replica's `GET /me/events` streams) |
+ * | `events_sent_total` | counter | `type` (`ready`, `kyc`, `payment`, `refill`, `decision`, `strategy`, `close`) |
+ * | `events_streams_closed_total` | counter | `reason` (`client`, `shutdown`, `signed-out`, `session-expired`, `replaced`, `events-expired`, `too-slow`) |
+ * | `events_notification_lag_seconds` | histogram | – (an event's commit to its read by a notified replica) |
  */
 import { HttpApi, type HttpApiGroup, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect, Exit, Metric, MetricBoundaries, MetricLabel, type MetricPair, Option } from "effect"
@@ -35,6 +39,26 @@ export const agentTickDuration = Metric.histogram(
 const dbPoolConnections = Metric.gauge("db_pool_connections", {
   description: "PostgreSQL pool connections, by state"
 })
+
+const openStreams = Metric.gauge("events_open_streams", { description: "Open event streams on this replica" })
+const eventsSent = Metric.counter("events_sent_total", { description: "Events sent on event streams, by type" })
+const streamsClosed = Metric.counter("events_streams_closed_total", {
+  description: "Event streams ended, by reason"
+})
+const notificationLag = Metric.histogram(
+  "events_notification_lag_seconds",
+  MetricBoundaries.exponential({ start: 0.001, factor: 2, count: 14 }),
+  "From an event's commit to its read by a replica told about it"
+)
+
+export const setOpenStreams = (count: number) => Metric.set(openStreams, count)
+
+export const countEventsSent = (type: string, count: number) =>
+  Metric.incrementBy(Metric.tagged(eventsSent, "type", type), count)
+
+export const countStreamClosed = (reason: string) => Metric.increment(Metric.tagged(streamsClosed, "reason", reason))
+
+export const recordNotificationLag = (seconds: number) => Metric.update(notificationLag, seconds)
 
 /**
  * `settled` and `failed` when a settlement is recorded (by the request or the reconciler),
