@@ -91,6 +91,8 @@ interface OpenStream {
   ending: EndReason | undefined
   sent: number
   readonly cut: () => void
+  /** Bytes handed to the connection and not yet sent (the socket's own buffer). */
+  readonly socketBytes: () => number
   readonly span: Tracer.Span
 }
 
@@ -448,6 +450,7 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
         ending: undefined,
         sent: 1,
         cut: () => response?.destroy(),
+        socketBytes: () => response?.writableLength ?? 0,
         span
       }
       stream.outbox.offer(
@@ -479,18 +482,19 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
       for (const stream of streams.values()) cutOff(stream, "shutdown")
     })
 
-    /** What tests look at: each open stream's position and pending bytes. */
+    /** What tests and tools look at: each open stream's position and the bytes it holds. */
     const snapshot = Effect.sync(() =>
       [...streams.values()].map((stream) => ({
         id: stream.id,
         address: stream.address,
         position: stream.cursor,
         pendingBytes: stream.outbox.pendingBytes,
+        socketBytes: stream.socketBytes(),
         capacity: stream.outbox.capacity
       }))
     )
 
-    return { open, closeAll, snapshot, settings }
+    return { open, closeAll, prune, snapshot, settings }
   }),
   dependencies: [EventRepo.Default]
 }) {}

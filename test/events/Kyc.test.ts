@@ -5,9 +5,9 @@
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
+import { approve, kycEnv, openSandboxSession, signIn } from "../kyc/helpers.js"
 import { readEvents } from "../support/events.js"
 import { testServer } from "../support/TestServer.js"
-import { approve, kycEnv, openSandboxSession, signIn } from "../kyc/helpers.js"
 
 layer(testServer(kycEnv(), { chain: InMemoryChain.layer() }), { excludeTestServices: true })(
   "the identity check on the event stream",

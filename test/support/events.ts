@@ -1,7 +1,8 @@
 /** Reading a user's event stream in tests, with the card app's own reader (src/events/EventStreamClient.ts). */
-import { Duration, Effect, Fiber, Schedule, Stream } from "effect"
+import { FetchHttpClient } from "@effect/platform"
+import { Duration, Effect, type Either, Fiber, Schedule, Stream } from "effect"
 import type { StreamEvent } from "../../src/events/Api.js"
-import { type EventStreamOptions, eventStream } from "../../src/events/EventStreamClient.js"
+import { type EventStreamError, type EventStreamOptions, eventStream } from "../../src/events/EventStreamClient.js"
 
 export interface EventReader {
   /** Every event received so far, in order. */
@@ -15,8 +16,8 @@ export interface EventReader {
     predicate: (event: StreamEvent) => boolean,
     options?: { readonly skip?: number; readonly within?: Duration.DurationInput }
   ) => Effect.Effect<StreamEvent>
-  /** The stream's end: its failure, if it failed. */
-  readonly ended: Effect.Effect<unknown>
+  /** Waits for the stream's end: `Left` with the reader's error, or `Right` when it just ended. */
+  readonly ended: Effect.Effect<Either.Either<void, EventStreamError>>
   readonly stop: Effect.Effect<void>
 }
 
@@ -27,6 +28,8 @@ export const readEvents = (options: Partial<EventStreamOptions> & { readonly tok
     const fiber = yield* eventStream({ baseUrl: "", ...options }).pipe(
       Stream.runForEach((event) => Effect.sync(() => received.push(event))),
       Effect.either,
+      // A URL of its own (a proxy, another replica): fetch, as a browser reads it.
+      options.baseUrl?.startsWith("http") ? Effect.provide(FetchHttpClient.layer) : (read) => read,
       Effect.forkScoped
     )
     const reader: EventReader = {
