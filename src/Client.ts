@@ -33,8 +33,8 @@ export const makeClient = (options: ClientOptions) =>
       : { transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(options.token)) })
   })
 
-export { EventStreamError, type EventStreamOptions, eventStream } from "./events/EventStreamClient.js"
 export type { StreamEvent } from "./events/Api.js"
+export { EventStreamError, type EventStreamOptions, eventStream } from "./events/EventStreamClient.js"
 
 /** The client's type, for whoever keeps one around. */
 export type Client = Effect.Effect.Success<ReturnType<typeof makeClient>>

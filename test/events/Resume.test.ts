@@ -39,7 +39,7 @@ describe("nextRun", () => {
       const from = Math.min(readAfter, cursor)
       const rows = ids.filter((id) => id > from).map((id) => ({ id }))
       const { run, gap } = nextRun(cursor, rows)
-      run.forEach((row, i) => expect(row.id).toBe(cursor + 1 + i))
+      expect(run.map((row) => row.id)).toEqual(run.map((_, i) => cursor + 1 + i))
       const following = cursor + run.length + 1
       const present = rows.some((row) => row.id === following)
       expect(present).toBe(false)
