@@ -141,6 +141,50 @@ layer(server, { excludeTestServices: true, timeout: "120 seconds" })("GET /me/ev
     })
   )
 
+  it.scoped("an event whose notification never came is read from the table within a heartbeat", () =>
+    Effect.gen(function* () {
+      const { token, account } = yield* cardHolder()
+      const reader = yield* readEvents({ token })
+      yield* reader.await("ready", (event) => event.event === "ready")
+      // Written as a writer does, but with no NOTIFY: as if the notification were lost.
+      const data = JSON.stringify({ targets: { NVDA: 1 }, weeklySpendUsd: 42, timeZone: "UTC", updatedAt: 1 })
+      yield* query(
+        `WITH taken AS (UPDATE event_sequences SET last_id = last_id + 1 WHERE address = $1 RETURNING last_id)
+         INSERT INTO events (address, id, type, data, created_at)
+         SELECT $1, last_id, 'strategy', $2::json, clock_timestamp() FROM taken`,
+        account.address,
+        data
+      )
+      yield* reader.await("the unannounced strategy", isStrategy(42))
+    })
+  )
+
+  it.scoped("the listening connection is lost: it comes back, and what was written meanwhile arrives", () =>
+    Effect.gen(function* () {
+      const { token } = yield* cardHolder()
+      const reader = yield* readEvents({ token })
+      yield* reader.await("ready", (event) => event.event === "ready")
+      const listeners = query<{ pid: number }>(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = 'card-service events' AND datname = current_database()"
+      )
+      const [before] = yield* listeners
+      expect(before).toBeDefined()
+      yield* query("SELECT pg_terminate_backend($1)", before!.pid)
+      yield* setStrategy(token, 11)
+      yield* listeners.pipe(
+        Effect.filterOrFail(
+          (rows) => rows.length === 1 && rows[0]!.pid !== before!.pid,
+          () => "not yet"
+        ),
+        Effect.retry(Schedule.spaced("20 millis").pipe(Schedule.upTo("30 seconds"))),
+        Effect.orDieWith(() => new Error("the event listener did not reconnect"))
+      )
+      yield* setStrategy(token, 12)
+      yield* reader.await("the strategy written after the reconnection", isStrategy(12))
+      expect(strategies(reader.received()).map((s) => s.weekly)).toEqual([11, 12])
+    })
+  )
+
   it.scoped("a position whose next events were pruned is 410 EVENT_ID_EXPIRED, a newer one 410 EVENT_ID_UNKNOWN", () =>
     Effect.gen(function* () {
       const { token, account } = yield* cardHolder()
