@@ -20,9 +20,10 @@
  * signed out or expired, and asks the identity provider about a pending check (as GET /me does).
  */
 import { randomUUID } from "node:crypto"
+import { Readable } from "node:stream"
 import { type HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Cause, Config, Duration, Effect, type Exit, Option, Schema, Stream, type Tracer } from "effect"
+import { Cause, Config, Duration, Effect, Exit, Option, Runtime, Schema, type Tracer } from "effect"
 import { formatUnits } from "viem"
 import { forkLoop } from "../BackgroundLoop.js"
 import { AppConfig, durationConfig, positiveInteger } from "../Config.js"
@@ -45,8 +46,8 @@ export const eventSettings = Config.all({
   heartbeat: durationConfig("EVENTS_HEARTBEAT", "15 seconds"),
   retention: durationConfig("EVENTS_RETENTION", "7 days"),
   maxStreamsPerUser: positiveInteger("EVENTS_MAX_STREAMS_PER_USER", 5),
-  maxStreams: positiveInteger("EVENTS_MAX_STREAMS", 10_000),
-  bufferBytes: positiveInteger("EVENTS_BUFFER_BYTES", 64 * 1024)
+  maxStreams: positiveInteger("EVENTS_MAX_STREAMS", 5_000),
+  bufferBytes: positiveInteger("EVENTS_BUFFER_BYTES", 32 * 1024)
 })
 
 /** What a client waits before reconnecting (the SSE `retry:` field), in ms. */
@@ -107,6 +108,10 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
     const settings = yield* eventSettings
     /** This replica, as the holder of its rows in `event_connections`. */
     const replica = randomUUID()
+    /** Runs effects of this service from Node callbacks (a stream's body). */
+    const runtime = yield* Effect.runtime<never>()
+    const run = Runtime.runFork(runtime)
+    const runPromise = Runtime.runPromise(runtime)
 
     const streams = new Map<string, OpenStream>()
     const byUser = new Map<string, Set<OpenStream>>()
@@ -329,65 +334,83 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
         Effect.orElseSucceed(() => null)
       )
 
-    /** Adds the stream to this replica and the user's registry (closing the user's oldest beyond the limit). */
-    const register = (stream: OpenStream) =>
-      Effect.gen(function* () {
-        const dropped = yield* repo.openStream({
-          id: stream.id,
-          address: stream.address,
-          replica,
-          max: settings.maxStreamsPerUser
-        })
-        streams.set(stream.id, stream)
-        const users = byUser.get(stream.address) ?? new Set()
-        users.add(stream)
-        byUser.set(stream.address, users)
-        for (const id of dropped) {
-          const other = streams.get(id)
-          if (other !== undefined) close(other, "replaced")
-        }
-        markDirty(stream.address)
-        yield* setOpenStreams(streams.size)
-      })
-
-    const unregister = (stream: OpenStream, exit: Exit.Exit<unknown, unknown>) =>
-      Effect.gen(function* () {
-        streams.delete(stream.id)
-        const users = byUser.get(stream.address)
-        users?.delete(stream)
-        if (users?.size === 0) byUser.delete(stream.address)
-        const reason: EndReason = stream.ending ?? "client"
-        yield* setOpenStreams(streams.size)
-        yield* countStreamClosed(reason)
-        stream.span.attribute("events.sent", stream.sent)
-        stream.span.attribute("events.close_reason", reason)
-        stream.span.end(BigInt(Date.now()) * 1_000_000n, exit)
-        const line = `event stream closed (${reason})`
-        yield* (reason === "too-slow" ? Effect.logWarning(line) : Effect.logInfo(line)).pipe(
-          Effect.annotateLogs({
-            "user.address": stream.address,
-            "events.stream_id": stream.id,
-            "events.sent": stream.sent,
-            "events.position": stream.cursor
+    /**
+     * Adds the stream to this replica (it starts reading from its position) and registers it for the
+     * per-user limit, closing the user's oldest streams beyond it, wherever they are held.
+     */
+    const register = (stream: OpenStream) => {
+      streams.set(stream.id, stream)
+      const users = byUser.get(stream.address) ?? new Set()
+      users.add(stream)
+      byUser.set(stream.address, users)
+      markDirty(stream.address)
+      return runPromise(
+        Effect.gen(function* () {
+          yield* setOpenStreams(streams.size)
+          const dropped = yield* repo.openStream({
+            id: stream.id,
+            address: stream.address,
+            replica,
+            max: settings.maxStreamsPerUser
           })
-        )
-        yield* repo.closeStream(stream.id).pipe(Effect.timeout("2 seconds"), Effect.ignore)
-      })
-
-    /** The writer's side: the outbox's frames as bytes, from registration to the end of the stream. */
-    const body = (stream: OpenStream) => {
-      const encoder = new TextEncoder()
-      return Stream.unwrapScoped(
-        Effect.acquireRelease(register(stream), (_, exit) => unregister(stream, exit)).pipe(
-          Effect.as(
-            Stream.repeatEffectOption(
-              Effect.flatMap(stream.outbox.take, (text) =>
-                text === undefined ? Effect.fail(Option.none()) : Effect.succeed(encoder.encode(text))
-              )
-            )
-          )
+          for (const id of dropped) {
+            const other = streams.get(id)
+            if (other !== undefined) close(other, "replaced")
+          }
+        }).pipe(
+          Effect.catchAllCause((cause) => Effect.logWarning("event stream: registering it failed", cause))
         )
       )
+    }
+
+    /** Removes the stream, then its registration (once written), and tells what ended it. */
+    const unregister = (stream: OpenStream, registration: Promise<void>) => {
+      streams.delete(stream.id)
+      const users = byUser.get(stream.address)
+      users?.delete(stream)
+      if (users?.size === 0) byUser.delete(stream.address)
+      const reason: EndReason = stream.ending ?? "client"
+      return run(
+        Effect.gen(function* () {
+          yield* setOpenStreams(streams.size)
+          yield* countStreamClosed(reason)
+          stream.span.attribute("events.sent", stream.sent)
+          stream.span.attribute("events.close_reason", reason)
+          stream.span.end(BigInt(Date.now()) * 1_000_000n, Exit.void)
+          const line = `event stream closed (${reason})`
+          yield* (reason === "too-slow" ? Effect.logWarning(line) : Effect.logInfo(line)).pipe(
+            Effect.annotateLogs({
+              "user.address": stream.address,
+              "events.stream_id": stream.id,
+              "events.sent": stream.sent,
+              "events.position": stream.cursor
+            })
+          )
+          yield* Effect.promise(() => registration)
+          yield* repo.closeStream(stream.id).pipe(Effect.timeout("2 seconds"), Effect.ignore)
+        })
+      )
+    }
+
+    /**
+     * The response body: a Node stream the HTTP server pipes into the connection (a plain stream,
+     * not an Effect one: an open stream costs the service little memory while it waits). Each read
+     * takes everything the outbox holds, waiting for some; the server reads again only once the
+     * socket took the last write. The stream is added to this replica when first read (a response
+     * never sent never is) and removed when closed: ended, cut, or the client gone.
+     */
+    const body = (stream: OpenStream) => {
+      let registration: Promise<void> | undefined
+      const readable = new Readable({
+        read() {
+          registration ??= register(stream)
+          stream.outbox.whenReady(() => readable.push(stream.outbox.poll() ?? null))
+        }
+      })
+      readable.once("close", () => {
+        if (registration !== undefined) unregister(stream, registration)
+      })
+      return readable
     }
 
     /**
@@ -463,7 +486,7 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
       )
       yield* countEventsSent("ready", 1)
       yield* Effect.annotateCurrentSpan("events.stream_id", id)
-      return HttpServerResponse.stream(body(stream), {
+      return HttpServerResponse.raw(body(stream), {
         contentType: "text/event-stream; charset=utf-8",
         // Proxies must pass each event on as it comes (nginx buffers unless told not to).
         headers: { "cache-control": "no-store", "x-accel-buffering": "no" }

@@ -359,6 +359,36 @@ layer(server, { excludeTestServices: true, timeout: "120 seconds" })("GET /me/ev
     })
   )
 
+  it.scoped("the response is an uncached text/event-stream that starts with the reconnection delay and ready", () =>
+    Effect.gen(function* () {
+      const { token } = yield* signIn()
+      const base = yield* serverBaseUrl
+      const first = yield* Effect.acquireRelease(
+        Effect.promise(async () => {
+          const controller = new AbortController()
+          const response = await fetch(`${base}/me/events`, { headers: bearer(token), signal: controller.signal })
+          const reader = response.body!.getReader()
+          const decoder = new TextDecoder()
+          let text = ""
+          while (!text.includes("\n\n")) {
+            const { done, value } = await reader.read()
+            if (done) break
+            text += decoder.decode(value, { stream: true })
+          }
+          return { response, text, controller }
+        }),
+        ({ controller }) => Effect.sync(() => controller.abort())
+      ).pipe(Effect.timeout("30 seconds"), Effect.orDie)
+      expect(first.response.status).toBe(200)
+      expect(first.response.headers.get("content-type")).toBe("text/event-stream; charset=utf-8")
+      expect(first.response.headers.get("cache-control")).toBe("no-store")
+      expect(first.response.headers.get("x-request-id")).toMatch(/./)
+      expect(first.text).toBe(
+        'retry: 2000\nevent: ready\nid: 0\ndata: {"kyc":"none","cardUsd1":null,"lastEventId":0}\n\n'
+      )
+    })
+  )
+
   it.effect("a browser on WEB_ORIGIN may send the bearer token and Last-Event-ID (CORS preflight)", () =>
     Effect.gen(function* () {
       const preflight = yield* send("OPTIONS", "/me/events", {
