@@ -47,7 +47,10 @@ interface StreamReader {
 }
 
 interface Run {
+  /** The server's CPU over the flow, less what it spends idle with the streams open, per event. */
   readonly cpuPerEventUs: number
+  /** The server's CPU per second with the streams open and no event (its loops, heartbeats). */
+  readonly idleCpuMsPerSecond: number
   readonly latencyP50Ms: number
   readonly latencyP99Ms: number
   readonly rssPerStreamKb: number
@@ -57,6 +60,9 @@ interface Run {
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** How long the server's idle CPU is sampled before the flow. */
+const IDLE_SAMPLE_MS = 5_000
 
 /** Inserts `count` users, each with a session whose token is known here. */
 const insertUsers = (sql: PgClient.PgClient, count: number) =>
@@ -167,10 +173,14 @@ const runOnce = (ctx: BenchContext, server: ServerProcess, users: ReadonlyArray<
     const readers = yield* Effect.promise(() => openStreams(server.baseUrl, agent, users))
     yield* Effect.sleep(ctx.sizes.idleSettleMs)
     const rssOpen = server.rssMb()
-    const cpuBefore = server.cpuMs()
+    // The server's own idle work (loops, heartbeats) over a while, to be taken out of the flow's CPU.
+    const idleStart = { cpu: server.cpuMs(), at: performance.now() }
+    yield* Effect.sleep(IDLE_SAMPLE_MS)
+    const idleCpuMsPerSecond = ((server.cpuMs() - idleStart.cpu) * 1000) / (performance.now() - idleStart.at)
+    const flowStart = { cpu: server.cpuMs(), at: performance.now() }
     yield* publish(users, total, perSecond)
     yield* Effect.promise(() => awaitDelivered(readers, each, Date.now() + 120_000))
-    const cpu = server.cpuMs() - cpuBefore
+    const cpu = server.cpuMs() - flowStart.cpu - (idleCpuMsPerSecond * (performance.now() - flowStart.at)) / 1000
     const rssFlow = server.rssMb()
     closeAll(agent, readers)
     const wrong = readers.filter(
@@ -179,6 +189,7 @@ const runOnce = (ctx: BenchContext, server: ServerProcess, users: ReadonlyArray<
     const latencies = readers.flatMap((reader) => reader.latencies)
     return {
       cpuPerEventUs: (cpu * 1000) / total,
+      idleCpuMsPerSecond,
       latencyP50Ms: percentile(latencies, 50),
       latencyP99Ms: percentile(latencies, 99),
       rssPerStreamKb: ((rssOpen - rssIdle) * 1024) / users.length,
@@ -212,7 +223,8 @@ export const eventsSection: Section = {
           )
           runs[side].push(run)
           ctx.progress(
-            `[events] round ${round + 1}/${ctx.sizes.rounds} ${side}: CPU ${run.cpuPerEventUs.toFixed(0)} µs/event, ` +
+            `[events] round ${round + 1}/${ctx.sizes.rounds} ${side}: CPU ${run.cpuPerEventUs.toFixed(0)} µs/event ` +
+              `(idle ${run.idleCpuMsPerSecond.toFixed(1)} ms/s taken out), ` +
               `latency p50 ${run.latencyP50Ms.toFixed(0)} ms p99 ${run.latencyP99Ms.toFixed(0)} ms, ` +
               `RSS +${run.rssPerStreamKb.toFixed(1)} KB/stream, +${run.rssFlowMb.toFixed(1)} MB over the flow, ` +
               `${run.wrong} stream(s) wrong`
@@ -233,7 +245,8 @@ export const eventsSection: Section = {
       const wrong = runs.service.reduce((sum, run) => sum + run.wrong, 0)
       return {
         ratios: [
-          row("server CPU per event delivered, µs", (run) => run.cpuPerEventUs),
+          row("server CPU per event delivered (idle CPU taken out), µs", (run) => run.cpuPerEventUs),
+          row("server CPU while idle with the streams open, ms/s", (run) => run.idleCpuMsPerSecond),
           row("delivery latency p50, ms", (run) => run.latencyP50Ms),
           row("delivery latency p99, ms", (run) => run.latencyP99Ms),
           row("RSS growth per open stream, KB", (run) => run.rssPerStreamKb),
