@@ -58,7 +58,10 @@ export const countEventsSent = (type: string, count: number) =>
 
 export const countStreamClosed = (reason: string) => Metric.increment(Metric.tagged(streamsClosed, "reason", reason))
 
-export const recordNotificationLag = (seconds: number) => Metric.update(notificationLag, seconds)
+export const recordNotificationLag = (seconds: ReadonlyArray<number>) =>
+  Effect.sync(() => {
+    for (const value of seconds) notificationLag.unsafeUpdate(value, [])
+  })
 
 /**
  * `settled` and `failed` when a settlement is recorded (by the request or the reconciler),

@@ -144,8 +144,12 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
 
     /** An event's frame; a `kyc` event gets the user's card, opened now (it is never stored in clear). */
     const render = (address: Address, event: StoredEvent) =>
+      event.type !== "kyc"
+        ? Effect.succeed(formatFrame({ event: event.type, id: String(event.id), data: event.data }))
+        : renderKyc(address, event)
+
+    const renderKyc = (address: Address, event: StoredEvent) =>
       Effect.gen(function* () {
-        if (event.type !== "kyc") return formatFrame({ event: event.type, id: String(event.id), data: event.data })
         const { kyc: state } = JSON.parse(event.data) as { readonly kyc: KycState }
         const card = state === "approved" ? Option.getOrNull(yield* cards.forOwner(address)) : null
         return formatFrame({
@@ -219,7 +223,7 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
         // A full page: there may be more.
         if (found.length === PAGE) markDirty(address)
         const notified = notifiedOf.get(address) ?? Number.POSITIVE_INFINITY
-        for (const event of found) if (event.id >= notified) yield* recordNotificationLag(event.ageSeconds)
+        yield* recordNotificationLag(found.filter((event) => event.id >= notified).map((event) => event.ageSeconds))
         yield* deliver(address as Address, after, found, sent)
       }
       for (const [type, count] of sent) yield* countEventsSent(type, count)
@@ -357,9 +361,7 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
             const other = streams.get(id)
             if (other !== undefined) close(other, "replaced")
           }
-        }).pipe(
-          Effect.catchAllCause((cause) => Effect.logWarning("event stream: registering it failed", cause))
-        )
+        }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("event stream: registering it failed", cause)))
       )
     }
 
