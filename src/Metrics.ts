@@ -48,7 +48,7 @@ const streamsClosed = Metric.counter("events_streams_closed_total", {
 const notificationLag = Metric.histogram(
   "events_notification_lag_seconds",
   MetricBoundaries.exponential({ start: 0.001, factor: 2, count: 14 }),
-  "From an event's commit to its read by a replica told about it"
+  "From an event's write to its read by a replica told about it (database clock)"
 )
 
 export const setOpenStreams = (count: number) => Metric.set(openStreams, count)
