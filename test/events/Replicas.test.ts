@@ -4,7 +4,6 @@
  * by B's agent loop arrive on it; A's shutdown ends the stream with `close` and does not wait for
  * it; a stream outlives the HTTP request timeouts.
  */
-import { randomBytes } from "node:crypto"
 import { FetchHttpClient } from "@effect/platform"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
@@ -14,30 +13,12 @@ import { startDevnet } from "../../src/chain/Devnet.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
 import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { readEvents } from "../support/events.js"
-import { callService, devnetServiceEnv, type ServiceProcess, startService, stopService } from "../support/process.js"
+import { callService, devnetServiceEnv, sandboxCardHolder, startService, stopService } from "../support/process.js"
 import { devnetRpc as rpc } from "../support/TestChain.js"
 import { temporaryDatabaseUrl } from "../support/TestDatabase.js"
 import { signPayment } from "../support/x402.js"
 
 const merchant = privateKeyToAccount(generatePrivateKey())
-
-/** A new user on `service`, approved by the sandbox provider: answers its key and token. */
-const newCardHolder = (service: ServiceProcess) =>
-  Effect.gen(function* () {
-    const account = privateKeyToAccount(generatePrivateKey())
-    const { message } = (yield* callService(service, "POST", "/auth/challenge", { json: { address: account.address } }))
-      .body
-    const signature = yield* Effect.promise(() => account.signMessage({ message }))
-    const { token } = (yield* callService(service, "POST", "/auth/verify", { json: { message, signature } })).body
-    const { url } = (yield* callService(service, "POST", "/kyc/session", { token })).body
-    const form = new URLSearchParams({
-      fullName: "Replica Holder",
-      documentNumber: randomBytes(5).toString("hex"),
-      outcome: "approve"
-    })
-    yield* Effect.promise(() => fetch(url, { method: "POST", body: form, redirect: "manual" }))
-    return { account, token: token as string }
-  })
 
 describe("events across replicas", () => {
   it.live(
@@ -66,7 +47,7 @@ describe("events across replicas", () => {
           Effect.all([stopService(a, "SIGTERM"), stopService(b, "SIGTERM")], { concurrency: 2 })
         )
 
-        const holder = yield* newCardHolder(a)
+        const holder = yield* sandboxCardHolder(a)
         const events = yield* readEvents({ token: holder.token, baseUrl: a.baseUrl, reconnect: false })
         yield* events.await("ready", (event) => event.event === "ready")
 
