@@ -61,6 +61,11 @@ const insertCards = (sql: PgClient.PgClient, count: number) =>
 
 const clear = (sql: PgClient.PgClient) =>
   sql`TRUNCATE agent_transactions, agent_decisions, agent_strategies RESTART IDENTITY`.pipe(
+    // The decisions' events, and the bench users' event ids with them.
+    Effect.zipRight(sql`DELETE FROM events WHERE address IN (SELECT address FROM cards WHERE issuer = 'bench')`),
+    Effect.zipRight(
+      sql`DELETE FROM event_sequences WHERE address IN (SELECT address FROM cards WHERE issuer = 'bench')`
+    ),
     Effect.zipRight(sql`DELETE FROM cards WHERE issuer = 'bench'`),
     Effect.zipRight(sql`DELETE FROM users WHERE NOT EXISTS (SELECT 1 FROM cards WHERE cards.address = users.address)
                         AND NOT EXISTS (SELECT 1 FROM sessions WHERE sessions.address = users.address)`)
