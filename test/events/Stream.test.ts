@@ -253,6 +253,18 @@ layer(server, { excludeTestServices: true, timeout: "120 seconds" })("GET /me/ev
     })
   )
 
+  it.scoped("a session that expires: its stream ends with close (session-expired) within a heartbeat", () =>
+    Effect.gen(function* () {
+      const { token, account } = yield* signIn()
+      const reader = yield* readEvents({ token })
+      yield* reader.await("ready", (event) => event.event === "ready")
+      yield* query("UPDATE sessions SET expires_at = now() WHERE address = $1", account.address)
+      const ended = yield* reader.ended
+      expect(Either.isLeft(ended) && ended.left.code).toBe("session-expired")
+      expect(reader.received().at(-1)).toMatchObject({ event: "close", data: { reason: "session-expired" } })
+    })
+  )
+
   it.scoped("two users paying at once: each stream carries exactly its own user's payments", () =>
     Effect.gen(function* () {
       const chain = yield* InMemoryChain
@@ -421,3 +433,26 @@ layer(server, { excludeTestServices: true, timeout: "120 seconds" })("GET /me/ev
     })
   )
 })
+
+layer(testServer({ EVENTS_MAX_STREAMS: "1" }, { chain: InMemoryChain.layer() }), { excludeTestServices: true })(
+  "a replica holding EVENTS_MAX_STREAMS streams",
+  (it) => {
+    it.scoped("refuses another with 503 STREAMS_UNAVAILABLE and Retry-After, and takes one again when one ends", () =>
+      Effect.gen(function* () {
+        const first = yield* signIn()
+        const second = yield* signIn()
+        const open = yield* readEvents({ token: first.token, reconnect: false })
+        yield* open.await("ready", (event) => event.event === "ready")
+        yield* awaitOpenStreams(first.account.address, 1)
+        const refused = yield* send("GET", "/me/events", { headers: bearer(second.token) })
+        expect(refused.status).toBe(503)
+        expect(refused.body.code).toBe("STREAMS_UNAVAILABLE")
+        expect(refused.headers["retry-after"]).toBe("2")
+        yield* open.stop
+        yield* awaitOpenStreams(first.account.address, 0)
+        const next = yield* readEvents({ token: second.token, reconnect: false })
+        yield* next.await("ready", (event) => event.event === "ready")
+      })
+    )
+  }
+)
