@@ -170,8 +170,8 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
         const frames = new Map<number, string>()
         for (const stream of users) {
           if (stream.ending !== undefined || stream.cursor < after) continue
-          const { run, gap } = nextRun(stream.cursor, events)
-          for (const event of run) {
+          const { gap, run: next } = nextRun(stream.cursor, events)
+          for (const event of next) {
             let frame = frames.get(event.id)
             if (frame === undefined) {
               frame = yield* render(address, event)
