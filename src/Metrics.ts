@@ -7,6 +7,7 @@
  * | `http_requests_total` | counter | `method`, `route` (the endpoint's path template), `status` |
  * | `http_request_duration_seconds` | histogram | `method`, `route` |
  * | `merchant_settlements_total` | counter | `outcome` (`settled`, `failed`, `deferred`) |
+ * | `merchant_settlements_reverted_total` | counter | – |
  * | `kyc_transitions_total` | counter | `from`, `to` |
  * | `agent_decisions_total` | counter | `action`, `status` |
  * | `agent_tick_duration_seconds` | histogram | – |
@@ -23,6 +24,9 @@ const requestDuration = Metric.histogram(
   "Time to answer an HTTP request"
 )
 const settlements = Metric.counter("merchant_settlements_total", { description: "x402 settlements, by outcome" })
+const settlementsReverted = Metric.counter("merchant_settlements_reverted_total", {
+  description: "Settlement transactions mined reverted: gas the relayer paid for nothing"
+})
 const kycTransitions = Metric.counter("kyc_transitions_total", { description: "Identity-check state changes" })
 const agentDecisions = Metric.counter("agent_decisions_total", {
   description: "Agent decisions stored, by action and status"
@@ -42,6 +46,9 @@ const dbPoolConnections = Metric.gauge("db_pool_connections", {
  */
 export const countSettlement = (outcome: "settled" | "failed" | "deferred") =>
   Metric.increment(Metric.tagged(settlements, "outcome", outcome))
+
+/** A settlement transaction was mined reverted (counted once, where the receipt is judged). */
+export const countRevertedSettlement = Metric.increment(settlementsReverted)
 
 export const countKycTransition = (from: string, to: string) =>
   Metric.increment(Metric.tagged(Metric.tagged(kycTransitions, "from", from), "to", to))
