@@ -36,6 +36,7 @@ import {
   type PaymentPayload,
   type PaymentRequirements,
   paymentRequired,
+  paysResource,
   Reason,
   requirementsFor,
   type SettleResponse
@@ -449,6 +450,9 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       if (order.status === "expired") return yield* new OrderExpired({ error: "the order expired" })
 
       // Off-chain checks first, then the signature and the chain state; all before any reservation.
+      if (!paysResource(payload, resourceOf(order).url)) {
+        return yield* refuse(order, Reason.resourceMismatch, "PAYMENT_INVALID")
+      }
       const requirements = requirementsOf(order)
       if (!matchesOffer(payload.accepted, requirements)) {
         return yield* refuse(order, Reason.noMatchingRequirements, "PAYMENT_INVALID")

@@ -219,6 +219,33 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
     })
   )
 
+  it.effect("a payment made for order A is refused by order B of the same amount, and still pays A", () =>
+    Effect.gen(function* () {
+      const payer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[5]!)
+      const [a, b] = [yield* createOrder("2.25"), yield* createOrder("2.25")]
+      const offerA = yield* send("GET", `/merchant/orders/${a.id}/pay`)
+      // A standard client echoes the resource of the 402 it answers.
+      const { header } = yield* Effect.promise(() =>
+        signPayment(payer, offerA.body.accepts[0], { resource: offerA.body.resource })
+      )
+      const sentBefore = yield* relayerSent
+
+      const refused = yield* payWith(b.id, header)
+      expect(refused.status).toBe(402)
+      expect(refused.body).toMatchObject({
+        code: "PAYMENT_INVALID",
+        error: "resource_mismatch: the payment was made for another resource than this order's pay URL"
+      })
+      expect(decodeHeader(refused.headers["payment-required"]).error).toBe(refused.body.error)
+      expect((yield* send("GET", `/merchant/orders/${b.id}`)).body.status).toBe("open")
+      expect(yield* relayerSent).toBe(sentBefore)
+
+      const paid = yield* payWith(a.id, header)
+      expect(paid.status).toBe(200)
+      expect(paid.body).toMatchObject({ id: a.id, status: "paid", payer: payer.address })
+    })
+  )
+
   it.effect("an unpaid order answers 402 with PAYMENT-REQUIRED on GET and POST", () =>
     Effect.gen(function* () {
       const { devnet } = yield* chainReader
