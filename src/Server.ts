@@ -91,6 +91,7 @@ import {
   unstorableText,
   withReadBody
 } from "./RequestBody.js"
+import { Retention, RetentionLive } from "./Retention.js"
 import { Secrets } from "./Secrets.js"
 import { ServerAddress } from "./ServerAddress.js"
 import { SERVICE_NAME, SERVICE_VERSION } from "./ServiceInfo.js"
@@ -416,7 +417,8 @@ const CoreLive = Layer.mergeAll(
   StatementHttpLive,
   StrategyHttpLive,
   ErrorNormalizerLive,
-  MarketRefreshLive
+  MarketRefreshLive,
+  RetentionLive.pipe(Layer.provide(Retention.Default))
 )
 
 const MerchantLive = Layer.merge(MerchantHttpLive, SettlementReconcilerLive).pipe(Layer.provide(Merchant.Default))
