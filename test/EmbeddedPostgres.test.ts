@@ -22,6 +22,14 @@ const query = (url: Redacted.Redacted<string>, text: string) =>
     }
   })
 
+/** Starts the server on `dataDir`, runs `statement` in its database `app`, and stops it. */
+const startedOnce = (dataDir: string, statement: string) =>
+  Effect.scoped(
+    Effect.flatMap(startEmbeddedPostgres({ dir: dataDir, database: "app", unsafeFast: true }), (url) =>
+      query(url, statement)
+    )
+  )
+
 /** The error code of a login with `url`, which must fail. */
 const loginFails = (url: string) =>
   Effect.promise(async () => {
@@ -102,12 +110,7 @@ describe("embedded PostgreSQL", () => {
       Effect.gen(function* () {
         const dir = yield* testFolder
         const dataDir = path.join(dir, "data")
-        yield* Effect.scoped(
-          Effect.gen(function* () {
-            const url = yield* startEmbeddedPostgres({ dir: dataDir, database: "app", unsafeFast: true })
-            yield* query(url, "CREATE TABLE kept (word text); INSERT INTO kept VALUES ('still here')")
-          })
-        )
+        yield* startedOnce(dataDir, "CREATE TABLE kept (word text); INSERT INTO kept VALUES ('still here')")
         const leftover = yield* leaveServerRunning(dataDir)
         const url = yield* startEmbeddedPostgres({ dir: dataDir, database: "app", unsafeFast: true })
         expect(isAlive(leftover)).toBe(false)
@@ -158,13 +161,8 @@ describe("embedded PostgreSQL", () => {
       Effect.gen(function* () {
         const dir = yield* testFolder
         const dataDir = path.join(dir, "data")
-        yield* Effect.scoped(
-          Effect.gen(function* () {
-            const url = yield* startEmbeddedPostgres({ dir: dataDir, database: "app", unsafeFast: true })
-            // As every data directory was before passwords were random.
-            yield* query(url, "ALTER ROLE app WITH PASSWORD 'app'; CREATE TABLE kept (word text)")
-          })
-        )
+        // As every data directory was before passwords were random.
+        yield* startedOnce(dataDir, "ALTER ROLE app WITH PASSWORD 'app'; CREATE TABLE kept (word text)")
         rmSync(path.join(dir, PASSWORD_FILE))
         const url = yield* startEmbeddedPostgres({ dir: dataDir, database: "app", unsafeFast: true })
         const password = readFileSync(path.join(dir, PASSWORD_FILE), "utf8").trim()

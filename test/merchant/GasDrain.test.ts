@@ -5,15 +5,15 @@
  * still reverts (the payer spending its balance while our transaction waits in the pool) is
  * counted and logged with the payer. On the real devnet.
  */
-import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Fiber, HashMap, Layer, Logger, Schedule } from "effect"
+import { Effect, Fiber, HashMap, Layer, Logger } from "effect"
 import { createPublicClient, createWalletClient, erc20Abi, type Hex, http, parseEther, parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
 import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { send } from "../support/http.js"
+import { awaitBroadcast } from "../support/settlements.js"
 import { devnetRpc, TestDevnet } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
 import { signPayment } from "../support/x402.js"
@@ -132,15 +132,7 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }).pipe(Layer.provide(Captu
         const paying = yield* Effect.fork(
           send("POST", `/merchant/orders/${order.id}/pay`, { headers: { "PAYMENT-SIGNATURE": header } })
         )
-        const sql = yield* SqlClient.SqlClient
-        yield* sql`SELECT 1 FROM settlements WHERE order_id = ${order.id} AND status = 'broadcast'`.pipe(
-          Effect.filterOrFail(
-            (rows) => rows.length === 1,
-            () => "the settlement was not broadcast within 10 seconds"
-          ),
-          Effect.retry(Schedule.spaced("20 millis").pipe(Schedule.upTo("10 seconds"))),
-          Effect.orDie
-        )
+        yield* awaitBroadcast(order.id)
         // ...when the payer moves its USD1 away with a higher tip: both are mined, ours reverts.
         const wallet = createWalletClient({ account: payer, transport: http(devnet.rpcUrl) })
         yield* Effect.promise(() =>
