@@ -2,12 +2,13 @@ import { execFileSync, spawn } from "node:child_process"
 import { existsSync, readFileSync } from "node:fs"
 import path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Redacted, Schedule } from "effect"
+import { Effect, Redacted } from "effect"
 import pg from "pg"
 import { freePort, startEmbeddedPostgres } from "../src/EmbeddedPostgres.js"
 import { isAlive } from "../src/EmbeddedServer.js"
 import { runnableBinaries } from "../src/PostgresBinaries.js"
 import { killProcessesMentioning, processesMentioning, temporaryDirectory } from "./support/process.js"
+import { eventually } from "./support/wait.js"
 
 const asRoot = process.getuid?.() === 0
 
@@ -47,9 +48,12 @@ const leaveServerRunning = (dataDir: string) =>
     const args = ["-D", dataDir, "-p", String(yield* freePort), "-c", "listen_addresses=127.0.0.1"]
     const child = spawn(binaries.postgres, [...args, "-c", "unix_socket_directories="], { ...user, stdio: "ignore" })
     child.unref()
-    yield* Effect.suspend(() =>
-      postmasterPid(dataDir) === child.pid ? Effect.void : Effect.fail("not started yet")
-    ).pipe(Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo("30 seconds"))))
+    yield* eventually(
+      `the server started by hand (pid ${child.pid}) to write its postmaster.pid`,
+      Effect.sync(() => postmasterPid(dataDir)),
+      (pid) => pid === child.pid,
+      { every: "50 millis" }
+    )
     return child.pid!
   })
 

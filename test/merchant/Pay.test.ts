@@ -3,7 +3,7 @@ import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
 import { registerExactEvmScheme } from "@x402/evm/exact/client"
 import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@x402/fetch"
-import { Effect, Fiber, Schedule } from "effect"
+import { Effect, Fiber } from "effect"
 import {
   createPublicClient,
   createWalletClient,
@@ -23,6 +23,7 @@ import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { send } from "../support/http.js"
 import { TestDevnet } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
+import { eventually } from "../support/wait.js"
 import { decodeHeader, signPayment } from "../support/x402.js"
 
 const merchant = privateKeyToAccount(generatePrivateKey())
@@ -173,13 +174,11 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
       yield* rpc("evm_setAutomine", [false])
       const paying = yield* Effect.fork(payWith(order.id, header))
       const sql = yield* SqlClient.SqlClient
-      yield* sql`SELECT 1 FROM settlements WHERE order_id = ${order.id} AND status = 'broadcast'`.pipe(
-        Effect.filterOrFail(
-          (rows) => rows.length === 1,
-          () => "not broadcast yet"
-        ),
-        Effect.retry(Schedule.spaced("20 millis").pipe(Schedule.upTo("10 seconds"))),
-        Effect.orDie
+      yield* eventually(
+        "our settlement to be broadcast",
+        sql`SELECT 1 FROM settlements WHERE order_id = ${order.id} AND status = 'broadcast'`,
+        (rows) => rows.length === 1,
+        { every: "20 millis" }
       )
       const a = payload.payload.authorization
       const { v, r, s } = parseSignature(payload.payload.signature as Hex)
