@@ -84,7 +84,7 @@ describe("embedded PostgreSQL", () => {
         expect(isAlive(pid)).toBe(false)
         expect(processesMentioning(dataDir)).toEqual([])
       }),
-    60_000
+    300_000
   )
 
   it.scopedLive(
@@ -105,7 +105,7 @@ describe("embedded PostgreSQL", () => {
         expect(postmasterPid(dataDir)).not.toBe(leftover)
         expect(yield* query(url, "SELECT word FROM kept")).toEqual([{ word: "still here" }])
       }),
-    60_000
+    300_000
   )
 
   it.scopedLive("an invalid database name is refused before anything starts", () =>

@@ -238,7 +238,7 @@ describe("the agent loop across processes", () => {
         ).toHaveLength(50)
         for (const { address } of customers) expect(yield* usd1Of(devnet, address)).toBe(parseUnits("10", 18))
       }).pipe(Effect.scoped),
-    240_000
+    300_000
   )
 
   it.live(
@@ -290,7 +290,7 @@ describe("the agent loop across processes", () => {
         expect(sent).toHaveLength(1)
         expect(yield* usd1Of(devnet, customer.address)).toBe(parseUnits(decision.usd.toFixed(2), 18))
       }).pipe(Effect.scoped),
-    180_000
+    300_000
   )
 
   it.live(
@@ -345,6 +345,6 @@ describe("the agent loop across processes", () => {
         expect(yield* usd1TransfersTo(devnet, [customer.address])).toHaveLength(1)
         expect(yield* usd1Of(devnet, customer.address)).toBe(parseUnits("10", 18))
       }).pipe(Effect.scoped),
-    180_000
+    300_000
   )
 })

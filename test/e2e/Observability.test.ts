@@ -75,5 +75,5 @@ it.live(
       expect(everything).not.toContain(token!)
       expect(everything).not.toContain(signature.slice(2))
     }).pipe(Effect.scoped),
-  120_000
+  300_000
 )

@@ -139,7 +139,7 @@ describe("npm start on embedded defaults", () => {
         expect(yield* stopService(second, "SIGTERM")).toBe(0)
         expect(statSync(bundle).mtimeMs).toBe(builtAt)
       }),
-    180_000
+    300_000
   )
 
   it.scopedLive(
@@ -193,7 +193,7 @@ describe("npm start on embedded defaults", () => {
         expect(lines.length).toBeGreaterThan(0)
         for (const line of lines) expect(() => JSON.parse(line)).not.toThrow()
       }),
-    120_000
+    300_000
   )
 
   it.scopedLive(
@@ -220,7 +220,7 @@ describe("npm start on embedded defaults", () => {
         expect(devnetReady?.annotations).toMatchObject({ deployment: "reused" })
         expect(yield* stopService(second, "SIGTERM")).toBe(0)
       }),
-    120_000
+    300_000
   )
 
   it.scopedLive(
@@ -249,7 +249,7 @@ describe("npm start on embedded defaults", () => {
         expect(yield* stopService(second, "SIGTERM")).toBe(0)
         expect(processesMentioning(dataDir)).toEqual([])
       }),
-    120_000
+    300_000
   )
 
   it.scopedLive(
@@ -271,7 +271,7 @@ describe("npm start on embedded defaults", () => {
           `start failed: PostgreSQL did not start (${initdb}): cannot run it: EACCES (permission denied)`
         )
       }),
-    120_000
+    300_000
   )
 
   it.scopedLive(
@@ -293,7 +293,7 @@ describe("npm start on embedded defaults", () => {
         )
         expect(processesMentioning(dataDir)).toEqual([])
       }),
-    120_000
+    300_000
   )
 
   it.scopedLive(
@@ -322,7 +322,7 @@ describe("npm start on embedded defaults", () => {
         })
         expect(processesMentioning(dataDir)).toEqual([])
       }),
-    120_000
+    300_000
   )
 
   it.scopedLive(
@@ -336,7 +336,7 @@ describe("npm start on embedded defaults", () => {
         expect(fatal[0]!.message).toContain("invalid configuration")
         expect(fatal[0]!.message).toContain("HOST")
       }),
-    60_000
+    300_000
   )
 
   it.scopedLive(
@@ -369,6 +369,6 @@ describe("npm start on embedded defaults", () => {
         expect(code).toBe(0)
         socket.destroy()
       }),
-    120_000
+    300_000
   )
 })

@@ -95,7 +95,7 @@ describe("settlement across processes", () => {
         const rows = yield* query(databaseUrl, "SELECT status FROM settlements WHERE order_id = $1", [order.id])
         expect(rows.map((row) => row.status)).toEqual(["succeeded"])
       }).pipe(Effect.scoped),
-    120_000
+    300_000
   )
 
   it.live(
@@ -153,6 +153,6 @@ describe("settlement across processes", () => {
         expect(yield* merchantBalance(devnet)).toBe(parseUnits("20", 18))
         expect(yield* stopService(service, "SIGTERM")).toBe(0)
       }).pipe(Effect.scoped),
-    120_000
+    300_000
   )
 })
