@@ -2,12 +2,13 @@ import { execFileSync, spawn } from "node:child_process"
 import { existsSync, readFileSync, rmSync, statSync } from "node:fs"
 import path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Redacted, Schedule } from "effect"
+import { Effect, Redacted } from "effect"
 import pg from "pg"
 import { freePort, PASSWORD_FILE, startEmbeddedPostgres } from "../src/EmbeddedPostgres.js"
 import { isAlive } from "../src/EmbeddedServer.js"
 import { runnableBinaries } from "../src/PostgresBinaries.js"
 import { killProcessesMentioning, processesMentioning, runToExit, temporaryDirectory } from "./support/process.js"
+import { eventually } from "./support/wait.js"
 
 const asRoot = process.getuid?.() === 0
 
@@ -68,9 +69,12 @@ const leaveServerRunning = (dataDir: string) =>
     const args = ["-D", dataDir, "-p", String(yield* freePort), "-c", "listen_addresses=127.0.0.1"]
     const child = spawn(binaries.postgres, [...args, "-c", "unix_socket_directories="], { ...user, stdio: "ignore" })
     child.unref()
-    yield* Effect.suspend(() =>
-      postmasterPid(dataDir) === child.pid ? Effect.void : Effect.fail("not started yet")
-    ).pipe(Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo("30 seconds"))))
+    yield* eventually(
+      `the server started by hand (pid ${child.pid}) to write its postmaster.pid`,
+      Effect.sync(() => postmasterPid(dataDir)),
+      (pid) => pid === child.pid,
+      { every: "50 millis" }
+    )
     return child.pid!
   })
 
@@ -101,7 +105,7 @@ describe("embedded PostgreSQL", () => {
         expect(isAlive(pid)).toBe(false)
         expect(processesMentioning(dataDir)).toEqual([])
       }),
-    60_000
+    300_000
   )
 
   it.scopedLive(
@@ -117,7 +121,7 @@ describe("embedded PostgreSQL", () => {
         expect(postmasterPid(dataDir)).not.toBe(leftover)
         expect(yield* query(url, "SELECT word FROM kept")).toEqual([{ word: "still here" }])
       }),
-    60_000
+    300_000
   )
 
   it.scopedLive(
@@ -152,7 +156,7 @@ describe("embedded PostgreSQL", () => {
         expect(asNobody.code, asNobody.output).toBe(0)
         expect(JSON.parse(asNobody.output)).toEqual({ read: "EACCES", legacy: "28P01", superuser: "28P01" })
       }),
-    60_000
+    300_000
   )
 
   it.scopedLive(
@@ -171,7 +175,7 @@ describe("embedded PostgreSQL", () => {
         const port = new URL(Redacted.value(url)).port
         expect(yield* loginFails(`postgres://app:app@127.0.0.1:${port}/app`)).toBe("28P01")
       }),
-    60_000
+    300_000
   )
 
   it.scopedLive("an invalid database name is refused before anything starts", () =>

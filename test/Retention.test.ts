@@ -20,7 +20,7 @@ const replica = (env: Record<string, string> = {}) => Effect.map(Layer.build(ret
 
 const at = (ms: number) => new Date(ms)
 
-layer(TestDatabase, { excludeTestServices: true, timeout: "60 seconds" })("retention", (it) => {
+layer(TestDatabase, { excludeTestServices: true })("retention", (it) => {
   it.scoped("deletes expired sessions, day-old expired challenges and old deliveries; live rows stay", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient

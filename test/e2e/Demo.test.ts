@@ -33,5 +33,5 @@ it.live(
       expect(output).toMatch(/refill executed/)
       expect(output).toContain("demo complete")
     }),
-  120_000
+  300_000
 )

@@ -75,8 +75,7 @@ const property = <A, R>(arbitrary: FastCheck.Arbitrary<A>, check: (value: A) => 
   )
 
 layer(testServer({ MERCHANT_PAY_TO: merchant.address }).pipe(Layer.provide(CaptureErrors)), {
-  excludeTestServices: true,
-  timeout: "180 seconds"
+  excludeTestServices: true
 })("malformed signatures", (it) => {
   const openOrder = Effect.gen(function* () {
     const created = yield* send("POST", "/merchant/orders", { json: { amount: "1.5", description: "sig" } })

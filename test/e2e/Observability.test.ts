@@ -117,5 +117,5 @@ it.live(
         expect(everything).not.toContain(secret)
       }
     }).pipe(Effect.scoped),
-  120_000
+  300_000
 )

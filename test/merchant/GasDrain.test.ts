@@ -67,8 +67,7 @@ const CaptureWarnings = Logger.add(
 )
 
 layer(testServer({ MERCHANT_PAY_TO: merchant.address }).pipe(Layer.provide(CaptureWarnings)), {
-  excludeTestServices: true,
-  timeout: "120 seconds"
+  excludeTestServices: true
 })("gas drain", (it) => {
   it.effect(
     "10 concurrent payments from a payer funded for one order: one broadcast, none reverted, 9×402, orders open",
