@@ -6,8 +6,10 @@ export default defineConfig({
     // The reliability suite runs on its own: npm run test:reliability (vitest.reliability.config.ts).
     exclude: [...configDefaults.exclude, "test/reliability/**"],
     globalSetup: ["test/support/globalSetup.ts"],
-    testTimeout: 60_000,
-    hookTimeout: 120_000,
+    // Guards against a hang, not speed checks: a slow machine must make the suite slower, not red.
+    // Waits inside tests are bounded on their own (test/support/wait.ts) and name what they awaited.
+    testTimeout: 300_000,
+    hookTimeout: 300_000,
     // Migrator.fromFileSystem import()s the .ts migrations; vitest must transform them.
     server: { deps: { inline: ["@effect/sql"] } }
   }

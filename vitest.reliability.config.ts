@@ -6,8 +6,8 @@ export default defineConfig({
     include: ["test/reliability/**/*.test.ts"],
     globalSetup: ["test/support/globalSetup.ts"],
     fileParallelism: false,
-    testTimeout: 180_000,
-    hookTimeout: 120_000,
+    testTimeout: 300_000,
+    hookTimeout: 300_000,
     server: { deps: { inline: ["@effect/sql"] } }
   }
 })

@@ -4,6 +4,7 @@
  */
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
+import { STATIC_PAGE_CSP } from "./PageSecurity.js"
 import { SERVICE_NAME, SERVICE_VERSION } from "./ServiceInfo.js"
 
 const page = `<!doctype html>
@@ -30,7 +31,7 @@ the refill agent, market data and a demo merchant paid over x402.</p>
 
 const response = HttpServerResponse.text(page, {
   contentType: "text/html; charset=utf-8",
-  headers: { "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'" }
+  headers: { "content-security-policy": STATIC_PAGE_CSP }
 })
 
 export const LandingLive = HttpApiBuilder.Router.use((router) => router.get("/", Effect.succeed(response)))

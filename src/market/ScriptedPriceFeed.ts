@@ -8,7 +8,7 @@
 import { Context, Deferred, Effect, Layer, Option, Ref } from "effect"
 import { PriceFeed, PriceFeedError, type Quote } from "./PriceFeed.js"
 
-/** `stubborn`: hangs for a while and cannot be interrupted meanwhile, then hangs for good. */
+/** `stubborn`: hangs for an hour (of the clock in use) and cannot be interrupted meanwhile, then hangs for good. */
 export type FeedBehaviour = "answer" | "fail" | "die" | "hang" | "stubborn"
 
 export interface ScriptedPriceFeedShape {
@@ -55,7 +55,7 @@ export class ScriptedPriceFeed extends Context.Tag("app/ScriptedPriceFeed")<
                 case "hang":
                   return yield* Effect.never
                 case "stubborn":
-                  return yield* Effect.uninterruptible(Effect.sleep("1500 millis")).pipe(Effect.zipRight(Effect.never))
+                  return yield* Effect.uninterruptible(Effect.sleep("1 hour")).pipe(Effect.zipRight(Effect.never))
                 case "answer": {
                   const own = (yield* Ref.get(script.prices)).get(token.symbol)
                   const paused = (yield* Ref.get(script.paused)).has(token.symbol)

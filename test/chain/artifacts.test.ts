@@ -21,6 +21,6 @@ describe("contract artifacts", () => {
           "artifacts differ from the sources: run `npx tsx scripts/build-contracts.ts`"
         ).toBe(true)
       }),
-    120_000
+    300_000
   )
 })

@@ -34,5 +34,5 @@ it.live(
       expect(output).toMatch(/refill executed/)
       expect(output).toContain("demo complete")
     }),
-  120_000
+  300_000
 )

@@ -7,7 +7,7 @@
 import { HttpServer } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Schedule } from "effect"
+import { Effect } from "effect"
 import { parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
@@ -17,6 +17,7 @@ import { send } from "../support/http.js"
 import { rawRequest } from "../support/rawHttp.js"
 import { DatabaseProxy, ProxiedTestDatabase } from "../support/TestDatabase.js"
 import { testServer } from "../support/TestServer.js"
+import { eventually } from "../support/wait.js"
 import { signPayment } from "../support/x402.js"
 
 const merchant = privateKeyToAccount(generatePrivateKey())
@@ -73,14 +74,7 @@ const orderStatus = (id: string) =>
   send("GET", `/merchant/orders/${id}`).pipe(Effect.map((response) => response.body.status as string))
 
 const eventuallyPaid = (id: string) =>
-  orderStatus(id).pipe(
-    Effect.filterOrFail(
-      (status) => status === "paid",
-      (status) => `still ${status}`
-    ),
-    Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.upTo("20 seconds"))),
-    Effect.orDie
-  )
+  eventually(`order ${id} to be paid`, orderStatus(id), (status) => status === "paid")
 
 layer(server, { excludeTestServices: true })("hostile input and failing dependencies", (it) => {
   it.effect("1. a signed validBefore beyond 2^63-1 pays; beyond 2^256-1 is 402 before any write", () =>
@@ -237,13 +231,11 @@ layer(server, { excludeTestServices: true })("hostile input and failing dependen
       }
       expect(ready.status).toBe(503)
       expect(ready.body).toMatchObject({ code: "NOT_READY", error: expect.stringContaining("database not answering") })
-      const recovered = yield* send("GET", `/merchant/orders/${order.id}`).pipe(
-        Effect.filterOrFail(
-          (response) => response.status === 200,
-          () => "not yet"
-        ),
-        Effect.retry(Schedule.spaced("200 millis").pipe(Schedule.upTo("10 seconds"))),
-        Effect.orDie
+      const recovered = yield* eventually(
+        "the order to be read again once the database answers",
+        send("GET", `/merchant/orders/${order.id}`),
+        (response) => response.status === 200,
+        { every: "200 millis" }
       )
       expect(recovered.body.id).toBe(order.id)
     })

@@ -77,6 +77,6 @@ describe("the README's walkthrough", () => {
         expect(strategy).toMatchObject({ status: 200, body: { targets: { NVDA: 0.5, SPY: 0.5 }, weeklySpendUsd: 140 } })
         expect((yield* get("/portfolio")).status).toBe(200)
       }),
-    240_000
+    300_000
   )
 })

@@ -85,9 +85,14 @@ layer(testServer(kycEnv({ WEB_ORIGIN: WEB_APP }), { chain: InMemoryChain.layer()
       const { context } = yield* browser
       const page = yield* Effect.promise(() => context.newPage())
       yield* Effect.promise(() => page.goto(pageUrl))
-      // Approving with empty fields does not leave the page (HTML validation).
+      // Approving with empty fields does not leave the page: the browser refuses the form (HTML validation).
       yield* Effect.promise(() => page.click("button[value=approve]"))
-      yield* Effect.sleep("300 millis")
+      const missing = yield* Effect.promise(() =>
+        page.$$eval("input[required]", (inputs) =>
+          inputs.filter((input) => input.matches(":invalid")).map((input) => input.getAttribute("name"))
+        )
+      )
+      expect(missing).toEqual(["fullName", "documentNumber"])
       expect(page.url()).toBe(pageUrl)
       expect((yield* me(token)).kyc).toBe("pending")
       yield* Effect.promise(() =>

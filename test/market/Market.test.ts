@@ -1,5 +1,7 @@
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer, Option, TestClock } from "effect"
+import { createPublicClient, http } from "viem"
+import { PriceFeedArtifact } from "../../src/chain/contracts/artifacts.js"
 import { ChainDeployment } from "../../src/chain/Deployment.js"
 import { setStockPaused, setStockPrice } from "../../src/chain/DevnetOperator.js"
 import { marketStatusAt } from "../../src/market/Calendar.js"
@@ -148,8 +150,15 @@ layer(MarketTest, { timeout: "60 seconds" })("Market over the devnet", (it) => {
       const quote = yield* feed.quote(spy)
       expect(quote.price).toBe(666.12345678)
       expect(quote.platformStatus).toBe("open")
-      // The feed's own clock: the devnet block time, seconds resolution.
-      expect(Math.abs(quote.updatedAt - Date.now())).toBeLessThan(120_000)
+      // The feed's own clock: the time of the block that set the price, in ms.
+      const [, , , updatedAt] = yield* Effect.promise(() =>
+        createPublicClient({ transport: http(devnet.rpcUrl) }).readContract({
+          address: spy.feed,
+          abi: PriceFeedArtifact.abi,
+          functionName: "latestRoundData"
+        })
+      )
+      expect(quote.updatedAt).toBe(Number(updatedAt) * 1000)
       yield* setStockPaused(devnet, "SPY", true)
       expect((yield* feed.quote(spy)).platformStatus).toBe("paused")
       yield* setStockPaused(devnet, "SPY", false)

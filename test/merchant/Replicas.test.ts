@@ -3,7 +3,7 @@
  * database and one devnet.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Schedule } from "effect"
+import { Effect } from "effect"
 import { createPublicClient, erc20Abi, type Hex, http, parseAbiItem, parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS, type Devnet, startDevnet } from "../../src/chain/Devnet.js"
@@ -11,6 +11,7 @@ import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { callService, devnetServiceEnv, type ServiceProcess, startService, stopService } from "../support/process.js"
 import { devnetRpc as rpc } from "../support/TestChain.js"
 import { queryDatabase as query, temporaryDatabaseUrl } from "../support/TestDatabase.js"
+import { eventually } from "../support/wait.js"
 import { signPayment } from "../support/x402.js"
 
 const merchant = privateKeyToAccount(generatePrivateKey())
@@ -54,13 +55,10 @@ const newOrder = (service: ServiceProcess, amount: string) =>
   })
 
 const waitUntilPaid = (service: ServiceProcess, id: string) =>
-  callService(service, "GET", `/merchant/orders/${id}`).pipe(
-    Effect.filterOrFail(
-      (response) => response.body.status === "paid",
-      () => "not paid yet"
-    ),
-    Effect.retry(Schedule.spaced("200 millis").pipe(Schedule.upTo("30 seconds"))),
-    Effect.orDieWith(() => new Error(`order ${id} was not paid in time`))
+  eventually(
+    `order ${id} to be paid`,
+    callService(service, "GET", `/merchant/orders/${id}`),
+    (response) => response.body?.status === "paid"
   )
 
 describe("settlement across processes", () => {
@@ -88,14 +86,16 @@ describe("settlement across processes", () => {
           ),
           { concurrency: "unbounded" }
         )
-        expect(responses.filter((r) => r.status === 200)).toHaveLength(1)
+        // The winner answers 200, or 202 when its settlement outlasts SETTLEMENT_WAIT on a slow machine.
+        expect(responses.filter((r) => r.status === 200 || r.status === 202)).toHaveLength(1)
         expect(responses.filter((r) => r.status === 409)).toHaveLength(19)
+        yield* waitUntilPaid(first, order.id)
         expect(yield* transfersToMerchant(devnet)).toBe(1)
         expect(yield* merchantBalance(devnet)).toBe(parseUnits("4.2", 18))
         const rows = yield* query(databaseUrl, "SELECT status FROM settlements WHERE order_id = $1", [order.id])
         expect(rows.map((row) => row.status)).toEqual(["succeeded"])
       }).pipe(Effect.scoped),
-    120_000
+    300_000
   )
 
   it.live(
@@ -121,17 +121,10 @@ describe("settlement across processes", () => {
                 })
               ).pipe(Effect.ignore)
             )
-            const broadcast = yield* query(
-              databaseUrl,
-              "SELECT tx_hash FROM settlements WHERE order_id = $1 AND status = 'broadcast'",
-              [id]
-            ).pipe(
-              Effect.filterOrFail(
-                (rows) => rows.length === 1,
-                () => "not broadcast yet"
-              ),
-              Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo("20 seconds"))),
-              Effect.orDie
+            const broadcast = yield* eventually(
+              `the settlement of order ${id} to be broadcast`,
+              query(databaseUrl, "SELECT tx_hash FROM settlements WHERE order_id = $1 AND status = 'broadcast'", [id]),
+              (rows) => rows.length === 1
             )
             expect(yield* stopService(service, "SIGKILL")).toBe(null)
             return broadcast[0]!.tx_hash as Hex
@@ -160,6 +153,6 @@ describe("settlement across processes", () => {
         expect(yield* merchantBalance(devnet)).toBe(parseUnits("20", 18))
         expect(yield* stopService(service, "SIGTERM")).toBe(0)
       }).pipe(Effect.scoped),
-    120_000
+    300_000
   )
 })

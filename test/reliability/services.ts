@@ -3,7 +3,7 @@
  * with load, and an audit of what the clients were told against what the chain and the database
  * say afterwards.
  */
-import { Effect, Schedule } from "effect"
+import { Effect } from "effect"
 import { createPublicClient, type Hex, http, parseAbiItem, parseUnits } from "viem"
 import { type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts"
 import { Usd1Artifact } from "../../src/chain/contracts/artifacts.js"
@@ -11,6 +11,7 @@ import { ANVIL_ACCOUNT_KEYS, type Devnet } from "../../src/chain/Devnet.js"
 import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { type Answer, callService, devnetServiceEnv, type ServiceProcess } from "../support/process.js"
 import { queryDatabase as query } from "../support/TestDatabase.js"
+import { eventually } from "../support/wait.js"
 import { signPayment } from "../support/x402.js"
 
 /** Dev accounts 1-8 hold 10,000 USD1 each on a fresh devnet (9 is the relayer). */
@@ -101,16 +102,13 @@ export const killBackends = (databaseUrl: string) =>
   ).pipe(Effect.map((rows) => rows[0]!.killed as number))
 
 /** Waits until no settlement is pending or broadcast. */
-export const awaitSettled = (databaseUrl: string, within: "60 seconds" | "90 seconds" = "60 seconds") =>
-  query(databaseUrl, "SELECT count(*)::int AS n FROM settlements WHERE status IN ('pending', 'broadcast')").pipe(
-    Effect.filterOrFail(
-      (rows) => rows[0]!.n === 0,
-      () => "settlements still unfinished"
-    ),
-    Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.upTo(within))),
-    Effect.orDie,
-    Effect.asVoid
-  )
+export const awaitSettled = (databaseUrl: string) =>
+  eventually(
+    "every settlement to be final",
+    query(databaseUrl, "SELECT count(*)::int AS n FROM settlements WHERE status IN ('pending', 'broadcast')"),
+    (rows) => rows[0]!.n === 0,
+    { every: "250 millis" }
+  ).pipe(Effect.asVoid)
 
 export interface Audit {
   readonly paidOrders: number

@@ -9,6 +9,7 @@ import type { Devnet } from "../../src/chain/Devnet.js"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
 import { freePort } from "../../src/EmbeddedPostgres.js"
 import { startWatchdog } from "../../src/EmbeddedServer.js"
+import { eventuallySucceeds } from "./wait.js"
 
 export interface ServiceProcess {
   readonly child: ChildProcess
@@ -201,13 +202,17 @@ export const sandboxCardHolder = (service: ServiceProcess, fullName = "Replica H
 export const startService = (env: Record<string, string>, cwd?: string, args?: ReadonlyArray<string>) =>
   Effect.gen(function* () {
     const service = yield* spawnService(env, cwd, args)
-    const healthy = Effect.tryPromise(() =>
-      fetch(`${service.baseUrl}/health`, { signal: AbortSignal.timeout(2_000) }).then((r) =>
-        r.ok ? r : Promise.reject(r.status)
-      )
-    ).pipe(Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.upTo("60 seconds"))))
+    const healthy = eventuallySucceeds(
+      `${service.baseUrl}/health to answer 200`,
+      Effect.tryPromise(() =>
+        fetch(`${service.baseUrl}/health`, { signal: AbortSignal.timeout(2_000) }).then((r) =>
+          r.ok ? r : Promise.reject(r.status)
+        )
+      ),
+      { explain: service.output }
+    )
     yield* Effect.raceFirst(healthy, Effect.zipRight(service.exited, Effect.fail("exited"))).pipe(
-      Effect.orDieWith(() => new Error(`service did not become healthy:\n${service.output()}`))
+      Effect.orDieWith(() => new Error(`the service exited before it answered /health:\n${service.output()}`))
     )
     return service
   })
