@@ -7,7 +7,11 @@
  *   expired): kept that long for investigation;
  * - identity-webhook deliveries: after KYC_WEBHOOK_RETENTION (30 days). A delivery's id makes a
  *   replay count once; a replay older than the webhooks' 5-minute timestamp tolerance is refused
- *   as stale anyway, so the retention is bounded below by that tolerance.
+ *   as stale anyway, so the retention is bounded below by that tolerance;
+ * - events (GET /me/events): after EVENTS_RETENTION (7 days); a stream asked to resume before the
+ *   oldest kept one answers 410 EVENT_ID_EXPIRED;
+ * - event-stream registrations a replica stopped refreshing (every heartbeat) four heartbeats, and
+ *   at least a minute, ago: that replica is gone.
  *
  * Every RETENTION_INTERVAL each replica tries to take (or renew) the job's lease in the database;
  * the one that holds it runs the job, the others skip it, and when the holder dies another replica
@@ -19,6 +23,7 @@ import { randomUUID } from "node:crypto"
 import { Clock, Config, ConfigError, Duration, Effect, Either } from "effect"
 import { backgroundLoop } from "./BackgroundLoop.js"
 import { durationConfig } from "./Config.js"
+import { eventSettings } from "./events/EventSettings.js"
 import { WEBHOOK_TOLERANCE_MS } from "./kyc/Webhook.js"
 import { type Prunable, RetentionRepo } from "./RetentionRepo.js"
 
@@ -29,8 +34,11 @@ const BATCH = 1_000
 const MAX_BATCHES = 50
 /** How long after its expiry a challenge is kept. */
 const CHALLENGE_RETENTION = Duration.days(1)
+/** The least an event-stream registration is kept without refresh before its replica counts as gone. */
+const STALE_STREAM_MIN_MS = 60_000
 
 const retentionSettings = Config.all({
+  events: eventSettings,
   interval: durationConfig("RETENTION_INTERVAL", "10 minutes"),
   webhookRetention: durationConfig("KYC_WEBHOOK_RETENTION", "30 days").pipe(
     Config.mapOrFail((retention) =>
@@ -84,12 +92,18 @@ export class Retention extends Effect.Service<Retention>()("app/Retention", {
         webhookDeliveries: yield* prune(
           "webhookDeliveries",
           new Date(now - Duration.toMillis(settings.webhookRetention))
+        ),
+        events: yield* prune("events", new Date(now - Duration.toMillis(settings.events.retention))),
+        eventStreams: yield* prune(
+          "eventStreams",
+          new Date(now - Math.max(4 * Duration.toMillis(settings.events.heartbeat), STALE_STREAM_MIN_MS))
         )
       }
-      if (pruned.sessions + pruned.challenges + pruned.webhookDeliveries > 0) {
+      if (Object.values(pruned).some((deleted) => deleted > 0)) {
         yield* Effect.logInfo(
           `retention: deleted ${pruned.sessions} expired session(s), ${pruned.challenges} challenge(s), ` +
-            `${pruned.webhookDeliveries} webhook deliver(ies)`
+            `${pruned.webhookDeliveries} webhook deliver(ies), ${pruned.events} event(s), ` +
+            `${pruned.eventStreams} stale event-stream registration(s)`
         )
       }
       return pruned

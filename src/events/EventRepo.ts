@@ -1,6 +1,6 @@
 /**
- * SQL for events: publishing (in the writer's transaction), reading after an id, the open-stream
- * registry and retention. Infrastructure failures die here.
+ * SQL for events: publishing (in the writer's transaction), reading after an id, and the open-stream
+ * registry. Infrastructure failures die here (retention is the retention job's: RetentionRepo).
  *
  * Ids: a user's row in `event_sequences` is updated by every statement that publishes for the user
  * and stays locked until the writer's transaction ends, so two writers of one user take turns: ids
@@ -142,21 +142,6 @@ export class EventRepo extends Effect.Service<EventRepo>()("app/EventRepo", {
         Effect.map((rows) => new Map(rows.map((row) => [row.sessionId, { expired: row.expired }])))
       )
 
-    /**
-     * Deletes up to `limit` events older than `before` (rows another replica is deleting are
-     * skipped), and stream rows not refreshed since `staleBefore`. Answers the events deleted.
-     */
-    const prune = (before: Date, staleBefore: Date, limit: number) =>
-      sql<{ n: number }>`
-        WITH gone AS (
-          DELETE FROM events WHERE (address, id) IN (
-            SELECT address, id FROM events WHERE created_at < ${before} LIMIT ${limit} FOR UPDATE SKIP LOCKED
-          ) RETURNING 1
-        ), stale AS (
-          DELETE FROM event_connections WHERE seen_at < ${staleBefore} RETURNING 1
-        )
-        SELECT (SELECT count(*) FROM gone)::int AS n`.pipe(Effect.map((rows) => rows[0]?.n ?? 0))
-
     return repository("EventRepo", {
       publish,
       position,
@@ -165,8 +150,7 @@ export class EventRepo extends Effect.Service<EventRepo>()("app/EventRepo", {
       openStream,
       closeStream,
       touchStreams,
-      liveSessions,
-      prune
+      liveSessions
     })
   })
 }) {}

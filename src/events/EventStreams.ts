@@ -23,10 +23,10 @@ import { randomUUID } from "node:crypto"
 import { Readable } from "node:stream"
 import { type HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Cause, Config, Duration, Effect, Exit, Option, Runtime, Schema, type Tracer } from "effect"
+import { Cause, Effect, Exit, Option, Runtime, Schema, type Tracer } from "effect"
 import { formatUnits } from "viem"
 import { forkLoop } from "../BackgroundLoop.js"
-import { AppConfig, durationConfig, positiveInteger } from "../Config.js"
+import { AppConfig } from "../Config.js"
 import { Card } from "../cards/Card.js"
 import { Cards } from "../cards/Cards.js"
 import type { Address } from "../chain/Address.js"
@@ -38,26 +38,16 @@ import { countEventsSent, countStreamClosed, recordNotificationLag, setOpenStrea
 import { type CloseReason, EventIdExpired, EventIdUnknown, StreamsUnavailable } from "./Api.js"
 import { listen } from "./EventListener.js"
 import { EVENTS_CHANNEL, EventRepo, type StoredEvent } from "./EventRepo.js"
+import { eventSettings } from "./EventSettings.js"
 import { Outbox } from "./Outbox.js"
 import { nextRun, startPoint } from "./Resume.js"
 import { formatComment, formatFrame } from "./Sse.js"
-
-export const eventSettings = Config.all({
-  heartbeat: durationConfig("EVENTS_HEARTBEAT", "15 seconds"),
-  retention: durationConfig("EVENTS_RETENTION", "7 days"),
-  maxStreamsPerUser: positiveInteger("EVENTS_MAX_STREAMS_PER_USER", 5),
-  maxStreams: positiveInteger("EVENTS_MAX_STREAMS", 5_000),
-  bufferBytes: positiveInteger("EVENTS_BUFFER_BYTES", 32 * 1024)
-})
 
 /** What a client waits before reconnecting (the SSE `retry:` field), in ms. */
 const RECONNECT_MS = 2_000
 /** Events read per user at a time, and users per read. */
 const PAGE = 200
 const USERS_PER_READ = 500
-/** Retention runs this often on every replica (each deletes what it finds first; the others skip it). */
-const PRUNE_EVERY = "10 minutes"
-const PRUNE_BATCH = 5_000
 /** After a failed read, the dispatcher waits this long before trying again. */
 const READ_RETRY = "1 second"
 /** At shutdown, how long the streams have to send their `close` before they are cut. */
@@ -312,20 +302,6 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
     })
     yield* forkLoop("event-heartbeat", { tick: heartbeat, every: settings.heartbeat, firstAfter: settings.heartbeat })
 
-    const prune = Effect.gen(function* () {
-      const now = Date.now()
-      const cutoff = new Date(now - Duration.toMillis(settings.retention))
-      // A replica refreshes its rows every heartbeat: rows four heartbeats old belong to a dead one.
-      const stale = new Date(now - Math.max(4 * Duration.toMillis(settings.heartbeat), 60_000))
-      let total = 0
-      for (let batch = 0; batch < 20; batch++) {
-        const deleted = yield* repo.prune(cutoff, stale, PRUNE_BATCH)
-        total += deleted
-        if (deleted < PRUNE_BATCH) break
-      }
-      if (total > 0) yield* Effect.logInfo(`events: ${total} event(s) past the retention deleted`)
-    })
-    yield* forkLoop("event-prune", { tick: prune, every: PRUNE_EVERY })
 
     // ---------------------------------------------------------------------------------------------
     // Opening a stream
@@ -519,7 +495,7 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
       }))
     )
 
-    return { open, closeAll, prune, snapshot, settings }
+    return { open, closeAll, snapshot, settings }
   }),
   dependencies: [EventRepo.Default]
 }) {}

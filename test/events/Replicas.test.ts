@@ -6,7 +6,7 @@
  */
 import { FetchHttpClient } from "@effect/platform"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either } from "effect"
+import { Duration, Effect, Either } from "effect"
 import { parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { startDevnet } from "../../src/chain/Devnet.js"
@@ -16,6 +16,7 @@ import { readEvents } from "../support/events.js"
 import { callService, devnetServiceEnv, sandboxCardHolder, startService, stopService } from "../support/process.js"
 import { devnetRpc as rpc } from "../support/TestChain.js"
 import { temporaryDatabaseUrl } from "../support/TestDatabase.js"
+import { DEFAULT_WAIT } from "../support/wait.js"
 import { signPayment } from "../support/x402.js"
 
 const merchant = privateKeyToAccount(generatePrivateKey())
@@ -64,9 +65,7 @@ describe("events across replicas", () => {
           headers: { "payment-signature": header }
         })
         expect(paid.status).toBe(200)
-        const payment = yield* events.await("the payment settled by B", (event) => event.event === "payment", {
-          within: "60 seconds"
-        })
+        const payment = yield* events.await("the payment settled by B", (event) => event.event === "payment")
         expect(payment).toMatchObject({ event: "payment", data: { id: order.id, usd: 15, description: "On B" } })
 
         // The card is at $5, below the $10 floor: B's loop refills it from the agent wallet's cash.
@@ -79,9 +78,7 @@ describe("events across replicas", () => {
         const { wallet } = (yield* callService(b, "GET", "/portfolio", { token: holder.token })).body
         yield* rpc(devnet, "anvil_setBalance", [wallet, "0xde0b6b3a7640000"])
         yield* mintUsd1(devnet, wallet, parseUnits("25", 18)).pipe(Effect.orDie)
-        const refill = yield* events.await("the refill made by B's loop", (event) => event.event === "refill", {
-          within: "90 seconds"
-        })
+        const refill = yield* events.await("the refill made by B's loop", (event) => event.event === "refill")
         expect(refill).toMatchObject({ event: "refill", data: { type: "refill", usd: 5 } })
         const executed = yield* events.await(
           "the executed refill decision",
@@ -102,7 +99,10 @@ describe("events across replicas", () => {
 
         // A stops: the stream ends with `close` (shutdown), and A does not wait for it.
         const stopped = yield* stopService(a, "SIGTERM").pipe(
-          Effect.timeoutFail({ duration: "60 seconds", onTimeout: () => new Error("A did not stop within 60 s") }),
+          Effect.timeoutFail({
+            duration: DEFAULT_WAIT,
+            onTimeout: () => new Error(`A did not stop within ${Duration.format(DEFAULT_WAIT)}`)
+          }),
           Effect.orDie
         )
         expect(stopped).toBe(0)

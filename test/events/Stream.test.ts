@@ -7,7 +7,7 @@
  */
 import { connect } from "node:net"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Either, Fiber, Schedule } from "effect"
+import { Context, Effect, Either, Fiber, Layer, Schedule } from "effect"
 import { parseUnits } from "viem"
 import type { PrivateKeyAccount } from "viem/accounts"
 import { Strategy } from "../../src/agent/Api.js"
@@ -17,6 +17,7 @@ import { EventStreams } from "../../src/events/EventStreams.js"
 import { Events } from "../../src/events/Events.js"
 import { ScriptedKycProvider } from "../../src/kyc/ScriptedKycProvider.js"
 import type { PaymentRequirements } from "../../src/merchant/X402.js"
+import { Retention } from "../../src/Retention.js"
 import { query, serverBaseUrl } from "../kyc/helpers.js"
 import { cardHolder } from "../support/agent.js"
 import { newAccount, signIn } from "../support/auth.js"
@@ -24,6 +25,7 @@ import { readEvents } from "../support/events.js"
 import { bearer, send } from "../support/http.js"
 import { startTcpProxy } from "../support/TcpProxy.js"
 import { TEST_APP_URL, testServer } from "../support/TestServer.js"
+import { DEFAULT_WAIT, eventually } from "../support/wait.js"
 import { signPayment } from "../support/x402.js"
 
 const merchant = newAccount()
@@ -72,14 +74,13 @@ const payOrder = (payer: PrivateKeyAccount, amount: string) =>
 
 /** Waits until the user has `count` open streams on this replica. */
 const awaitOpenStreams = (address: string, count: number) =>
-  Effect.flatMap(EventStreams, (streams) => streams.snapshot).pipe(
-    Effect.map((open) => open.filter((stream) => stream.address === address)),
-    Effect.filterOrFail(
-      (open) => open.length === count,
-      () => "not yet"
+  eventually(
+    `${address} to hold ${count} open stream(s)`,
+    Effect.flatMap(EventStreams, (streams) => streams.snapshot).pipe(
+      Effect.map((open) => open.filter((stream) => stream.address === address))
     ),
-    Effect.retry(Schedule.spaced("20 millis").pipe(Schedule.upTo("30 seconds"))),
-    Effect.orDieWith(() => new Error(`${address} did not come to ${count} open stream(s)`))
+    (open) => open.length === count,
+    { every: "20 millis" }
   )
 
 layer(server, { excludeTestServices: true, timeout: "120 seconds" })("GET /me/events", (it) => {
@@ -171,13 +172,11 @@ layer(server, { excludeTestServices: true, timeout: "120 seconds" })("GET /me/ev
       expect(before).toBeDefined()
       yield* query("SELECT pg_terminate_backend($1)", before!.pid)
       yield* setStrategy(token, 11)
-      yield* listeners.pipe(
-        Effect.filterOrFail(
-          (rows) => rows.length === 1 && rows[0]!.pid !== before!.pid,
-          () => "not yet"
-        ),
-        Effect.retry(Schedule.spaced("20 millis").pipe(Schedule.upTo("30 seconds"))),
-        Effect.orDieWith(() => new Error("the event listener did not reconnect"))
+      yield* eventually(
+        "the event listener to reconnect",
+        listeners,
+        (rows) => rows.length === 1 && rows[0]!.pid !== before!.pid,
+        { every: "20 millis" }
       )
       yield* setStrategy(token, 12)
       yield* reader.await("the strategy written after the reconnection", isStrategy(12))
@@ -188,7 +187,6 @@ layer(server, { excludeTestServices: true, timeout: "120 seconds" })("GET /me/ev
   it.scoped("a position whose next events were pruned is 410 EVENT_ID_EXPIRED, a newer one 410 EVENT_ID_UNKNOWN", () =>
     Effect.gen(function* () {
       const { token, account } = yield* cardHolder()
-      const streams = yield* EventStreams
       for (const weekly of [1, 2, 3, 4]) yield* setStrategy(token, weekly)
       const newest = yield* lastEventId(account.address)
       // Every event but the newest two is older than the retention (7 days).
@@ -197,7 +195,10 @@ layer(server, { excludeTestServices: true, timeout: "120 seconds" })("GET /me/ev
         account.address,
         newest - 2
       )
-      yield* streams.prune
+      // The retention job, as a replica that takes its lease now runs it.
+      yield* query("DELETE FROM job_leases")
+      const retention = yield* Effect.map(Layer.build(Retention.Default), Context.get(Retention))
+      yield* retention.run
       expect(yield* query("SELECT id FROM events WHERE address = $1 ORDER BY id", account.address)).toEqual([
         { id: String(newest - 1) },
         { id: String(newest) }
@@ -365,7 +366,13 @@ layer(server, { excludeTestServices: true, timeout: "120 seconds" })("GET /me/ev
         socket.on("close", () => resume(Effect.succeed(bytes)))
         socket.on("error", () => {})
         socket.resume()
-      }).pipe(Effect.timeout("30 seconds"), Effect.orDie)
+      }).pipe(
+        Effect.timeoutFail({
+          duration: DEFAULT_WAIT,
+          onTimeout: () => new Error("the slow reader's connection did not end once read")
+        }),
+        Effect.orDie
+      )
       expect(received).toBeGreaterThan(0)
       expect(received).toBeLessThan(20 * 1024 * 1024)
     })
@@ -390,7 +397,10 @@ layer(server, { excludeTestServices: true, timeout: "120 seconds" })("GET /me/ev
           return { response, text, controller }
         }),
         ({ controller }) => Effect.sync(() => controller.abort())
-      ).pipe(Effect.timeout("30 seconds"), Effect.orDie)
+      ).pipe(
+        Effect.timeoutFail({ duration: DEFAULT_WAIT, onTimeout: () => new Error("no ready frame on the raw stream") }),
+        Effect.orDie
+      )
       expect(first.response.status).toBe(200)
       expect(first.response.headers.get("content-type")).toBe("text/event-stream; charset=utf-8")
       expect(first.response.headers.get("cache-control")).toBe("no-store")

@@ -1,21 +1,15 @@
 /** Reading a user's event stream in tests, with the card app's own reader (src/events/EventStreamClient.ts). */
 import { FetchHttpClient } from "@effect/platform"
-import { Duration, Effect, type Either, Fiber, Schedule, Stream } from "effect"
+import { Duration, Effect, type Either, Fiber, Stream } from "effect"
 import type { StreamEvent } from "../../src/events/Api.js"
 import { type EventStreamError, type EventStreamOptions, eventStream } from "../../src/events/EventStreamClient.js"
+import { DEFAULT_WAIT, eventually } from "./wait.js"
 
 export interface EventReader {
   /** Every event received so far, in order. */
   readonly received: () => ReadonlyArray<StreamEvent>
-  /**
-   * The first event after the `skip` first ones that satisfies `predicate`, waiting for it (at most
-   * `within`; failing with a message naming `what`).
-   */
-  readonly await: (
-    what: string,
-    predicate: (event: StreamEvent) => boolean,
-    options?: { readonly skip?: number; readonly within?: Duration.DurationInput }
-  ) => Effect.Effect<StreamEvent>
+  /** Waits for the first event that satisfies `predicate` (see `eventually`; `what` names it). */
+  readonly await: (what: string, predicate: (event: StreamEvent) => boolean) => Effect.Effect<StreamEvent>
   /** Waits for the stream's end: `Left` with the reader's error, or `Right` when it just ended. */
   readonly ended: Effect.Effect<Either.Either<void, EventStreamError>>
   readonly stop: Effect.Effect<void>
@@ -34,22 +28,20 @@ export const readEvents = (options: Partial<EventStreamOptions> & { readonly tok
     )
     const reader: EventReader = {
       received: () => received,
-      await: (what, predicate, { skip = 0, within = "30 seconds" } = {}) =>
-        Effect.suspend(() => {
-          const found = received.slice(skip).find(predicate)
-          return found === undefined ? Effect.fail("not yet") : Effect.succeed(found)
-        }).pipe(
-          Effect.retry(Schedule.spaced("20 millis")),
-          Effect.timeoutFail({
-            duration: within,
-            onTimeout: () =>
-              new Error(
-                `no ${what} event within ${Duration.format(within)}; received: ${JSON.stringify(received).slice(-2000)}`
-              )
-          }),
-          Effect.orDie
-        ),
-      ended: Fiber.join(fiber),
+      await: (what, predicate) =>
+        eventually(
+          `the ${what} event`,
+          Effect.sync(() => received.find(predicate)),
+          (found) => found !== undefined,
+          { every: "20 millis", explain: () => `received: ${JSON.stringify(received).slice(-2000)}` }
+        ).pipe(Effect.map((found) => found!)),
+      ended: Fiber.join(fiber).pipe(
+        Effect.timeoutFail({
+          duration: DEFAULT_WAIT,
+          onTimeout: () => new Error(`waited ${Duration.format(DEFAULT_WAIT)} for the event stream to end`)
+        }),
+        Effect.orDie
+      ),
       stop: Fiber.interrupt(fiber).pipe(Effect.asVoid)
     }
     return reader
