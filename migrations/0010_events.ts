@@ -27,16 +27,20 @@ export default Effect.flatMap(
     CREATE INDEX events_created_at_idx ON events (created_at);
 
     -- The open streams of every replica, for the per-user limit (the oldest beyond it is closed,
-    -- whichever replica holds it). Each replica refreshes its rows every heartbeat; rows of a
-    -- replica that died are dropped once stale.
+    -- whichever replica holds it), and each replica's heartbeat (one row, refreshed every
+    -- EVENTS_HEARTBEAT): the streams of a replica whose heartbeat went stale are dropped by the
+    -- retention job.
+    CREATE TABLE event_replicas (
+      id uuid PRIMARY KEY,
+      seen_at timestamptz NOT NULL
+    );
     CREATE TABLE event_connections (
       id uuid PRIMARY KEY,
       address text NOT NULL,
       replica uuid NOT NULL,
-      opened_at timestamptz NOT NULL,
-      seen_at timestamptz NOT NULL
+      opened_at timestamptz NOT NULL
     );
     CREATE INDEX event_connections_address_idx ON event_connections (address, opened_at);
-    CREATE INDEX event_connections_seen_idx ON event_connections (seen_at);
+    CREATE INDEX event_connections_replica_idx ON event_connections (replica);
   `
 )

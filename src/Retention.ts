@@ -10,8 +10,8 @@
  *   as stale anyway, so the retention is bounded below by that tolerance;
  * - events (GET /me/events): after EVENTS_RETENTION (7 days); a stream asked to resume before the
  *   oldest kept one answers 410 EVENT_ID_EXPIRED;
- * - event-stream registrations a replica stopped refreshing (every heartbeat) four heartbeats, and
- *   at least a minute, ago: that replica is gone.
+ * - the event-stream registrations of a replica whose heartbeat (every EVENTS_HEARTBEAT) is four
+ *   heartbeats, and at least a minute, old: that replica is gone; and its heartbeat row.
  *
  * Every RETENTION_INTERVAL each replica tries to take (or renew) the job's lease in the database;
  * the one that holds it runs the job, the others skip it, and when the holder dies another replica
@@ -34,7 +34,7 @@ const BATCH = 1_000
 const MAX_BATCHES = 50
 /** How long after its expiry a challenge is kept. */
 const CHALLENGE_RETENTION = Duration.days(1)
-/** The least an event-stream registration is kept without refresh before its replica counts as gone. */
+/** The least a replica's event heartbeat may be late before its stream registrations count as gone. */
 const STALE_STREAM_MIN_MS = 60_000
 
 const retentionSettings = Config.all({
@@ -86,6 +86,10 @@ export class Retention extends Effect.Service<Retention>()("app/Retention", {
     const run = Effect.gen(function* () {
       if (!(yield* repo.holdLease(JOB, holder, leaseSeconds))) return undefined
       const now = yield* Clock.currentTimeMillis
+      // A replica refreshes its heartbeat every EVENTS_HEARTBEAT: four missed, it is gone.
+      const staleReplicas = new Date(
+        now - Math.max(4 * Duration.toMillis(settings.events.heartbeat), STALE_STREAM_MIN_MS)
+      )
       const pruned: Pruned = {
         sessions: yield* prune("sessions", new Date(now)),
         challenges: yield* prune("challenges", new Date(now - Duration.toMillis(CHALLENGE_RETENTION))),
@@ -94,10 +98,8 @@ export class Retention extends Effect.Service<Retention>()("app/Retention", {
           new Date(now - Duration.toMillis(settings.webhookRetention))
         ),
         events: yield* prune("events", new Date(now - Duration.toMillis(settings.events.retention))),
-        eventStreams: yield* prune(
-          "eventStreams",
-          new Date(now - Math.max(4 * Duration.toMillis(settings.events.heartbeat), STALE_STREAM_MIN_MS))
-        )
+        eventStreams: yield* prune("eventStreams", staleReplicas),
+        eventReplicas: yield* prune("eventReplicas", staleReplicas)
       }
       if (Object.values(pruned).some((deleted) => deleted > 0)) {
         yield* Effect.logInfo(

@@ -65,26 +65,31 @@ layer(TestDatabase, { excludeTestServices: true })("retention", (it) => {
           delivery("recent", now - 29 * DAY)
         ])}`
 
-        // Events: one past EVENTS_RETENTION (7 days), one within it; stream registrations: one whose
-        // replica stopped refreshing it minutes ago, one refreshed just now.
+        // Events: one past EVENTS_RETENTION (7 days), one within it; stream registrations: one of a
+        // replica whose heartbeat stopped minutes ago, one of a live replica.
         yield* sql`INSERT INTO events ${sql.insert([
           { address, id: 1, type: "strategy", data: "{}", createdAt: at(now - 8 * DAY) },
           { address, id: 2, type: "strategy", data: "{}", createdAt: at(now - 6 * DAY) }
         ])}`
-        const connection = (id: string, seenAt: number) => ({
-          id,
-          address,
-          replica: "00000000-0000-4000-8000-000000000000",
-          openedAt: at(seenAt),
-          seenAt: at(seenAt)
-        })
+        const [gone, live] = ["00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b"]
+        yield* sql`INSERT INTO event_replicas ${sql.insert([
+          { id: gone, seenAt: at(now - 5 * 60_000) },
+          { id: live, seenAt: at(now) }
+        ])}`
         yield* sql`INSERT INTO event_connections ${sql.insert([
-          connection("00000000-0000-4000-8000-000000000001", now - 5 * 60_000),
-          connection("00000000-0000-4000-8000-000000000002", now)
+          { id: "00000000-0000-4000-8000-000000000001", address, replica: gone, openedAt: at(now - DAY) },
+          { id: "00000000-0000-4000-8000-000000000002", address, replica: live, openedAt: at(now - DAY) }
         ])}`
 
         const ran = yield* a.run
-        expect(ran).toEqual({ sessions: 2_500, challenges: 2, webhookDeliveries: 1, events: 1, eventStreams: 1 })
+        expect(ran).toEqual({
+          sessions: 2_500,
+          challenges: 2,
+          webhookDeliveries: 1,
+          events: 1,
+          eventStreams: 1,
+          eventReplicas: 1
+        })
         // The other replica skips while the first one's lease runs.
         expect(yield* b.run).toBeUndefined()
 
@@ -110,9 +115,23 @@ layer(TestDatabase, { excludeTestServices: true })("retention", (it) => {
           }
         ])
         // Its holder runs it again (nothing left); the other takes over once the lease has expired.
-        expect(yield* a.run).toEqual({ sessions: 0, challenges: 0, webhookDeliveries: 0, events: 0, eventStreams: 0 })
+        expect(yield* a.run).toEqual({
+          sessions: 0,
+          challenges: 0,
+          webhookDeliveries: 0,
+          events: 0,
+          eventStreams: 0,
+          eventReplicas: 0
+        })
         yield* sql`UPDATE job_leases SET expires_at = now() - interval '1 second' WHERE name = 'retention'`
-        expect(yield* b.run).toEqual({ sessions: 0, challenges: 0, webhookDeliveries: 0, events: 0, eventStreams: 0 })
+        expect(yield* b.run).toEqual({
+          sessions: 0,
+          challenges: 0,
+          webhookDeliveries: 0,
+          events: 0,
+          eventStreams: 0,
+          eventReplicas: 0
+        })
         expect(yield* a.run).toBeUndefined()
       })
   )

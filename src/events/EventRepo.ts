@@ -121,8 +121,8 @@ export class EventRepo extends Effect.Service<EventRepo>()("app/EventRepo", {
         ), dropped AS (
           DELETE FROM event_connections c USING beyond WHERE c.id = beyond.id RETURNING c.id
         ), opened AS (
-          INSERT INTO event_connections (id, address, replica, opened_at, seen_at)
-          VALUES (${stream.id}, ${stream.address}, ${stream.replica}, clock_timestamp(), now())
+          INSERT INTO event_connections (id, address, replica, opened_at)
+          VALUES (${stream.id}, ${stream.address}, ${stream.replica}, clock_timestamp())
         )
         SELECT id::text AS id, pg_notify(${EVENTS_CHANNEL}, 'c ' || id) FROM dropped`.pipe(
         Effect.map((rows) => rows.map((row) => row.id))
@@ -130,9 +130,10 @@ export class EventRepo extends Effect.Service<EventRepo>()("app/EventRepo", {
 
     const closeStream = (id: string) => sql`DELETE FROM event_connections WHERE id = ${id}`
 
-    /** This replica's streams are alive. */
-    const touchStreams = (replica: string) =>
-      sql`UPDATE event_connections SET seen_at = now() WHERE replica = ${replica}`
+    /** This replica (and so its streams) is alive: one row, whatever the number of its streams. */
+    const heartbeat = (replica: string) =>
+      sql`INSERT INTO event_replicas (id, seen_at) VALUES (${replica}, now())
+          ON CONFLICT (id) DO UPDATE SET seen_at = now()`
 
     /** Of the given sessions (SHA-256 hashes, hex), the ones that still exist, and whether each expired. */
     const liveSessions = (sessionIds: ReadonlyArray<string>) =>
@@ -149,7 +150,7 @@ export class EventRepo extends Effect.Service<EventRepo>()("app/EventRepo", {
       lastIds,
       openStream,
       closeStream,
-      touchStreams,
+      heartbeat,
       liveSessions
     })
   })

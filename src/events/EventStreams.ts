@@ -295,13 +295,14 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
           }
         }
       }
-      yield* repo.touchStreams(replica)
+      yield* repo.heartbeat(replica)
       yield* listener.check
       const pending = new Set(open.filter((stream) => stream.kyc === "pending").map((stream) => stream.address))
       yield* Effect.forEach(pending, (address) => kyc.reconcile(address), { concurrency: 8, discard: true })
     })
+    // Alive from the start: the streams it registers are never taken for a dead replica's.
+    yield* repo.heartbeat(replica)
     yield* forkLoop("event-heartbeat", { tick: heartbeat, every: settings.heartbeat, firstAfter: settings.heartbeat })
-
 
     // ---------------------------------------------------------------------------------------------
     // Opening a stream
