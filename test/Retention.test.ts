@@ -21,6 +21,9 @@ const replica = (env: Record<string, string> = {}) => Effect.map(Layer.build(ret
 
 const at = (ms: number) => new Date(ms)
 
+/** A run that found nothing to delete. */
+const nothingLeft = { sessions: 0, challenges: 0, webhookDeliveries: 0, events: 0, eventStreams: 0, eventReplicas: 0 }
+
 layer(TestDatabase, { excludeTestServices: true })("retention", (it) => {
   it.scoped(
     "deletes expired sessions, day-old expired challenges, old deliveries, old events and stale stream registrations; live rows stay",
@@ -115,23 +118,9 @@ layer(TestDatabase, { excludeTestServices: true })("retention", (it) => {
           }
         ])
         // Its holder runs it again (nothing left); the other takes over once the lease has expired.
-        expect(yield* a.run).toEqual({
-          sessions: 0,
-          challenges: 0,
-          webhookDeliveries: 0,
-          events: 0,
-          eventStreams: 0,
-          eventReplicas: 0
-        })
+        expect(yield* a.run).toEqual(nothingLeft)
         yield* sql`UPDATE job_leases SET expires_at = now() - interval '1 second' WHERE name = 'retention'`
-        expect(yield* b.run).toEqual({
-          sessions: 0,
-          challenges: 0,
-          webhookDeliveries: 0,
-          events: 0,
-          eventStreams: 0,
-          eventReplicas: 0
-        })
+        expect(yield* b.run).toEqual(nothingLeft)
         expect(yield* a.run).toBeUndefined()
       })
   )
