@@ -12,6 +12,10 @@
  * | `agent_decisions_total` | counter | `action`, `status` |
  * | `agent_tick_duration_seconds` | histogram | – |
  * | `db_pool_connections` | gauge | `state` (`total`, `idle`, `waiting`) |
+ * | `events_open_streams` | gauge | – (this replica's `GET /me/events` streams) |
+ * | `events_sent_total` | counter | `type` (`ready`, `kyc`, `payment`, `refill`, `decision`, `strategy`, `close`) |
+ * | `events_streams_closed_total` | counter | `reason` (`client`, `shutdown`, `signed-out`, `session-expired`, `replaced`, `events-expired`, `too-slow`) |
+ * | `events_notification_lag_seconds` | histogram | – (an event's commit to its read by a notified replica) |
  */
 import { createHash, timingSafeEqual } from "node:crypto"
 import { HttpApi, type HttpApiGroup, HttpServerRequest, HttpServerResponse } from "@effect/platform"
@@ -52,6 +56,29 @@ export const agentTickDuration = Metric.histogram(
 const dbPoolConnections = Metric.gauge("db_pool_connections", {
   description: "PostgreSQL pool connections, by state"
 })
+
+const openStreams = Metric.gauge("events_open_streams", { description: "Open event streams on this replica" })
+const eventsSent = Metric.counter("events_sent_total", { description: "Events sent on event streams, by type" })
+const streamsClosed = Metric.counter("events_streams_closed_total", {
+  description: "Event streams ended, by reason"
+})
+const notificationLag = Metric.histogram(
+  "events_notification_lag_seconds",
+  MetricBoundaries.exponential({ start: 0.001, factor: 2, count: 14 }),
+  "From an event's write to its read by a replica told about it (database clock)"
+)
+
+export const setOpenStreams = (count: number) => Metric.set(openStreams, count)
+
+export const countEventsSent = (type: string, count: number) =>
+  Metric.incrementBy(Metric.tagged(eventsSent, "type", type), count)
+
+export const countStreamClosed = (reason: string) => Metric.increment(Metric.tagged(streamsClosed, "reason", reason))
+
+export const recordNotificationLag = (seconds: ReadonlyArray<number>) =>
+  Effect.sync(() => {
+    for (const value of seconds) notificationLag.unsafeUpdate(value, [])
+  })
 
 /**
  * `settled` and `failed` when a settlement is recorded (by the request or the reconciler),
@@ -188,7 +215,7 @@ export const prometheusText = (pairs: ReadonlyArray<MetricPair.MetricPair.Untype
 }
 
 /** Every metric of this process, as Prometheus scrapes them (the pool sampled now). */
-const metricsResponse = (pool: DatabasePool["Type"]) =>
+const metricsResponse = (pool: Pick<DatabasePool["Type"], "usage">) =>
   Effect.gen(function* () {
     for (const [state, value] of Object.entries(yield* pool.usage)) {
       yield* Metric.set(Metric.tagged(dbPoolConnections, "state", state), value)
@@ -226,7 +253,7 @@ const bearerIs = (header: string | undefined, token: Redacted.Redacted<string>) 
  * connection's peer is loopback) and are a 404 to anyone else: counters of settlements and
  * identity checks are nobody else's business.
  */
-export const metricsRoute = (pool: DatabasePool["Type"]) =>
+export const metricsRoute = (pool: Pick<DatabasePool["Type"], "usage">) =>
   Effect.map(metricsToken, (token) =>
     Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
       if (Option.isSome(token)) {

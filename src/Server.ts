@@ -63,6 +63,9 @@ import { StatementHttpLive } from "./cards/Http.js"
 import { Statement } from "./cards/Statement.js"
 import { ChainClient } from "./chain/ChainClient.js"
 import { DatabasePool } from "./Database.js"
+import { EventStreams } from "./events/EventStreams.js"
+import { Events } from "./events/Events.js"
+import { CloseEventStreamsFirst, EventsHttpLive } from "./events/Http.js"
 import { HealthHttpLive } from "./health/Http.js"
 import { KycHttpLive, KycSandboxHttpLive, KycWebhookHttpLive } from "./kyc/Http.js"
 import { Kyc } from "./kyc/Kyc.js"
@@ -400,9 +403,15 @@ const ServeLive = Layer.unwrapEffect(
 )
 
 /** The domain services, each with its own repositories; the ports they use come from outside. */
-const DomainLive = Layer.mergeAll(Account.Default, Agent.Default, AgentLoop.Default, RateLimiter.Default).pipe(
+const DomainLive = Layer.mergeAll(
+  Account.Default,
+  Agent.Default,
+  AgentLoop.Default,
+  RateLimiter.Default,
+  EventStreams.Default
+).pipe(
   Layer.provideMerge(Layer.mergeAll(Auth.Default, Kyc.Default, SandboxDeskLive, Statement.Default, Market.Default)),
-  Layer.provideMerge(Cards.Default),
+  Layer.provideMerge(Layer.merge(Cards.Default, Events.Default)),
   Layer.provide(KycConfig.layer)
 )
 
@@ -416,6 +425,7 @@ const CoreLive = Layer.mergeAll(
   MarketHttpLive,
   StatementHttpLive,
   StrategyHttpLive,
+  EventsHttpLive,
   ErrorNormalizerLive,
   MarketRefreshLive,
   RetentionLive.pipe(Layer.provide(Retention.Default))
@@ -457,7 +467,9 @@ const CorsLive = Layer.unwrapEffect(
         "content-type",
         "payment-signature",
         "access-control-expose-headers",
-        "x-request-id"
+        "x-request-id",
+        // A browser resuming GET /me/events with fetch.
+        "last-event-id"
       ],
       exposedHeaders: ["payment-required", "payment-response", "x-request-id", "www-authenticate"],
       maxAge: 600
@@ -529,6 +541,7 @@ export const httpLive = <A, E, R>(server: Layer.Layer<A | HttpServer.HttpServer,
   ServeLive.pipe(
     Layer.merge(AnnounceAddress),
     Layer.merge(StartupSummary),
+    Layer.merge(CloseEventStreamsFirst),
     Layer.provideMerge(server),
     Layer.provide([HttpApiScalar.layer({ path: "/docs", scalar: offlineScalar }), LandingLive, MetricsRouteLive]),
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
