@@ -66,6 +66,7 @@ import { transferWithAuthorizationTypedData } from "./Eip3009.js"
 import { isUnreachable, jsonRpcClient } from "./JsonRpc.js"
 import { chunksOf, MULTICALL_CHUNK, MULTICALL3_ADDRESS, rowsOf } from "./Multicall.js"
 import { sendQueues } from "./SendQueues.js"
+import { checkChain } from "./StartupCheck.js"
 
 /** viem's error text, with the node's own words and a revert reason when there is one. */
 export const errorText = (cause: unknown): string => {
@@ -263,6 +264,9 @@ export const EvmChain = Layer.scoped(
 
     const read = <A>(what: string, method: string, params: ReadonlyArray<unknown>) =>
       chainCall(what, (signal) => reads.request<A>(method, params, signal))
+
+    // Not a failure anything could handle: the start ends with its one line (Launch.ts).
+    yield* checkChain({ chainId, usd1: usd1.address, local: deployment.local }, read).pipe(Effect.orDie)
 
     /** The gas the call needs, sent by `from`; a refusal (a revert) is `CallReverted`, nothing sent. */
     const simulate = (from: Address, call: Call) =>
