@@ -29,7 +29,7 @@ import {
   type Transport
 } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
-import type { EmbeddedServerError } from "../EmbeddedServer.js"
+import { EmbeddedServerError } from "../EmbeddedServer.js"
 import { Address as AddressSchema } from "./Address.js"
 import { startAnvil } from "./Anvil.js"
 import {
@@ -491,6 +491,26 @@ const refreshStaleFeeds = (devnet: Devnet) =>
     if (stale.length > 0) yield* Effect.logInfo(`refreshed ${stale.length} stale devnet price feed(s)`)
   })
 
+/**
+ * After anvil restarted (supervised, see Anvil.ts): its state file normally still holds every
+ * contract. A state lost altogether (no dump yet, or a torn one moved aside) means a fresh chain,
+ * where deploying again from the deployer's first nonce puts every contract back at the same
+ * address (with the initial balances); otherwise the devnet cannot be what its users know.
+ */
+const restoreContracts = (devnet: Endpoint, expected: CurrentManifest) =>
+  Effect.gen(function* () {
+    if (yield* manifestIsLive(devnet, expected)) return yield* placeMulticall(devnet)
+    const again = yield* deploy(devnet)
+    yield* placeMulticall(devnet)
+    const addresses = (m: CurrentManifest) => JSON.stringify([m.usd1, m.exchange, m.accountFactory, m.stocks])
+    if (addresses(again) !== addresses(expected)) {
+      return yield* new DevnetError({
+        message: "its state was lost, and its contracts cannot be deployed at the same addresses again"
+      })
+    }
+    yield* Effect.logWarning("the devnet lost its state: its contracts were deployed again; balances start afresh")
+  }).pipe(Effect.withSpan("Devnet.restoreContracts"))
+
 // ---------------------------------------------------------------------------------------------------
 // startDevnet
 
@@ -504,9 +524,21 @@ export const startDevnet = (
   Effect.gen(function* () {
     const started = Date.now()
     const stateDir = options?.stateDir === undefined ? undefined : path.resolve(options.stateDir)
+    // What a restarted anvil must hold again: known once the contracts are deployed (before that, a
+    // lost anvil fails this start).
+    let deployed: CurrentManifest | undefined
     const rpcUrl = yield* startAnvil({
       chainId: DEVNET_CHAIN_ID,
-      ...(stateDir === undefined ? {} : { stateDir })
+      ...(stateDir === undefined ? {} : { stateDir }),
+      recover: (url) =>
+        deployed === undefined
+          ? Effect.void
+          : restoreContracts({ rpcUrl: url, chainId: DEVNET_CHAIN_ID }, deployed).pipe(
+              Effect.mapError(
+                (error) =>
+                  new EmbeddedServerError({ server: "devnet", path: stateDir ?? "(ephemeral)", reason: error.message })
+              )
+            )
     })
     const endpoint = { rpcUrl, chainId: DEVNET_CHAIN_ID }
 
@@ -517,6 +549,7 @@ export const startDevnet = (
       [reusable ? upgrade(endpoint, existing.value) : deploy(endpoint), placeMulticall(endpoint)],
       { concurrency: 2 }
     )
+    deployed = manifest
     const outcome = !reusable ? "fresh" : manifest === Option.getOrUndefined(existing) ? "reused" : "upgraded"
     if (manifestFile !== undefined && outcome !== "reused") yield* writeManifest(manifestFile, manifest)
 
