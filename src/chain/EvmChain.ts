@@ -265,8 +265,9 @@ export const EvmChain = Layer.scoped(
     const read = <A>(what: string, method: string, params: ReadonlyArray<unknown>) =>
       chainCall(what, (signal) => reads.request<A>(method, params, signal))
 
+    // A configured chain only: the embedded devnet's contracts are ours, checked when it starts.
     // Not a failure anything could handle: the start ends with its one line (Launch.ts).
-    yield* checkChain({ chainId, usd1: usd1.address, local: deployment.local }, read).pipe(Effect.orDie)
+    if (!deployment.local) yield* checkChain({ chainId, usd1: usd1.address }, read).pipe(Effect.orDie)
 
     /** The gas the call needs, sent by `from`; a refusal (a revert) is `CallReverted`, nothing sent. */
     const simulate = (from: Address, call: Call) =>

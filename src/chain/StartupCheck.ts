@@ -42,17 +42,12 @@ const oneLine = (text: string) => {
 export interface CheckedDeployment {
   readonly chainId: number
   readonly usd1: Address
-  /** True for the embedded devnet: the settings named in a failure are then not the user's. */
-  readonly local: boolean
 }
 
 /** Checks the node's chain id, the token's answers and Multicall3's code, all at once. */
 export const checkChain = (deployment: CheckedDeployment, read: Read): Effect.Effect<void, ChainMisconfigured> => {
-  const [rpcSetting, tokenSetting] = deployment.local
-    ? ["the embedded devnet", "the devnet's USD1"]
-    : ["CHAIN_RPC_URL", "USD1_ADDRESS"]
   const unanswered = (error: ChainError) =>
-    new ChainMisconfigured({ message: `${rpcSetting} did not answer at start: ${oneLine(error.message)}` })
+    new ChainMisconfigured({ message: `CHAIN_RPC_URL did not answer at start: ${oneLine(error.message)}` })
 
   const chainId = read<Hex>("chain id", "eth_chainId", []).pipe(
     Effect.mapError(unanswered),
@@ -61,7 +56,7 @@ export const checkChain = (deployment: CheckedDeployment, read: Read): Effect.Ef
         ? Effect.void
         : new ChainMisconfigured({
             message:
-              `${rpcSetting} is on chain ${hexToNumber(answer)}, not CHAIN_ID ${deployment.chainId}: ` +
+              `CHAIN_RPC_URL is on chain ${hexToNumber(answer)}, not CHAIN_ID ${deployment.chainId}: ` +
               "point it at a node of that chain, or set CHAIN_ID to the chain it serves"
           })
     )
@@ -94,7 +89,7 @@ export const checkChain = (deployment: CheckedDeployment, read: Read): Effect.Ef
         ? Effect.void
         : new ChainMisconfigured({
             message:
-              `${tokenSetting} ${deployment.usd1} is not an EIP-3009 token on chain ${deployment.chainId}: ` +
+              `USD1_ADDRESS ${deployment.usd1} is not an EIP-3009 token on chain ${deployment.chainId}: ` +
               `${silent.join(", ")}`
           })
     )
