@@ -516,9 +516,9 @@ export const superviseServer = <A extends { readonly exited: Effect.Effect<strin
           }
           failures++
           last = next.left.reason
-          yield* Effect.logWarning(`${options.server} restart ${failures} of ${policy.maxFailures} failed`).pipe(
-            Effect.annotateLogs({ ...annotations, reason: last })
-          )
+          yield* Effect.logWarning(
+            `${options.server} did not restart (${failures} of ${policy.maxFailures} failures in a row)`
+          ).pipe(Effect.annotateLogs({ ...annotations, reason: last }))
         }
         yield* lost(`${failures} failures in a row; the last: ${last}`)
       })
