@@ -4,7 +4,7 @@
  * `EmbeddedServerLost`; a scope that closes stops it without any line about a crash.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Logger, Ref, Schedule } from "effect"
+import { Deferred, Effect, Logger, Option, Ref } from "effect"
 import {
   EmbeddedServerError,
   type EmbeddedServerLost,
@@ -13,6 +13,7 @@ import {
   startServer,
   superviseServer
 } from "../src/EmbeddedServer.js"
+import { eventually } from "./support/wait.js"
 
 /** Log lines written while `effect` runs, as `LEVEL message`. */
 const capturingLogs = Effect.gen(function* () {
@@ -41,14 +42,6 @@ const fastPolicy = {
   stableAfter: "1 hour"
 } as const
 
-/** Waits (bounded) until `condition` holds, failing with `what`. */
-const eventually = (what: string, condition: Effect.Effect<boolean>) =>
-  condition.pipe(
-    Effect.flatMap((ok) => (ok ? Effect.void : Effect.fail(what))),
-    Effect.retry(Schedule.spaced("20 millis").pipe(Schedule.upTo("20 seconds"))),
-    Effect.orDieWith(() => new Error(`timed out waiting until ${what}`))
-  )
-
 describe("superviseServer", () => {
   it.scopedLive("a server killed from outside is started again, with one ERROR line naming how it ended", () =>
     Effect.gen(function* () {
@@ -61,13 +54,9 @@ describe("superviseServer", () => {
         policy: fastPolicy
       }).pipe(Effect.provide(logs.layer))
       process.kill(first.pid, "SIGKILL")
-      yield* eventually(
-        "a second sleeper runs",
-        Effect.map(Ref.get(pids), (all) => all.length === 2 && isAlive(all[1]!))
-      )
-      yield* eventually(
-        "the restart is logged",
-        Effect.map(logs.lines, (lines) => lines.some((line) => line.startsWith("INFO sleeper restarted after ")))
+      yield* eventually("a second sleeper to run", Ref.get(pids), (all) => all.length === 2 && isAlive(all[1]!))
+      yield* eventually("the restart to be logged", logs.lines, (lines) =>
+        lines.some((line) => line.startsWith("INFO sleeper restarted after "))
       )
       expect((yield* logs.lines).filter((line) => line.startsWith("ERROR"))).toEqual([
         "ERROR sleeper exited unexpectedly: it was killed by SIGKILL; restarting it"
@@ -98,7 +87,9 @@ describe("superviseServer", () => {
         Effect.provideService(ServiceHalt, { halt: (error) => Deferred.succeed(halted, error) })
       )
       process.kill(first.pid, "SIGTERM")
-      const lost = yield* Deferred.await(halted).pipe(Effect.timeout("20 seconds"))
+      const lost = yield* Option.getOrThrow(
+        yield* eventually("the service to be halted", Deferred.poll(halted), Option.isSome)
+      )
       expect(lost.message).toBe(
         "sleeper (/nowhere) exited and could not be restarted: 3 failures in a row; the last: port in use"
       )
@@ -121,8 +112,9 @@ describe("superviseServer", () => {
         )
       )
       yield* eventually(
-        "the sleeper stopped",
-        Effect.sync(() => !isAlive(pid))
+        "the sleeper to stop",
+        Effect.sync(() => isAlive(pid)),
+        (alive) => !alive
       )
       expect(yield* logs.lines).toEqual([])
     })

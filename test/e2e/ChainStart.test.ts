@@ -24,22 +24,19 @@ const failedStart = (
   })
 
 describe("start-up checks of the chain", () => {
-  it.scopedLive(
-    "a node on another chain than CHAIN_ID: exit 1, one fatal line, nothing served",
-    () =>
-      Effect.gen(function* () {
-        const { code, fatal, lines } = yield* failedStart(() => ({ CHAIN_ID: "8453" }))
-        expect(code).toBe(1)
-        expect(fatal).toHaveLength(1)
-        expect(fatal[0]).toMatchObject({
-          message:
-            "start failed: CHAIN_RPC_URL is on chain 31337, not CHAIN_ID 8453: point it at a node of that chain, " +
-            "or set CHAIN_ID to the chain it serves",
-          annotations: { error: "ChainMisconfigured" }
-        })
-        expect(lines.some((line) => String(line.message).includes(" listening on "))).toBe(false)
-      }),
-    120_000
+  it.scopedLive("a node on another chain than CHAIN_ID: exit 1, one fatal line, nothing served", () =>
+    Effect.gen(function* () {
+      const { code, fatal, lines } = yield* failedStart(() => ({ CHAIN_ID: "8453" }))
+      expect(code).toBe(1)
+      expect(fatal).toHaveLength(1)
+      expect(fatal[0]).toMatchObject({
+        message:
+          "start failed: CHAIN_RPC_URL is on chain 31337, not CHAIN_ID 8453: point it at a node of that chain, " +
+          "or set CHAIN_ID to the chain it serves",
+        annotations: { error: "ChainMisconfigured" }
+      })
+      expect(lines.some((line) => String(line.message).includes(" listening on "))).toBe(false)
+    })
   )
 
   it.scopedLive(
@@ -64,7 +61,6 @@ describe("start-up checks of the chain", () => {
           `start failed: USD1_ADDRESS ${contract.devnet.exchange} is not an EIP-3009 token on chain 31337: ` +
             "name() reverts, version() reverts, DOMAIN_SEPARATOR() reverts, authorizationState(address,bytes32) reverts"
         )
-      }),
-    120_000
+      })
   )
 })

@@ -26,6 +26,7 @@ import {
 } from "../support/process.js"
 import { startTcpProxy } from "../support/TcpProxy.js"
 import { temporaryDatabaseUrl } from "../support/TestDatabase.js"
+import { eventually } from "../support/wait.js"
 import { signPayment } from "../support/x402.js"
 import { record, table } from "./figures.js"
 import { contractBreaches, payers, statuses } from "./services.js"
@@ -70,12 +71,10 @@ const load = (lanes: ReadonlyArray<(i: number) => Effect.Effect<Answer>>) =>
     }
   })
 
-/** Waits (bounded) until `condition` holds; fails naming `what`. */
-const eventually = <A>(what: string, within: "30 seconds" | "60 seconds", condition: Effect.Effect<A | undefined>) =>
-  condition.pipe(
-    Effect.flatMap((value) => (value === undefined ? Effect.fail("not yet") : Effect.succeed(value))),
-    Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo(within))),
-    Effect.orDieWith(() => new Error(`timed out after ${within} waiting until ${what}`))
+/** Waits until `observe` sees something (test/support/wait.ts); a failed wait shows the service's last output. */
+const awaitSeen = <A>(what: string, service: ServiceProcess, observe: Effect.Effect<A | undefined>) =>
+  eventually(what, observe, (seen) => seen !== undefined, { explain: () => service.output().slice(-4000) }).pipe(
+    Effect.map((seen) => seen as A)
   )
 
 type LogLine = Record<string, unknown> & {
@@ -174,9 +173,9 @@ describe("dependencies that fail under the service", () => {
           () => callService(service, "GET", `/merchant/orders/${before.body.id}`),
           () => callService(service, "GET", "/health")
         ])
-        yield* eventually(
+        yield* awaitSeen(
           "the load is served",
-          "30 seconds",
+          service,
           Effect.map(traffic.answers, (all) => (all.length >= 20 ? true : undefined))
         )
 
@@ -184,18 +183,18 @@ describe("dependencies that fail under the service", () => {
         const postmaster = pidIn(pidFile)
         process.kill(postmaster, "SIGKILL")
         const killedAt = Date.now()
-        const restarted = yield* eventually(
+        const restarted = yield* awaitSeen(
           "PostgreSQL is restarted (or the service exited)",
-          "60 seconds",
+          service,
           Effect.map(
             lineStarting(service, "PostgreSQL restarted"),
             (line) => line ?? (service.child.exitCode !== null ? ({ message: "exited" } as LogLine) : undefined)
           )
         )
         expect(restarted.message).toMatch(/^PostgreSQL restarted after \d+\.\d s$/)
-        const served = yield* eventually(
+        const served = yield* awaitSeen(
           "a database route answers 200 again",
-          "30 seconds",
+          service,
           Effect.map(callService(service, "GET", `/merchant/orders/${before.body.id}`), (answer) =>
             answer.status === 200 ? Date.now() : undefined
           )
@@ -222,8 +221,7 @@ describe("dependencies that fail under the service", () => {
         expect(pidIn(pidFile)).not.toBe(postmaster)
         expect(isAlive(pidIn(pidFile))).toBe(true)
         expect((yield* callService(service, "GET", "/ready")).status).toBe(200)
-      }),
-    180_000
+      })
   )
 
   it.scopedLive(
@@ -236,9 +234,9 @@ describe("dependencies that fail under the service", () => {
         const paidAt = Date.now()
         const stateFile = path.join(dataDir, "chain", "anvil-state.json")
         // anvil dumps its state every 3 s: the kill comes after a dump that holds the payment
-        yield* eventually(
+        yield* awaitSeen(
           "the devnet state is dumped after the payment",
-          "30 seconds",
+          service,
           Effect.sync(() => (existsSync(stateFile) && statSync(stateFile).mtimeMs > paidAt + 50 ? true : undefined))
         )
         const anvil = pidIn(path.join(dataDir, "chain", "anvil.pid"))
@@ -249,18 +247,18 @@ describe("dependencies that fail under the service", () => {
           (i) => orderAndPay(service, payers[4 + (i % 3)]!),
           () => callService(service, "GET", "/ready")
         ])
-        const restarted = yield* eventually(
+        const restarted = yield* awaitSeen(
           "anvil is restarted (or the service exited)",
-          "60 seconds",
+          service,
           Effect.map(
             lineStarting(service, "anvil restarted"),
             (line) => line ?? (service.child.exitCode !== null ? ({ message: "exited" } as LogLine) : undefined)
           )
         )
         expect(restarted.message).toMatch(/^anvil restarted after \d+\.\d s$/)
-        const settled = yield* eventually(
+        const settled = yield* awaitSeen(
           "a payment is settled again",
-          "30 seconds",
+          service,
           Effect.map(
             traffic.answers,
             (all) =>
@@ -291,8 +289,7 @@ describe("dependencies that fail under the service", () => {
         expect(events.filter((line) => line.logLevel === "FATAL")).toEqual([])
         expect(events.filter((line) => "cause" in line)).toEqual([])
         expect(service.child.exitCode).toBe(null)
-      }),
-    180_000
+      })
   )
 
   it.scopedLive(
@@ -346,71 +343,66 @@ describe("dependencies that fail under the service", () => {
         // the fatal line is the last; PostgreSQL and the watchdogs went down with the service
         expect(all.at(-1)?.logLevel).toBe("FATAL")
         expect(processesMentioning(dataDir)).toEqual([])
-      }),
-    180_000
+      })
   )
 
-  it.scopedLive(
-    "a 20 s database outage under load: a bounded number of log lines, no stack trace, served again",
-    () =>
-      Effect.gen(function* () {
-        const databaseUrl = yield* temporaryDatabaseUrl
-        const upstream = new URL(databaseUrl)
-        const proxy = yield* startTcpProxy({ host: upstream.hostname, port: Number(upstream.port || 5432) })
-        const { service } = yield* embeddedService({ DATABASE_URL: proxy.url(databaseUrl) })
-        const before = yield* createOrder(service)
-        expect(before.status).toBe(200)
-        const traffic = yield* load([
-          () => createOrder(service),
-          () => callService(service, "GET", `/merchant/orders/${before.body.id}`),
-          () => callService(service, "POST", "/auth/challenge", { json: { address: payers[0]!.address } }),
-          () => callService(service, "GET", `/merchant/orders/${before.body.id}`)
-        ])
-        yield* Effect.sleep("2 seconds")
-        const cutAt = Date.now()
-        proxy.setMode("refuse")
-        yield* Effect.sleep("20 seconds")
-        proxy.setMode("forward")
-        const back = yield* eventually(
-          "the outage is over",
-          "30 seconds",
-          lineStarting(service, "database available again")
-        )
-        yield* Effect.sleep("1 second")
-        const answers = yield* traffic.stop
-        const during = answers.filter((answer) => answer.at >= cutAt && answer.at <= Date.parse(back.timestamp))
-        const within = (line: LogLine) =>
-          Date.parse(line.timestamp) >= cutAt && Date.parse(line.timestamp) <= Date.parse(back.timestamp)
-        const events = lines(service).filter((line) => within(line) && !perRequest(line))
-        const requestLines = lines(service).filter((line) => within(line) && perRequest(line))
-        record("db outage: length", ms(Date.parse(back.timestamp) - cutAt))
-        record("db outage: requests during it", during.length)
-        record("db outage: statuses during it", statuses(during))
-        record("db outage: per-request log lines (access log, orders)", requestLines.length)
-        record("db outage: other log lines", events.length)
-        for (const line of events) record(`db outage: ${line.logLevel}`, line.message.slice(0, 110))
-        expect(contractBreaches(answers)).toEqual([])
-        expect(during.filter((answer) => answer.status === 503).length).toBeGreaterThan(100)
-        expect(events.filter((line) => "cause" in line)).toEqual([])
-        // one line when it went, a summary every 10 s, one when it came back: nothing else
-        const kinds = events.map((line) =>
-          line.message.startsWith("database unavailable: ")
-            ? "went"
-            : line.message.startsWith("database still unavailable after ")
-              ? "summary"
-              : line.message.startsWith("database available again after ")
-                ? "back"
-                : `other: ${line.logLevel} ${line.message}`
-        )
-        expect(kinds[0]).toBe("went")
-        expect(kinds.at(-1)).toBe("back")
-        expect(kinds.slice(1, -1).every((kind) => kind === "summary")).toBe(true)
-        expect(events.length).toBeLessThanOrEqual(5)
-        expect(back.message).toMatch(
-          /^database available again after \d+\.\d s; meanwhile \d+ requests refused, \d+ background jobs? failed$/
-        )
-        expect((yield* createOrder(service)).status).toBe(200)
-      }),
-    180_000
+  it.scopedLive("a 20 s database outage under load: a bounded number of log lines, no stack trace, served again", () =>
+    Effect.gen(function* () {
+      const databaseUrl = yield* temporaryDatabaseUrl
+      const upstream = new URL(databaseUrl)
+      const proxy = yield* startTcpProxy({ host: upstream.hostname, port: Number(upstream.port || 5432) })
+      const { service } = yield* embeddedService({ DATABASE_URL: proxy.url(databaseUrl) })
+      const before = yield* createOrder(service)
+      expect(before.status).toBe(200)
+      const traffic = yield* load([
+        () => createOrder(service),
+        () => callService(service, "GET", `/merchant/orders/${before.body.id}`),
+        () => callService(service, "POST", "/auth/challenge", { json: { address: payers[0]!.address } }),
+        () => callService(service, "GET", `/merchant/orders/${before.body.id}`)
+      ])
+      yield* awaitSeen(
+        "the load to be served",
+        service,
+        Effect.map(traffic.answers, (all) => (all.length >= 20 ? true : undefined))
+      )
+      const cutAt = Date.now()
+      proxy.setMode("refuse")
+      yield* Effect.sleep("20 seconds")
+      proxy.setMode("forward")
+      const back = yield* awaitSeen("the outage is over", service, lineStarting(service, "database available again"))
+      const answers = yield* traffic.stop
+      const during = answers.filter((answer) => answer.at >= cutAt && answer.at <= Date.parse(back.timestamp))
+      const within = (line: LogLine) =>
+        Date.parse(line.timestamp) >= cutAt && Date.parse(line.timestamp) <= Date.parse(back.timestamp)
+      const events = lines(service).filter((line) => within(line) && !perRequest(line))
+      const requestLines = lines(service).filter((line) => within(line) && perRequest(line))
+      record("db outage: length", ms(Date.parse(back.timestamp) - cutAt))
+      record("db outage: requests during it", during.length)
+      record("db outage: statuses during it", statuses(during))
+      record("db outage: per-request log lines (access log, orders)", requestLines.length)
+      record("db outage: other log lines", events.length)
+      for (const line of events) record(`db outage: ${line.logLevel}`, line.message.slice(0, 110))
+      expect(contractBreaches(answers)).toEqual([])
+      expect(during.filter((answer) => answer.status === 503).length).toBeGreaterThan(100)
+      expect(events.filter((line) => "cause" in line)).toEqual([])
+      // one line when it went, a summary every 10 s, one when it came back: nothing else
+      const kinds = events.map((line) =>
+        line.message.startsWith("database unavailable: ")
+          ? "went"
+          : line.message.startsWith("database still unavailable after ")
+            ? "summary"
+            : line.message.startsWith("database available again after ")
+              ? "back"
+              : `other: ${line.logLevel} ${line.message}`
+      )
+      expect(kinds[0]).toBe("went")
+      expect(kinds.at(-1)).toBe("back")
+      expect(kinds.slice(1, -1).every((kind) => kind === "summary")).toBe(true)
+      expect(events.length).toBeLessThanOrEqual(5)
+      expect(back.message).toMatch(
+        /^database available again after \d+\.\d s; meanwhile \d+ requests refused, \d+ background jobs? failed$/
+      )
+      expect((yield* createOrder(service)).status).toBe(200)
+    })
   )
 })
