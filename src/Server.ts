@@ -42,6 +42,7 @@ import {
 import { AgentEnabledApi, Api, CoreApi, MerchantEnabledApi } from "./Api.js"
 import {
   BadRequest,
+  type ChainUnavailable,
   DatabaseUnavailable,
   HeadersTooLarge,
   InternalError,
@@ -73,12 +74,14 @@ import { KycConfig } from "./kyc/KycConfig.js"
 import { KycProvider } from "./kyc/KycProvider.js"
 import { SandboxDeskLive } from "./kyc/SandboxDesk.js"
 import { LandingLive } from "./Landing.js"
+import { describeError } from "./Launch.js"
 import { jsonLineLogger, writeLogLine } from "./LogSink.js"
 import { metricsRoute, requestMetrics, routeTemplates, statusOfExit } from "./Metrics.js"
 import { MarketHttpLive } from "./market/Http.js"
 import { Market, MarketRefreshLive } from "./market/Market.js"
 import { MerchantHttpLive } from "./merchant/Http.js"
 import { Merchant, SettlementReconcilerLive } from "./merchant/Merchant.js"
+import { OutagesLive, reportUnavailable } from "./Outages.js"
 import { NOSNIFF, scriptedPageCsp } from "./PageSecurity.js"
 import { RateLimiter } from "./RateLimit.js"
 import {
@@ -190,13 +193,19 @@ const ErrorNormalizerLive = HttpApiBuilder.middleware(
                 const decode = error as { message: string; issues: ReadonlyArray<DecodeIssue> }
                 return Effect.fail(new BadRequest({ error: describeIssues(decode.issues, decode.message) }))
               }
+              case "ChainUnavailable":
+                return Effect.zipRight(
+                  reportUnavailable("chain", (error as ChainUnavailable).error, "request"),
+                  Effect.failCause(cause)
+                )
               default:
                 if (!isDatabaseUnavailable(error)) return Effect.failCause(cause)
             }
           }
           const fault = Option.orElse(Cause.dieOption(cause), () => failure)
           if (Option.isSome(fault) && isDatabaseUnavailable(fault.value)) {
-            return Effect.logWarning("database unavailable", cause).pipe(
+            // counted in the outage, not logged per request (Outages.ts)
+            return reportUnavailable("database", describeError(fault.value), "request").pipe(
               Effect.zipRight(Effect.fail(new DatabaseUnavailable({ error: "the database did not answer in time" })))
             )
           }
@@ -549,6 +558,8 @@ export const httpLive = <A, E, R>(server: Layer.Layer<A | HttpServer.HttpServer,
     Layer.provide(ApiLive),
     // The domain services are in the app's context too: tests and tools reach them (the agent loop's tick).
     Layer.provideMerge(DomainLive),
+    // Below everything that reports to it: one outage tracker for the whole app.
+    Layer.provideMerge(OutagesLive),
     Layer.provide(ServerAddress.layer)
   )
 

@@ -27,6 +27,7 @@ import type { Address } from "../chain/Address.js"
 import { ChainClient, type ChainClientShape, ChainError, receiptShowsTransfer } from "../chain/ChainClient.js"
 import { Events } from "../events/Events.js"
 import { countRevertedSettlement, countSettlement } from "../Metrics.js"
+import { outageOf, reportUnavailable } from "../Outages.js"
 import { Order, OrderAlreadyPaid, OrderExpired, OrderNotFound, PaymentInProgress, PaymentRequired } from "./Api.js"
 import { microsToAtomic, parseAmount } from "./Money.js"
 import { OrderRepo, type OrderRow, type SettlementRow } from "./OrderRepo.js"
@@ -478,7 +479,8 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       if (Either.isLeft(window)) return yield* refuse(order, window.left, "PAYMENT_INVALID")
       const verified = yield* withinChainTimeout(processor.verify(payload, requirements)).pipe(
         Effect.catchTag("ChainError", (error) =>
-          Effect.logWarning(`payment not verified: ${error.message}`).pipe(
+          // counted in the chain's outage from the 503 (Outages.ts); the detail at debug level
+          Effect.logDebug(`payment not verified: ${error.message}`).pipe(
             Effect.zipRight(
               new ChainUnavailable({ error: "the chain did not answer in time; nothing was reserved or sent" })
             )
@@ -566,9 +568,16 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       }).pipe(
         Effect.as(true),
         Effect.catchTag("ChainError", (error) =>
-          Effect.logWarning(`reconcile: the chain did not answer (${error.message}); will retry`).pipe(Effect.as(false))
+          reportUnavailable("chain", `reconcile: ${error.message}`, "job").pipe(Effect.as(false))
         ),
-        Effect.catchAllCause((cause) => Effect.logWarning("reconcile: will retry", cause).pipe(Effect.as(true))),
+        Effect.catchAllCause((cause) => {
+          const outage = outageOf(cause)
+          return (
+            Option.isSome(outage)
+              ? reportUnavailable(outage.value.dependency, `reconcile: ${outage.value.reason}`, "job")
+              : Effect.logWarning("reconcile: will retry", cause)
+          ).pipe(Effect.as(true))
+        }),
         Effect.withSpan("Merchant.reconcileOne", { attributes: { "order.id": settlement.orderId } })
       )
 
