@@ -26,6 +26,7 @@ import {
   http,
   type PublicClient,
   parseUnits,
+  TransactionReceiptNotFoundError,
   type Transport
 } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
@@ -176,6 +177,43 @@ export const toFeedAnswer = (price: number): bigint => parseUnits(price.toFixed(
 type DeployerWallet = ReturnType<typeof walletClientFor>
 
 /** Sends one transaction signed by the deployer key and waits for its successful receipt. */
+/** How long an operator's or the setup's transaction may take to be mined on the devnet. */
+const RECEIPT_LIMIT_MS = 30_000
+
+/**
+ * The receipt of a transaction sent to the devnet, read until it exists. Polled directly rather
+ * than through viem's block watcher, which looks only when the block number changes: anvil mines
+ * after it answers the send, so a first look can miss the receipt and, on an otherwise idle devnet,
+ * no later block would come to look again. Past the limit it says whether the node knows the
+ * transaction at all (a dropped one never will be mined).
+ */
+export const awaitReceipt = (devnet: Pick<Devnet, "rpcUrl" | "chainId">, hash: Hash, what: string) =>
+  Effect.gen(function* () {
+    const client = publicClientFor(devnet)
+    const deadline = Date.now() + RECEIPT_LIMIT_MS
+    while (true) {
+      const receipt = yield* attempt(`${what}: reading its receipt`, () =>
+        client.getTransactionReceipt({ hash }).catch((cause) => {
+          if (cause instanceof TransactionReceiptNotFoundError) return undefined
+          throw cause
+        })
+      )
+      if (receipt !== undefined) return receipt
+      if (Date.now() >= deadline) {
+        const known = yield* attempt(`${what}: looking it up`, () =>
+          client.getTransaction({ hash }).then(
+            () => true,
+            () => false
+          )
+        )
+        return yield* new DevnetError({
+          message: `${what}: ${hash} not mined within ${RECEIPT_LIMIT_MS / 1000} s (${known ? "still pending" : "unknown to the node: dropped"})`
+        })
+      }
+      yield* Effect.sleep(POLLING_INTERVAL_MS)
+    }
+  })
+
 export const sendAsDeployer = (
   devnet: Devnet,
   what: string,
@@ -184,9 +222,7 @@ export const sendAsDeployer = (
   Effect.gen(function* () {
     const wallet = walletClientFor(devnet, devnet.deployerKey)
     const hash = yield* attempt(`${what} failed`, () => send(wallet))
-    const receipt = yield* attempt(`${what}: no receipt`, () =>
-      publicClientFor(devnet).waitForTransactionReceipt({ hash, timeout: 30_000 })
-    )
+    const receipt = yield* awaitReceipt(devnet, hash, what)
     if (receipt.status !== "success") return yield* new DevnetError({ message: `${what}: transaction reverted` })
     return hash
   })
@@ -313,9 +349,7 @@ const sendSetup = (devnet: Endpoint, startNonce: number, steps: ReadonlyArray<Se
     }
     if (hashes.length === 0) return
     // anvil mines in nonce order, so once the last receipt exists all of them do.
-    yield* attempt("devnet setup: waiting for the last receipt", () =>
-      client.waitForTransactionReceipt({ hash: hashes[hashes.length - 1]!, timeout: 30_000 })
-    )
+    yield* awaitReceipt(devnet, hashes[hashes.length - 1]!, "devnet setup")
     const receipts = yield* attempt("devnet setup: reading receipts", () =>
       Promise.all(hashes.map((hash) => client.getTransactionReceipt({ hash })))
     )

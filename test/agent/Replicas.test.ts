@@ -8,7 +8,7 @@ import { Effect, Redacted } from "effect"
 import { createPublicClient, createWalletClient, erc20Abi, http, maxUint256, parseAbiItem, parseUnits } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
 import { agentWalletKey } from "../../src/agent/ChainAgentWallet.js"
-import { type Devnet, startDevnet } from "../../src/chain/Devnet.js"
+import { awaitReceipt, type Devnet, startDevnet } from "../../src/chain/Devnet.js"
 import { mintStock, mintUsd1 } from "../../src/chain/DevnetOperator.js"
 import {
   callService,
@@ -100,21 +100,26 @@ const awaitRow = <A>(
 
 /** Approves the exchange to take every stock token of the wallet of `key`, as its first trade would. */
 const approveExchange = (devnet: Devnet, key: Redacted.Redacted<`0x${string}`>) =>
-  Effect.promise(async () => {
-    const account = privateKeyToAccount(Redacted.value(key))
-    const wallet = createWalletClient({ account, transport: http(devnet.rpcUrl) })
-    const reader = createPublicClient({ transport: http(devnet.rpcUrl) })
-    for (const stock of devnet.stocks) {
-      const hash = await wallet.writeContract({
-        chain: null,
-        address: stock.address,
-        abi: erc20Abi,
-        functionName: "approve",
-        args: [devnet.exchange, maxUint256]
-      })
-      await reader.waitForTransactionReceipt({ hash })
-    }
-  })
+  Effect.forEach(
+    devnet.stocks,
+    (stock) =>
+      Effect.promise(() =>
+        createWalletClient({
+          account: privateKeyToAccount(Redacted.value(key)),
+          transport: http(devnet.rpcUrl)
+        }).writeContract({
+          chain: null,
+          address: stock.address,
+          abi: erc20Abi,
+          functionName: "approve",
+          args: [devnet.exchange, maxUint256]
+        })
+      ).pipe(
+        Effect.flatMap((hash) => awaitReceipt(devnet, hash, `approve ${stock.symbol}`)),
+        Effect.orDie
+      ),
+    { discard: true }
+  )
 
 /** The one-tick harness as its own process (SIGKILLed by the crash test). */
 const spawnTick = (env: Record<string, string>, at: number) =>

@@ -11,6 +11,7 @@ import {
   createTestClient,
   createWalletClient,
   domainSeparator,
+  type Hash,
   type Hex,
   http,
   parseEther,
@@ -28,7 +29,7 @@ import {
   StockTokenArtifact,
   Usd1Artifact
 } from "../../src/chain/contracts/artifacts.js"
-import { type Devnet, DevnetError, devnetChain, startDevnet } from "../../src/chain/Devnet.js"
+import { awaitReceipt, type Devnet, DevnetError, devnetChain, startDevnet } from "../../src/chain/Devnet.js"
 import {
   mintStock,
   mintUsd1,
@@ -58,6 +59,9 @@ const clientsFor = (devnet: Devnet) => {
     })
   return { client, wallet }
 }
+
+/** The receipt of a transaction the test sent. */
+const mined = (devnet: Devnet, hash: Hash) => awaitReceipt(devnet, hash, "the test's transaction").pipe(Effect.orDie)
 
 const key = (devnet: Devnet, index: number): Hex => devnet.accountKeys[index]!
 const addressOf = (privateKey: Hex): Address => privateKeyToAccount(privateKey).address
@@ -351,13 +355,13 @@ layer(Layer.scoped(TestDevnet, startDevnet()), { excludeTestServices: true, time
         const hash = yield* Effect.promise(() =>
           wallet(holder).writeContract({ ...transfer, args: [to, shares("1")], gas: 100_000n })
         )
-        const receipt = yield* Effect.promise(() => client.waitForTransactionReceipt({ hash }))
+        const receipt = yield* mined(devnet, hash)
         expect(receipt.status).toBe("reverted")
         expect(yield* balanceOf(devnet, tsla.address, to)).toBe(0n)
 
         yield* setStockPaused(devnet, "TSLA", false)
         const ok = yield* Effect.promise(() => wallet(holder).writeContract({ ...transfer, args: [to, shares("1")] }))
-        expect((yield* Effect.promise(() => client.waitForTransactionReceipt({ hash: ok }))).status).toBe("success")
+        expect((yield* mined(devnet, ok)).status).toBe("success")
         expect(yield* balanceOf(devnet, tsla.address, to)).toBe(shares("1"))
         expect(yield* balanceOf(devnet, tsla.address, addressOf(holder))).toBe(shares("2"))
       })
@@ -397,7 +401,7 @@ layer(Layer.scoped(TestDevnet, startDevnet()), { excludeTestServices: true, time
         const hash = yield* Effect.promise(() =>
           relayer.writeContract({ ...token, functionName: "transferWithAuthorization", args: vrsArgs })
         )
-        const receipt = yield* Effect.promise(() => client.waitForTransactionReceipt({ hash }))
+        const receipt = yield* mined(devnet, hash)
         expect(receipt.status).toBe("success")
         const events = parseEventLogs({ abi: Usd1Artifact.abi, logs: receipt.logs })
         expect(events.map((e) => e.eventName)).toEqual(["AuthorizationUsed", "Transfer"])
@@ -424,9 +428,7 @@ layer(Layer.scoped(TestDevnet, startDevnet()), { excludeTestServices: true, time
         const replay = yield* Effect.promise(() =>
           relayer.writeContract({ ...token, functionName: "transferWithAuthorization", args: vrsArgs, gas: 200_000n })
         )
-        expect((yield* Effect.promise(() => client.waitForTransactionReceipt({ hash: replay }))).status).toBe(
-          "reverted"
-        )
+        expect((yield* mined(devnet, replay)).status).toBe("reverted")
         expect(yield* balanceOf(devnet, devnet.usd1, payee)).toBe(usd1("12.5"))
       })
     )
@@ -442,7 +444,7 @@ layer(Layer.scoped(TestDevnet, startDevnet()), { excludeTestServices: true, time
         const payee = addressOf(payeeKey)
         const relayer = wallet(key(devnet, 9))
         const fundPayee = yield* Effect.promise(() => relayer.sendTransaction({ to: payee, value: parseEther("1") }))
-        yield* Effect.promise(() => client.waitForTransactionReceipt({ hash: fundPayee }))
+        yield* mined(devnet, fundPayee)
         yield* mintUsd1(devnet, payer, usd1("50"))
         const payeeBefore = 0n
         const token = { address: devnet.usd1, abi: Usd1Artifact.abi } as const
@@ -483,7 +485,7 @@ layer(Layer.scoped(TestDevnet, startDevnet()), { excludeTestServices: true, time
             args: bytesArgs(ok.message, ok.signature)
           })
         )
-        expect((yield* Effect.promise(() => client.waitForTransactionReceipt({ hash }))).status).toBe("success")
+        expect((yield* mined(devnet, hash)).status).toBe("success")
         expect(yield* balanceOf(devnet, devnet.usd1, payer)).toBe(usd1("45"))
         expect(yield* balanceOf(devnet, devnet.usd1, payee)).toBe(payeeBefore + usd1("5"))
 
@@ -546,9 +548,7 @@ layer(Layer.scoped(TestDevnet, startDevnet()), { excludeTestServices: true, time
         const received = yield* Effect.promise(() =>
           wallet(payeeKey).writeContract({ ...token, functionName: "receiveWithAuthorization", args: receive })
         )
-        expect((yield* Effect.promise(() => client.waitForTransactionReceipt({ hash: received }))).status).toBe(
-          "success"
-        )
+        expect((yield* mined(devnet, received)).status).toBe("success")
         expect(yield* balanceOf(devnet, devnet.usd1, payer)).toBe(usd1("43"))
 
         // cancelAuthorization (v,r,s) burns the nonce
@@ -586,7 +586,7 @@ layer(Layer.scoped(TestDevnet, startDevnet()), { excludeTestServices: true, time
             args: [payer, pending.message.nonce, Number(cancel.v), cancel.r, cancel.s]
           })
         )
-        const cancelReceipt = yield* Effect.promise(() => client.waitForTransactionReceipt({ hash: cancelled }))
+        const cancelReceipt = yield* mined(devnet, cancelled)
         expect(parseEventLogs({ abi: Usd1Artifact.abi, logs: cancelReceipt.logs }).map((e) => e.eventName)).toEqual([
           "AuthorizationCanceled"
         ])
@@ -635,7 +635,7 @@ layer(Layer.scoped(TestDevnet, startDevnet()), { excludeTestServices: true, time
             args: [owner.address, spender, usd1("7"), deadline, Number(signature.v), signature.r, signature.s]
           })
         )
-        expect((yield* Effect.promise(() => client.waitForTransactionReceipt({ hash }))).status).toBe("success")
+        expect((yield* mined(devnet, hash)).status).toBe("success")
         const [allowance, nonce] = yield* Effect.promise(() =>
           Promise.all([
             client.readContract({ ...token, functionName: "allowance", args: [owner.address, spender] }),
@@ -666,7 +666,7 @@ layer(Layer.scoped(TestDevnet, startDevnet()), { excludeTestServices: true, time
             args: [devnet.exchange, shares("1")]
           })
         )
-        yield* Effect.promise(() => client.waitForTransactionReceipt({ hash: approve }))
+        yield* mined(devnet, approve)
         const exchange = { address: devnet.exchange, abi: DemoExchangeArtifact.abi } as const
         expect(
           yield* Effect.promise(() =>
@@ -691,7 +691,7 @@ layer(Layer.scoped(TestDevnet, startDevnet()), { excludeTestServices: true, time
             args: [nvda.address, shares("1"), usd1("181"), recipient]
           })
         )
-        const receipt = yield* Effect.promise(() => client.waitForTransactionReceipt({ hash }))
+        const receipt = yield* mined(devnet, hash)
         expect(receipt.status).toBe("success")
         const sold = parseEventLogs({ abi: DemoExchangeArtifact.abi, logs: receipt.logs, eventName: "Sold" })
         expect(sold.map((e) => e.args)).toEqual([
@@ -734,7 +734,7 @@ layer(Layer.scoped(TestDevnet, startDevnet()), { excludeTestServices: true, time
             args: [devnet.exchange, usd1("805")]
           })
         )
-        yield* Effect.promise(() => client.waitForTransactionReceipt({ hash: approve }))
+        yield* mined(devnet, approve)
         expect(
           yield* Effect.promise(() =>
             client.readContract({ ...exchange, functionName: "quoteBuy", args: [tsla.address, usd1("805")] })
@@ -758,7 +758,7 @@ layer(Layer.scoped(TestDevnet, startDevnet()), { excludeTestServices: true, time
             args: [tsla.address, usd1("805"), shares("2"), recipient]
           })
         )
-        const receipt = yield* Effect.promise(() => client.waitForTransactionReceipt({ hash }))
+        const receipt = yield* mined(devnet, hash)
         expect(receipt.status).toBe("success")
         const bought = parseEventLogs({ abi: DemoExchangeArtifact.abi, logs: receipt.logs, eventName: "Bought" })
         expect(bought.map((e) => e.args)).toEqual([
@@ -800,7 +800,7 @@ layer(Layer.scoped(TestDevnet, startDevnet()), { excludeTestServices: true, time
               args: [devnet.exchange, shares("1")]
             })
           )
-          yield* Effect.promise(() => client.waitForTransactionReceipt({ hash: approve }))
+          yield* mined(devnet, approve)
         }
         const buyArgs = (token: Address) =>
           ({
@@ -1029,7 +1029,7 @@ describe("devnet lifecycle", () => {
                 args: [devnet.exchange, usd1("181")]
               })
             )
-            yield* Effect.promise(() => client.waitForTransactionReceipt({ hash: approve }))
+            yield* mined(devnet, approve)
             const nvda = stock(devnet, "NVDA").address
             const bought = yield* Effect.promise(() =>
               buyer.writeContract({
@@ -1039,9 +1039,7 @@ describe("devnet lifecycle", () => {
                 args: [nvda, usd1("181"), shares("1"), holder]
               })
             )
-            expect((yield* Effect.promise(() => client.waitForTransactionReceipt({ hash: bought }))).status).toBe(
-              "success"
-            )
+            expect((yield* mined(devnet, bought)).status).toBe("success")
             expect(yield* balanceOf(devnet, nvda, holder)).toBe(shares("1"))
             return devnet
           })

@@ -17,7 +17,7 @@ import {
   type TransferAuthorization
 } from "../../src/chain/ChainClient.js"
 import { DEVNET_RELAYER_KEY } from "../../src/chain/Deployment.js"
-import { ANVIL_ACCOUNT_KEYS, publicClientFor, walletClientFor } from "../../src/chain/Devnet.js"
+import { ANVIL_ACCOUNT_KEYS, awaitReceipt, publicClientFor, walletClientFor } from "../../src/chain/Devnet.js"
 import { counterfactualSignature, createSmartAccount, smartAccountAddress } from "../../src/chain/DevnetOperator.js"
 import { transferWithAuthorizationTypedData } from "../../src/chain/Eip3009.js"
 import { ChainProxy, proxiedTestChain, TestDevnet, withNode } from "../support/TestChain.js"
@@ -28,9 +28,7 @@ const noRecord = () => Effect.void
 
 /** Waits for a transaction sent straight to the devnet (not through the proxy). */
 const mined = (hash: Hex) =>
-  Effect.flatMap(TestDevnet, (devnet) =>
-    Effect.promise(() => publicClientFor(devnet).waitForTransactionReceipt({ hash }))
-  )
+  Effect.flatMap(TestDevnet, (devnet) => awaitReceipt(devnet, hash, "the test's transaction").pipe(Effect.orDie))
 
 /** A payer's signed EIP-3009 authorization of `value` USD1 to a fresh address. */
 const authorized = (payerKey: Hex, value: bigint) =>
