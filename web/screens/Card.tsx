@@ -1,0 +1,84 @@
+/** The card: holder, number (masked until revealed), expiry, CVV (hidden until revealed), USD1 balance, live. */
+import { useSignal } from "@preact/signals"
+import { cardBalance, me } from "../account.js"
+import { FaucetButton } from "../faucet.js"
+import { grouped, maskedNumber, usd } from "../format.js"
+import { liveState } from "../live.js"
+import { Link } from "../router.js"
+import { ScreenTitle } from "../ui.js"
+
+export const CardScreen = () => {
+  const showNumber = useSignal(false)
+  const showCvv = useSignal(false)
+  const card = me.value?.card
+  if (card === undefined || card === null) {
+    return (
+      <section aria-labelledby="screen-title">
+        <ScreenTitle>Card</ScreenTitle>
+        <p>You have no card yet: it is issued when your identity check is approved.</p>
+        <Link class="button primary" href="/app/identity">
+          Go to the identity check
+        </Link>
+      </section>
+    )
+  }
+  return (
+    <section aria-labelledby="screen-title">
+      <ScreenTitle>Card</ScreenTitle>
+      <section class="card-face" aria-label="Your card">
+        <dl>
+          <div>
+            <dt>Card holder</dt>
+            <dd class="holder">{card.holder}</dd>
+          </div>
+          <div>
+            <dt>Card number</dt>
+            <dd class="number">
+              <span id="card-number">{showNumber.value ? grouped(card.number) : maskedNumber(card.number)}</span>
+              <button
+                type="button"
+                class="small"
+                aria-pressed={showNumber.value}
+                aria-controls="card-number"
+                onClick={() => (showNumber.value = !showNumber.value)}
+              >
+                {showNumber.value ? "Hide number" : "Show number"}
+              </button>
+            </dd>
+          </div>
+          <div class="pair">
+            <div>
+              <dt>Expires</dt>
+              <dd>{card.expiry}</dd>
+            </div>
+            <div>
+              <dt>CVV</dt>
+              <dd>
+                <span id="card-cvv">{showCvv.value ? card.cvv : "•••"}</span>
+                <button
+                  type="button"
+                  class="small"
+                  aria-pressed={showCvv.value}
+                  aria-controls="card-cvv"
+                  onClick={() => (showCvv.value = !showCvv.value)}
+                >
+                  {showCvv.value ? "Hide CVV" : "Show CVV"}
+                </button>
+              </dd>
+            </div>
+          </div>
+        </dl>
+      </section>
+      <h2>Balance</h2>
+      <p class="balance" aria-live="polite">
+        <span id="card-balance">{cardBalance.value === undefined ? "—" : usd(cardBalance.value)}</span> USD1
+      </p>
+      <p class="small-print">
+        {liveState.value === "open"
+          ? "Updated live as payments and refills settle."
+          : "The balance is shown once the live updates connect."}
+      </p>
+      <FaucetButton />
+    </section>
+  )
+}
