@@ -40,7 +40,10 @@ const CONTENT_TYPES: Readonly<Record<string, string>> = {
   ".txt": "text/plain; charset=utf-8"
 }
 
-/** Names with esbuild's content hash never change: cached for a year. */
+/**
+ * Names with esbuild's content hash never change: cached for a year, by the browser only (`private`):
+ * the CORS layer answers `Vary: Origin` alone, so a shared cache could not tell a gzipped copy apart.
+ */
 const HASHED = /-[A-Z0-9]{8}\.(js|css|map)$/
 
 interface Asset {
@@ -68,7 +71,7 @@ const readAssets = (dir: string): ReadonlyMap<string, Asset> => {
       bytes: readFileSync(path.join(folder, name)),
       gzipped,
       contentType,
-      cacheControl: HASHED.test(name) ? "public, max-age=31536000, immutable" : "no-cache"
+      cacheControl: HASHED.test(name) ? "private, max-age=31536000, immutable" : "no-cache"
     })
   }
   return assets
@@ -112,7 +115,6 @@ const assetResponse = (asset: Asset, acceptsGzip: boolean) =>
     headers: {
       ...NOSNIFF,
       "cache-control": asset.cacheControl,
-      vary: "accept-encoding",
       ...(acceptsGzip && asset.gzipped !== undefined ? { "content-encoding": "gzip" } : {})
     }
   })

@@ -38,8 +38,8 @@ export class DevnetApi extends HttpApiGroup.make("devnet")
   ) {}
 
 /**
- * The API with the devnet group when the embedded devnet runs. Typed as holding it either way: its
- * handlers are always provided, and serve nothing when the group is not added.
+ * The API with the devnet group when the embedded devnet runs. Typed as holding it either way, as
+ * its handlers' layer (DevnetHttpLive) is always provided and registers them only then.
  */
 export const withDevnet = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(
   api: HttpApi.HttpApi<Id, Groups, E, R>,

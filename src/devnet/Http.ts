@@ -1,12 +1,13 @@
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { ClientApi } from "../Api.js"
 import { CurrentUser } from "../auth/Api.js"
 import { AuthenticationLive } from "../auth/Http.js"
+import { ChainClient } from "../chain/ChainClient.js"
 import { RateLimiter } from "../RateLimit.js"
 import { DevnetFaucet } from "./Faucet.js"
 
-export const DevnetHttpLive = HttpApiBuilder.group(ClientApi, "devnet", (handlers) =>
+const FaucetHttpLive = HttpApiBuilder.group(ClientApi, "devnet", (handlers) =>
   Effect.gen(function* () {
     const faucet = yield* DevnetFaucet
     const limiter = yield* RateLimiter
@@ -15,3 +16,14 @@ export const DevnetHttpLive = HttpApiBuilder.group(ClientApi, "devnet", (handler
     )
   })
 ).pipe(Layer.provide([AuthenticationLive, DevnetFaucet.Default]))
+
+/**
+ * The faucet's routes, registered only on a chain that can mint (the embedded devnet), as Server.ts
+ * adds the group to the API in force only then (`withDevnet`). A group layer registers its routes
+ * when built; what it provides is a type-level marker, hence the empty layer's cast elsewhere.
+ */
+export const DevnetHttpLive = Layer.unwrapEffect(
+  Effect.map(ChainClient, (chain) =>
+    Option.isSome(chain.faucet) ? FaucetHttpLive : (Layer.empty as unknown as typeof FaucetHttpLive)
+  )
+)
