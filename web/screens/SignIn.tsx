@@ -40,9 +40,10 @@ export const SignIn = (props: { readonly next?: string }) => {
     discoverWallets()
     if (config.devnet) void signers().then((module) => (developmentKey.value = module.developmentAddress()))
   }, [])
+  // The message is shown: the sign button takes the focus once it is enabled.
   useEffect(() => {
-    if (pending.value !== undefined) signButton.current?.focus()
-  }, [pending.value])
+    if (pending.value !== undefined && !busy.value) signButton.current?.focus()
+  }, [pending.value, busy.value])
 
   /** Asks the service for a challenge for the signer's address and shows it. */
   const challenge = (makeSigner: () => Promise<Signer>, walletName: string) =>
