@@ -58,7 +58,7 @@ interface AxeViolation {
   readonly id: string
   readonly impact: string | null
   readonly help: string
-  readonly nodes: ReadonlyArray<{ readonly target: ReadonlyArray<string> }>
+  readonly nodes: ReadonlyArray<{ readonly target: ReadonlyArray<string>; readonly failureSummary?: string }>
 }
 
 const WIDTHS = [375, 1280] as const
@@ -71,6 +71,15 @@ const WIDTHS = [375, 1280] as const
 export const checkScreen = (app: AppPage, name: string) =>
   Effect.promise(async () => {
     const { page } = app
+    mkdirSync(SCREENSHOTS, { recursive: true })
+    const size = page.viewportSize() ?? { width: 1280, height: 900 }
+    for (const width of WIDTHS) {
+      await page.setViewportSize({ width, height: 900 })
+      await page.screenshot({ path: path.join(SCREENSHOTS, `${name}-${width}.png`), fullPage: true })
+      const overflow = Number(await page.evaluate("document.documentElement.scrollWidth - window.innerWidth"))
+      expect(overflow, `horizontal scroll on ${name} at ${width} px`).toBeLessThanOrEqual(0)
+    }
+    await page.setViewportSize(size)
     // Expressions as text: the test program has no DOM types.
     if ((await page.evaluate("typeof axe")) === "undefined") await page.evaluate(axeSource)
     const violations = await page.evaluate("axe.run(document).then((results) => results.violations)")
@@ -78,18 +87,9 @@ export const checkScreen = (app: AppPage, name: string) =>
       .filter((violation) => violation.impact === "serious" || violation.impact === "critical")
       .map(
         (violation) =>
-          `${violation.id}: ${violation.help} (${violation.nodes.map((node) => node.target.join(" ")).join(", ")})`
+          `${violation.id}: ${violation.help} (${violation.nodes.map((node) => `${node.target.join(" ")}: ${node.failureSummary}`).join("; ")})`
       )
     expect(serious, `axe-core on ${name}`).toEqual([])
-    mkdirSync(SCREENSHOTS, { recursive: true })
-    const size = page.viewportSize() ?? { width: 1280, height: 900 }
-    for (const width of WIDTHS) {
-      await page.setViewportSize({ width, height: 900 })
-      const overflow = Number(await page.evaluate("document.documentElement.scrollWidth - window.innerWidth"))
-      expect(overflow, `horizontal scroll on ${name} at ${width} px`).toBeLessThanOrEqual(0)
-      await page.screenshot({ path: path.join(SCREENSHOTS, `${name}-${width}.png`), fullPage: true })
-    }
-    await page.setViewportSize(size)
     expect(app.errors, `console errors by ${name}`).toEqual([])
     expect(app.outside, `requests outside the origin by ${name}`).toEqual([])
   })
