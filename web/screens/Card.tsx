@@ -38,7 +38,6 @@ export const CardScreen = () => {
               <button
                 type="button"
                 class="small"
-                aria-pressed={showNumber.value}
                 aria-controls="card-number"
                 onClick={() => (showNumber.value = !showNumber.value)}
               >
@@ -46,26 +45,25 @@ export const CardScreen = () => {
               </button>
             </dd>
           </div>
-          <div class="pair">
-            <div>
-              <dt>Expires</dt>
-              <dd>{card.expiry}</dd>
-            </div>
-            <div>
-              <dt>CVV</dt>
-              <dd>
-                <span id="card-cvv">{showCvv.value ? card.cvv : "•••"}</span>
-                <button
-                  type="button"
-                  class="small"
-                  aria-pressed={showCvv.value}
-                  aria-controls="card-cvv"
-                  onClick={() => (showCvv.value = !showCvv.value)}
-                >
-                  {showCvv.value ? "Hide CVV" : "Show CVV"}
-                </button>
-              </dd>
-            </div>
+        </dl>
+        <dl class="pair">
+          <div>
+            <dt>Expires</dt>
+            <dd>{card.expiry}</dd>
+          </div>
+          <div>
+            <dt>CVV</dt>
+            <dd>
+              <span id="card-cvv">{showCvv.value ? card.cvv : "•••"}</span>
+              <button
+                type="button"
+                class="small"
+                aria-controls="card-cvv"
+                onClick={() => (showCvv.value = !showCvv.value)}
+              >
+                {showCvv.value ? "Hide CVV" : "Show CVV"}
+              </button>
+            </dd>
           </div>
         </dl>
       </section>
