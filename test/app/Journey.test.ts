@@ -200,6 +200,12 @@ const journey = (wallet: "development" | "injected") =>
     expect(after.status).toBe(401)
     yield* promise(() => statement.page.waitForURL(`${ORIGIN}/app/sign-in`))
     yield* shot("signed-out")
+
+    // The only refused API calls were those the journey meant: no strategy yet, the wrong sum, the
+    // x402 client's first (unpaid) request.
+    const expected = /\/strategy (404|400)$|\/merchant\/orders\/[\w-]+\/pay 402$/
+    expect(app.refusals.filter((refusal) => !expected.test(refusal))).toEqual([])
+    expect(statement.refusals).toEqual([])
   })
 
 layer(

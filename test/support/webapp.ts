@@ -24,6 +24,11 @@ export interface AppPage {
   readonly page: Page
   /** Console errors and uncaught exceptions, as the page reported them. */
   readonly errors: Array<string>
+  /**
+   * API answers of 4xx, which Chromium logs as console errors ("Failed to load resource") although
+   * the app reads and shows them (a strategy refused, no strategy yet): kept apart, as "URL status".
+   */
+  readonly refusals: Array<string>
   /** Requests that left the service's origin (each was blocked). */
   readonly outside: Array<string>
 }
@@ -47,11 +52,16 @@ export const watchedPage = (context: BrowserContext, outside: Array<string>) =>
     const page = await context.newPage()
     page.setDefaultTimeout(PAGE_WAIT_MS)
     const errors: Array<string> = []
+    const refusals: Array<string> = []
     page.on("console", (message) => {
-      if (message.type() === "error") errors.push(message.text())
+      if (message.type() !== "error") return
+      const status = /^Failed to load resource: the server responded with a status of (4\d\d)/.exec(message.text())
+      const url = message.location().url
+      if (status !== null && !new URL(url).pathname.startsWith("/app")) refusals.push(`${url} ${status[1]}`)
+      else errors.push(message.text())
     })
     page.on("pageerror", (error) => errors.push(String(error)))
-    return { page, errors, outside }
+    return { page, errors, refusals, outside }
   })
 
 interface AxeViolation {
