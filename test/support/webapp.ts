@@ -104,16 +104,24 @@ export const checkScreen = (app: AppPage, name: string) =>
     expect(app.outside, `requests outside the origin by ${name}`).toEqual([])
   })
 
+/** Runs `step` on the page; if it fails, a screenshot of the page (`failed-<time>.png`) says what was shown. */
+const step = (page: Page, run: () => Promise<void>) =>
+  Effect.promise(() =>
+    run().catch(async (error: unknown) => {
+      mkdirSync(SCREENSHOTS, { recursive: true })
+      const shot = path.join(SCREENSHOTS, `failed-${Date.now()}.png`)
+      await page.screenshot({ path: shot, fullPage: true }).catch(() => undefined)
+      throw new Error(`${String(error)}\n(the page then: ${shot})`)
+    })
+  )
+
 /** Waits until the page shows `text` (in any element), bounded. */
 export const seen = (page: Page, text: string | RegExp) =>
-  Effect.promise(() => page.getByText(text).first().waitFor({ state: "visible" }))
+  step(page, () => page.getByText(text).first().waitFor({ state: "visible" }))
 
 /** Clicks the button or link with this accessible name. */
 export const press = (page: Page, name: string | RegExp) =>
-  Effect.promise(async () => {
-    const control = page.getByRole("button", { name }).or(page.getByRole("link", { name })).first()
-    await control.click()
-  })
+  step(page, () => page.getByRole("button", { name }).or(page.getByRole("link", { name })).first().click())
 
 /** Follows a link of the app's navigation (the app routes without a reload). */
 export const goTo = (page: Page, screen: string) =>

@@ -80,7 +80,8 @@ const StrategyEditor = (props: {
   const targetsMessage = fieldMessage(error.value, "targets")
   const weeklyMessage = fieldMessage(error.value, "weeklySpendUsd")
   const zoneMessage = fieldMessage(error.value, "timeZone")
-  const unplaced = error.value !== undefined && error.value.fields.length === 0
+  const placed = (field: string) => /^(targets(\..+)?|weeklySpendUsd|timeZone)$/.test(field)
+  const unplaced = error.value !== undefined && !error.value.fields.some((found) => placed(found.field))
   return (
     <form class="strategy" onSubmit={save} noValidate aria-labelledby="strategy-title">
       <h2 id="strategy-title">Strategy</h2>
