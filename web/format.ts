@@ -9,11 +9,14 @@ export const percent = (fraction: number, digits = 1) => `${(fraction * 100).toF
 /** The browser's time zone, e.g. Europe/Paris. */
 export const browserTimeZone = () => Intl.DateTimeFormat().resolvedOptions().timeZone
 
-/** A time in the given zone (default the browser's), with the zone's short name. */
+/** A time in the given zone (default the browser's), with the zone's short name: Nov 27, 2026, 12:45 PM EST. */
 export const dateTime = (ms: number, timeZone?: string) =>
   new Intl.DateTimeFormat("en-US", {
-    dateStyle: "medium",
-    timeStyle: "short",
+    year: "numeric",
+    month: "short",
+    day: "numeric",
+    hour: "numeric",
+    minute: "2-digit",
     timeZoneName: "short",
     ...(timeZone === undefined ? {} : { timeZone })
   }).format(ms)

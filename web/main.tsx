@@ -117,7 +117,7 @@ const App = () => {
             <span class="live" data-live={liveState.value}>
               {liveState.value === "open" ? "Live" : liveState.value === "connecting" ? "Connecting…" : "Not live"}
             </span>
-            <button type="button" class="small" onClick={signOut}>
+            <button type="button" class="small on-dark" onClick={signOut}>
               Sign out
             </button>
           </div>

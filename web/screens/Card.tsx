@@ -37,7 +37,7 @@ export const CardScreen = () => {
               <span id="card-number">{showNumber.value ? grouped(card.number) : maskedNumber(card.number)}</span>
               <button
                 type="button"
-                class="small"
+                class="small on-dark"
                 aria-controls="card-number"
                 onClick={() => (showNumber.value = !showNumber.value)}
               >
@@ -57,7 +57,7 @@ export const CardScreen = () => {
               <span id="card-cvv">{showCvv.value ? card.cvv : "•••"}</span>
               <button
                 type="button"
-                class="small"
+                class="small on-dark"
                 aria-controls="card-cvv"
                 onClick={() => (showCvv.value = !showCvv.value)}
               >
