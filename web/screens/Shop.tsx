@@ -158,7 +158,16 @@ export const Shop = () => {
                   />
                 </p>
               )}
-              {receipt.value.payer === undefined ? null : <p>Paid by {receipt.value.payer}</p>}
+              {receipt.value.payer === undefined ? null : (
+                <p>
+                  Paid by{" "}
+                  <Copyable
+                    value={receipt.value.payer}
+                    label="the payer's address"
+                    shown={shortHex(receipt.value.payer)}
+                  />
+                </p>
+              )}
               {receipt.value.network === undefined ? null : <p class="small-print">Network {receipt.value.network}</p>}
             </section>
           )}
