@@ -175,7 +175,7 @@ const journey = (wallet: "development" | "injected") =>
     yield* shot("shop-order")
     yield* press(page, /^Pay \$97\.00 with/)
     yield* promise(() => page.locator(".order-status", { hasText: "paid" }).waitFor())
-    const tx = yield* promise(() => page.locator(".receipt .hash").getAttribute("title"))
+    const tx = yield* promise(() => page.locator(".receipt .hash").first().getAttribute("title"))
     expect(tx).toMatch(/^0x[0-9a-f]{64}$/)
     yield* shot("shop-paid")
     if (wallet === "injected") expect(asked).toEqual(expect.arrayContaining(["personal_sign", "eth_signTypedData_v4"]))
