@@ -6,7 +6,7 @@
  * (connection.ts), which recovers by itself.
  */
 import { FetchHttpClient, type HttpClientError } from "@effect/platform"
-import { Cause, Duration, Effect, Exit, Option } from "effect"
+import { Cause, Duration, Effect, Exit, Option, ParseResult } from "effect"
 import { type Client, makeClient } from "../src/Client.js"
 import { connectionLost } from "./connection.js"
 
@@ -97,9 +97,10 @@ const toAppError = (error: unknown): Effect.Effect<AppError> => {
     )
   }
   if (error._tag === "ParseError") {
-    return Effect.succeed(
-      new AppError("The service answered something this app does not understand.", undefined, "Reload the page.")
-    )
+    // A request the schema refused before sending (a form's value), or an answer this app cannot read.
+    const issues = ParseResult.ArrayFormatter.formatErrorSync(error as ParseResult.ParseError)
+    const message = issues.map((issue) => `${issue.path.map(String).join(".") || "value"}: ${issue.message}`).join("; ")
+    return Effect.succeed(new AppError(message, "INVALID", "Check the values, then try again.", fieldMessages(message)))
   }
   if (error._tag === "PaymentRequired") {
     const body = (error as unknown as { readonly body: { readonly error?: string } }).body

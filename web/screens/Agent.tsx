@@ -9,7 +9,7 @@ import { useEffect } from "preact/hooks"
 import type { DecisionItem, Portfolio, Preview, Strategy } from "../../src/agent/Api.js"
 import type { TokenMarket } from "../../src/market/Api.js"
 import { api, me } from "../account.js"
-import { type AppError, run } from "../api.js"
+import { AppError, fieldMessages, run } from "../api.js"
 import { config } from "../config.js"
 import { reconnections } from "../connection.js"
 import { browserTimeZone, dateTime, percent, shortHex, usd } from "../format.js"
@@ -48,7 +48,7 @@ const StrategyEditor = (props: {
           : String(Number((current.targets[token.symbol]! * 100).toFixed(4)))
       ])
     )
-    weekly.value = current === undefined ? "" : String(current.weeklySpendUsd)
+    weekly.value = String(current?.weeklySpendUsd ?? 0)
     zone.value = current?.timeZone ?? browserTimeZone()
   }, [props.tokens, props.strategy.value])
 
@@ -57,6 +57,10 @@ const StrategyEditor = (props: {
     event.preventDefault()
     saved.value = undefined
     void perform(async () => {
+      if (weekly.value.trim() === "" || Number.isNaN(Number(weekly.value))) {
+        const message = "weeklySpendUsd: enter an amount in USD, 0 or more"
+        throw new AppError(message, "INVALID", undefined, fieldMessages(message))
+      }
       const targets = Object.fromEntries(
         Object.entries(weights.value)
           .filter(([, text]) => text.trim() !== "" && Number(text) !== 0)
@@ -66,7 +70,7 @@ const StrategyEditor = (props: {
         api().strategy.put({
           payload: {
             targets,
-            weeklySpendUsd: weekly.value.trim() === "" ? Number.NaN : Number(weekly.value),
+            weeklySpendUsd: Number(weekly.value),
             timeZone: zone.value
           }
         })
