@@ -203,6 +203,9 @@ const PortfolioSection = (props: {
     <section aria-labelledby="portfolio-title">
       <h2 id="portfolio-title">Portfolio</h2>
       <ErrorNotice error={props.error} />
+      {portfolio === undefined && props.error === undefined ? (
+        <p>The agent wallet's holdings appear here once your strategy is set.</p>
+      ) : null}
       {portfolio === undefined ? null : (
         <>
           <p>
@@ -466,7 +469,7 @@ export const Agent = () => {
       {agentOn ? (
         <>
           <PortfolioSection
-            portfolio={portfolio.value}
+            portfolio={strategy.value === undefined ? undefined : portfolio.value}
             error={portfolioError.value}
             timeZone={timeZone}
             chart={chart.value}
