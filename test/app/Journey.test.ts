@@ -34,6 +34,7 @@ import {
   notReloaded,
   PAGE_WAIT_MS,
   press,
+  SCREENSHOTS,
   seen,
   TEST_WALLET,
   watchedPage
@@ -314,6 +315,48 @@ layer(
       yield* tabToAndEnter("the save button", (element) => element.text === "Save the strategy")
       yield* seen(page, /^Strategy saved/)
       yield* checkScreen(app, "keyboard-strategy-saved")
+    })
+  )
+
+  it.scoped.skipIf(skip)("errors read as sentences; a lost connection shows a banner and recovers by itself", () =>
+    Effect.gen(function* () {
+      const { context } = yield* browser
+      const cut = { value: false }
+      const outside = yield* guardOrigin(context, ORIGIN, cut)
+      const app = yield* watchedPage(context, outside)
+      const { page } = app
+      yield* promise(() => page.goto(`${ORIGIN}/app/sign-in`))
+      yield* signIn(app, /^Use a development key$/)
+      yield* promise(() => page.waitForURL(`${ORIGIN}/app/identity`))
+
+      // The API's message for a bad amount, at the amount's field (not a JSON dump).
+      yield* goTo(page, "Shop")
+      yield* promise(() => page.getByLabel("Amount (USD)").fill("4.2.0"))
+      yield* press(page, "Create the order")
+      const amountMessage = page.locator("#order-amount-message")
+      yield* promise(() => amountMessage.waitFor())
+      expect(yield* promise(() => amountMessage.textContent())).not.toMatch(/[{}]/)
+      expect(yield* promise(() => page.getByLabel("Amount (USD)").getAttribute("aria-invalid"))).toBe("true")
+      yield* checkScreen(app, "shop-bad-amount")
+
+      // The network goes: a call fails, the banner says so; it comes back: the banner goes by itself.
+      yield* goTo(page, "Market")
+      yield* promise(() => page.locator("table.tokens tbody tr").first().waitFor())
+      cut.value = true
+      yield* press(page, "Refresh")
+      yield* seen(page, "The connection to the service is lost.")
+      yield* seen(page, "The service cannot be reached.")
+      yield* promise(() => page.screenshot({ path: `${SCREENSHOTS}/connection-lost-1280.png` }))
+      cut.value = false
+      yield* promise(() => page.getByText("The connection to the service is lost.").waitFor({ state: "detached" }))
+      // The screen read its data again: the error is gone, the tokens are there.
+      yield* promise(() => page.getByText("The service cannot be reached.").waitFor({ state: "detached" }))
+      yield* promise(() => page.locator("table.tokens tbody tr").first().waitFor())
+      expect(app.outside).toEqual([])
+      // What the cut network made the browser log, and nothing else.
+      expect(
+        app.errors.filter((error) => !error.startsWith("Failed to load resource: net::ERR_INTERNET_DISCONNECTED"))
+      ).toEqual([])
     })
   )
 })

@@ -33,13 +33,15 @@ export interface AppPage {
   readonly outside: Array<string>
 }
 
-/** Blocks and counts every request of the context that leaves `origin`. */
-export const guardOrigin = (context: BrowserContext, origin: string) =>
+/** Blocks and counts every request of the context that leaves `origin`; `cut` fails the service's too, as a lost network would. */
+export const guardOrigin = (context: BrowserContext, origin: string, cut: { value: boolean } = { value: false }) =>
   Effect.promise(async () => {
     const outside: Array<string> = []
     await context.route("**/*", (route) => {
       const url = route.request().url()
-      if (url.startsWith("data:") || new URL(url).origin === origin) return route.continue()
+      if (url.startsWith("data:") || new URL(url).origin === origin) {
+        return cut.value ? route.abort("internetdisconnected") : route.continue()
+      }
       outside.push(url)
       return route.abort("blockedbyclient")
     })
