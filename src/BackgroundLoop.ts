@@ -1,5 +1,5 @@
 /**
- * Background loops (price refresh, settlement reconciliation, the agent, challenge pruning, rate-limit
+ * Background loops (price refresh, settlement reconciliation, the agent, retention, rate-limit
  * sync) run in a fiber owned by a scope, so they start with the service and are interrupted at
  * shutdown. Each tick is a root span `job.<name>` and logs with `job=<name>`; a tick that fails or
  * dies is logged and the next one runs on schedule: a loop never stops on its own.

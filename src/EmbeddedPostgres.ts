@@ -4,21 +4,33 @@
  * this process. As root it runs as the `postgres` user (created when missing), with its binaries
  * (PostgresBinaries.ts) and data where that user can reach them. A start first stops a server a
  * previous run left on the same data.
+ *
+ * It admits only this service: it listens on 127.0.0.1 (no Unix socket) and its one login, `app`,
+ * has a random password made for its data directory on first start and kept in `pg.password`
+ * beside it (mode 0600, readable by this process's user only; SCRAM-SHA-256 on every connection).
+ * A port is no secret (it is on the server's command line, which every local user can read); the
+ * password is. A data directory made before this rule, whose `app` password was the fixed `app`,
+ * gets the random one on its next start.
  */
 import { execFileSync } from "node:child_process"
-import { createHash } from "node:crypto"
-import { chownSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { createHash, randomBytes } from "node:crypto"
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:net"
 import path from "node:path"
 import { Effect, Option, Redacted, type Scope } from "effect"
 import pg from "pg"
 import { EmbeddedServerError, type PosixUser, runToCompletion, startServer, stopLeftover } from "./EmbeddedServer.js"
 import { rootOwnedFolder, runnableBinaries, SHARED_ROOT, traversableByOthers } from "./PostgresBinaries.js"
+import { loadOrCreateSecretFile } from "./Secrets.js"
 
 const SERVER = "PostgreSQL"
 const USER = "app"
-// Only reachable on 127.0.0.1 from this machine; the dev server holds no production data.
-const PASSWORD = "app"
+/** The password every embedded cluster had before they got a random one, changed at their next start. */
+const LEGACY_PASSWORD = "app"
+/** The file, beside the data directory, that holds the `app` password. */
+export const PASSWORD_FILE = "pg.password"
+/** PostgreSQL's "password authentication failed". */
+const INVALID_PASSWORD = "28P01"
 /** Long enough for crash recovery after a hard kill. */
 const READY_TIMEOUT = "60 seconds"
 const STOP_GRACE = "10 seconds"
@@ -94,8 +106,25 @@ const stopLeftoverServer = (dir: string) =>
 
 const childEnv = { ...process.env, LC_ALL: "C" }
 
-/** Creates the cluster (UTF-8, C locale) with the `app` superuser. */
-const initialise = (initdb: string, dir: string, user: Option.Option<PosixUser>) =>
+/**
+ * The data directory's `app` password: read from its file, or made (24 random bytes, base64url)
+ * and written there (atomically, mode 0600: readable by this process's user only).
+ */
+const passwordFor = (file: string) =>
+  Effect.try({
+    try: () => {
+      const { text } = loadOrCreateSecretFile(file, () => randomBytes(24).toString("base64url"))
+      // A copy restored with a looser mode is made private again.
+      chmodSync(file, 0o600)
+      const password = text.trim()
+      if (!/^[A-Za-z0-9_-]{16,}$/.test(password)) throw new Error(`${file} does not hold a password`)
+      return password
+    },
+    catch: (cause) => failure(file, `cannot read or make its password file: ${causeText(cause)}`, cause)
+  })
+
+/** Creates the cluster (UTF-8, C locale) with the `app` superuser and its password. */
+const initialise = (initdb: string, dir: string, user: Option.Option<PosixUser>, password: string) =>
   Effect.gen(function* () {
     const parent = path.dirname(dir)
     // initdb wants an empty data directory: the password file goes beside it, readable by its user only
@@ -104,7 +133,7 @@ const initialise = (initdb: string, dir: string, user: Option.Option<PosixUser>)
       Effect.try({
         try: () => {
           mkdirSync(dir, { recursive: true, mode: 0o700 })
-          writeFileSync(passwordFile, `${PASSWORD}\n`, { mode: 0o600 })
+          writeFileSync(passwordFile, `${password}\n`, { mode: 0o600 })
           if (Option.isSome(user)) {
             chownSync(dir, user.value.uid, user.value.gid)
             chownSync(passwordFile, user.value.uid, user.value.gid)
@@ -131,16 +160,63 @@ const initialise = (initdb: string, dir: string, user: Option.Option<PosixUser>)
     })
   }).pipe(Effect.scoped, Effect.withSpan("EmbeddedPostgres.initialise"))
 
-const ensureDatabase = (url: string, database: string, dir: string) =>
-  Effect.acquireUseRelease(
-    Effect.tryPromise({
-      try: async () => {
-        const client = new pg.Client({ connectionString: url })
+const serverUrl = (port: number, password: string, database: string) =>
+  `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`
+
+const connected = (url: string) =>
+  Effect.tryPromise({
+    try: async () => {
+      const client = new pg.Client({ connectionString: url })
+      try {
         await client.connect()
-        return client
-      },
-      catch: (cause) => failure(dir, `cannot connect to it: ${causeText(cause)}`, cause)
-    }),
+      } catch (error) {
+        await client.end().catch(() => undefined)
+        throw error
+      }
+      return client
+    },
+    catch: (cause) => cause
+  })
+
+/**
+ * An admin connection with the data directory's password. A cluster made before passwords were
+ * random still has the legacy one: it is changed to the file's, once, and the change logged.
+ */
+const adminConnection = (port: number, password: string, dir: string) =>
+  connected(serverUrl(port, password, "postgres")).pipe(
+    Effect.catchIf(
+      (cause) => (cause as { code?: unknown }).code === INVALID_PASSWORD,
+      (refused) =>
+        connected(serverUrl(port, LEGACY_PASSWORD, "postgres")).pipe(
+          Effect.mapError(() => refused),
+          Effect.tap((client) =>
+            Effect.tryPromise({
+              // The password is base64url (checked when read): nothing to escape in the literal.
+              try: () => client.query(`ALTER ROLE ${USER} WITH PASSWORD '${password}'`),
+              catch: (cause) => cause
+            }).pipe(Effect.tapError(() => Effect.promise(() => client.end().catch(() => undefined))))
+          ),
+          Effect.tap(() =>
+            Effect.logInfo(`embedded PostgreSQL: the ${USER} login's fixed password was replaced by a random one`).pipe(
+              Effect.annotateLogs({ dir })
+            )
+          )
+        )
+    ),
+    Effect.mapError((cause) =>
+      failure(
+        dir,
+        (cause as { code?: unknown }).code === INVALID_PASSWORD
+          ? `its ${USER} password is not the one in ${PASSWORD_FILE}: restore that file, or delete the data directory`
+          : `cannot connect to it: ${causeText(cause)}`,
+        cause
+      )
+    )
+  )
+
+const ensureDatabase = (port: number, password: string, database: string, dir: string) =>
+  Effect.acquireUseRelease(
+    adminConnection(port, password, dir),
     (client) =>
       Effect.tryPromise({
         try: async () => {
@@ -179,7 +255,8 @@ export const startEmbeddedPostgres = (
     const dir = yield* usableDataDir(requested, user)
     const binaries = yield* runnableBinaries(Option.isSome(user))
     yield* stopLeftoverServer(dir)
-    if (!existsSync(path.join(dir, "PG_VERSION"))) yield* initialise(binaries.initdb, dir, user)
+    const password = yield* passwordFor(path.join(path.dirname(dir), PASSWORD_FILE))
+    if (!existsSync(path.join(dir, "PG_VERSION"))) yield* initialise(binaries.initdb, dir, user, password)
     const port = yield* freePort
     yield* startServer({
       server: SERVER,
@@ -204,8 +281,7 @@ export const startEmbeddedPostgres = (
       stopSignal: "SIGINT",
       stopGrace: STOP_GRACE
     })
-    const base = `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}`
-    yield* ensureDatabase(`${base}/postgres`, options.database, dir)
+    yield* ensureDatabase(port, password, options.database, dir)
     yield* Effect.logInfo("embedded PostgreSQL started").pipe(Effect.annotateLogs({ dir, port }))
-    return Redacted.make(`${base}/${options.database}`)
+    return Redacted.make(serverUrl(port, password, options.database))
   }).pipe(Effect.withSpan("EmbeddedPostgres.start"))

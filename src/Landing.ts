@@ -4,6 +4,7 @@
  */
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
+import { STATIC_PAGE_CSP } from "./PageSecurity.js"
 import { SERVICE_NAME, SERVICE_VERSION } from "./ServiceInfo.js"
 
 const page = `<!doctype html>
@@ -33,7 +34,7 @@ card and its statement, set the agent's strategy and pay the demo merchant.</p>
 
 const response = HttpServerResponse.text(page, {
   contentType: "text/html; charset=utf-8",
-  headers: { "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'" }
+  headers: { "content-security-policy": STATIC_PAGE_CSP }
 })
 
 export const LandingLive = HttpApiBuilder.Router.use((router) => router.get("/", Effect.succeed(response)))

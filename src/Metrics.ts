@@ -7,13 +7,27 @@
  * | `http_requests_total` | counter | `method`, `route` (the endpoint's path template), `status` |
  * | `http_request_duration_seconds` | histogram | `method`, `route` |
  * | `merchant_settlements_total` | counter | `outcome` (`settled`, `failed`, `deferred`) |
+ * | `merchant_settlements_reverted_total` | counter | – |
  * | `kyc_transitions_total` | counter | `from`, `to` |
  * | `agent_decisions_total` | counter | `action`, `status` |
  * | `agent_tick_duration_seconds` | histogram | – |
  * | `db_pool_connections` | gauge | `state` (`total`, `idle`, `waiting`) |
  */
-import { HttpApi, type HttpApiGroup, HttpServerResponse } from "@effect/platform"
-import { Cause, Effect, Exit, Metric, MetricBoundaries, MetricLabel, type MetricPair, Option } from "effect"
+import { createHash, timingSafeEqual } from "node:crypto"
+import { HttpApi, type HttpApiGroup, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import {
+  Cause,
+  Config,
+  Effect,
+  Exit,
+  Metric,
+  MetricBoundaries,
+  MetricLabel,
+  type MetricPair,
+  Option,
+  Redacted
+} from "effect"
+import { NotFound, Unauthorized } from "./ApiError.js"
 import type { DatabasePool } from "./Database.js"
 
 const requests = Metric.counter("http_requests_total", { description: "HTTP requests answered" })
@@ -23,6 +37,9 @@ const requestDuration = Metric.histogram(
   "Time to answer an HTTP request"
 )
 const settlements = Metric.counter("merchant_settlements_total", { description: "x402 settlements, by outcome" })
+const settlementsReverted = Metric.counter("merchant_settlements_reverted_total", {
+  description: "Settlement transactions mined reverted: gas the relayer paid for nothing"
+})
 const kycTransitions = Metric.counter("kyc_transitions_total", { description: "Identity-check state changes" })
 const agentDecisions = Metric.counter("agent_decisions_total", {
   description: "Agent decisions stored, by action and status"
@@ -42,6 +59,9 @@ const dbPoolConnections = Metric.gauge("db_pool_connections", {
  */
 export const countSettlement = (outcome: "settled" | "failed" | "deferred") =>
   Metric.increment(Metric.tagged(settlements, "outcome", outcome))
+
+/** A settlement transaction was mined reverted (counted once, where the receipt is judged). */
+export const countRevertedSettlement = Metric.increment(settlementsReverted)
 
 export const countKycTransition = (from: string, to: string) =>
   Metric.increment(Metric.tagged(Metric.tagged(kycTransitions, "from", from), "to", to))
@@ -167,8 +187,8 @@ export const prometheusText = (pairs: ReadonlyArray<MetricPair.MetricPair.Untype
     .concat("\n")
 }
 
-/** `GET /metrics`: every metric of this process, as Prometheus scrapes them (the pool sampled now). */
-export const metricsResponse = (pool: DatabasePool["Type"]) =>
+/** Every metric of this process, as Prometheus scrapes them (the pool sampled now). */
+const metricsResponse = (pool: DatabasePool["Type"]) =>
   Effect.gen(function* () {
     for (const [state, value] of Object.entries(yield* pool.usage)) {
       yield* Metric.set(Metric.tagged(dbPoolConnections, "state", state), value)
@@ -176,3 +196,56 @@ export const metricsResponse = (pool: DatabasePool["Type"]) =>
     const pairs = yield* Metric.snapshot
     return HttpServerResponse.text(prometheusText(pairs), { contentType: "text/plain; version=0.0.4; charset=utf-8" })
   })
+
+// ---------------------------------------------------------------------------------------------------
+// Who may read them
+
+/** The bearer token a scraper must send; unset, only loopback clients are served. */
+const metricsToken = Config.option(
+  Config.redacted("METRICS_TOKEN").pipe(
+    Config.validate({
+      message: "Expected METRICS_TOKEN to be at least 16 characters",
+      validation: (token) => Redacted.value(token).length >= 16
+    })
+  )
+)
+
+/** The connection's own peer (never X-Forwarded-For) is this machine. */
+const fromLoopback = (request: HttpServerRequest.HttpServerRequest) =>
+  Option.exists(request.remoteAddress, (address) => /^(127\.|::1$|::ffff:127\.)/.test(address))
+
+const digest = (text: string) => createHash("sha256").update(text, "utf8").digest()
+
+/** `Authorization: Bearer <token>`, compared in constant time. */
+const bearerIs = (header: string | undefined, token: Redacted.Redacted<string>) =>
+  header !== undefined && timingSafeEqual(digest(header), digest(`Bearer ${Redacted.value(token)}`))
+
+/**
+ * `GET /metrics`. With `METRICS_TOKEN` set, a scraper sends it as a bearer token (401 otherwise,
+ * from anywhere); without it the metrics are served only to clients on this machine (the
+ * connection's peer is loopback) and are a 404 to anyone else: counters of settlements and
+ * identity checks are nobody else's business.
+ */
+export const metricsRoute = (pool: DatabasePool["Type"]) =>
+  Effect.map(metricsToken, (token) =>
+    Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+      if (Option.isSome(token)) {
+        return bearerIs(request.headers.authorization, token.value)
+          ? metricsResponse(pool)
+          : Effect.succeed(
+              HttpServerResponse.unsafeJson(
+                { error: "/metrics needs the METRICS_TOKEN bearer token", code: Unauthorized.code },
+                { status: Unauthorized.status, headers: { "www-authenticate": 'Bearer realm="metrics"' } }
+              )
+            )
+      }
+      return fromLoopback(request)
+        ? metricsResponse(pool)
+        : Effect.succeed(
+            HttpServerResponse.unsafeJson(
+              { error: "/metrics is served to this machine only while METRICS_TOKEN is unset", code: NotFound.code },
+              { status: NotFound.status }
+            )
+          )
+    })
+  )

@@ -74,11 +74,12 @@ import { KycProvider } from "./kyc/KycProvider.js"
 import { SandboxDeskLive } from "./kyc/SandboxDesk.js"
 import { LandingLive } from "./Landing.js"
 import { jsonLineLogger, writeLogLine } from "./LogSink.js"
-import { metricsResponse, requestMetrics, routeTemplates, statusOfExit } from "./Metrics.js"
+import { metricsRoute, requestMetrics, routeTemplates, statusOfExit } from "./Metrics.js"
 import { MarketHttpLive } from "./market/Http.js"
 import { Market, MarketRefreshLive } from "./market/Market.js"
 import { MerchantHttpLive } from "./merchant/Http.js"
 import { Merchant, SettlementReconcilerLive } from "./merchant/Merchant.js"
+import { NOSNIFF, scriptedPageCsp } from "./PageSecurity.js"
 import { RateLimiter } from "./RateLimit.js"
 import {
   announcesBody,
@@ -93,6 +94,7 @@ import {
   unstorableText,
   withReadBody
 } from "./RequestBody.js"
+import { Retention, RetentionLive } from "./Retention.js"
 import { Secrets } from "./Secrets.js"
 import { ServerAddress } from "./ServerAddress.js"
 import { SERVICE_NAME, SERVICE_VERSION } from "./ServiceInfo.js"
@@ -281,12 +283,40 @@ const withCheckedBody = <E, R>(request: HttpServerRequest.HttpServerRequest, app
     )
   })
 
-const idHeaders = (response: HttpServerResponse.HttpServerResponse, id: string) =>
+/**
+ * The strict CSP of an HTML page that brings none of its own (/docs): its inline scripts allowed by
+ * hash (`scriptedPageCsp`), computed once per page body (a page's response is built once).
+ */
+const pagePolicies = (apiUrl: string) => {
+  const known = new WeakMap<object, string>()
+  const connectTo = [new URL(apiUrl).origin]
+  return (response: HttpServerResponse.HttpServerResponse): string | undefined => {
+    const { body } = response
+    if (
+      body._tag !== "Uint8Array" ||
+      !body.contentType.startsWith("text/html") ||
+      response.headers["content-security-policy"] !== undefined
+    ) {
+      return undefined
+    }
+    let policy = known.get(body.body)
+    if (policy === undefined) {
+      policy = scriptedPageCsp(Buffer.from(body.body).toString("utf8"), connectTo)
+      known.set(body.body, policy)
+    }
+    return policy
+  }
+}
+
+/** What every response carries: its request id, `nosniff`, a 503's `Retry-After`, an HTML page's CSP. */
+const answerHeaders = (response: HttpServerResponse.HttpServerResponse, id: string, pagePolicy: string | undefined) =>
   HttpServerResponse.setHeaders(response, {
     "x-request-id": id,
+    ...NOSNIFF,
     ...(response.status === 503 && response.headers["retry-after"] === undefined
       ? { "retry-after": String(RETRY_AFTER_SECONDS) }
-      : {})
+      : {}),
+    ...(pagePolicy === undefined ? {} : { "content-security-policy": pagePolicy })
   })
 
 /** The access-log line of a request, as the JSON logger would write it, built without the logger. */
@@ -311,6 +341,7 @@ const makeRequestPipeline = Effect.gen(function* () {
   const logged = LogLevel.greaterThanEqual(LogLevel.Info, yield* FiberRef.get(FiberRef.currentMinimumLogLevel))
   const direct = logged && HashSet.has(yield* FiberRef.get(FiberRef.currentLoggers), jsonLineLogger)
   const record = requestMetrics(routeOf)
+  const pagePolicy = pagePolicies((yield* AppConfig).apiUrl)
   return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
     Effect.withFiberRuntime((fiber) => {
       const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
@@ -335,10 +366,12 @@ const makeRequestPipeline = Effect.gen(function* () {
         Effect.onExit(answered),
         Effect.annotateLogs("requestId", id),
         Effect.matchCauseEffect({
-          onSuccess: (response) => Effect.succeed(idHeaders(response, id)),
+          onSuccess: (response) => Effect.succeed(answerHeaders(response, id, pagePolicy(response))),
           onFailure: (cause) =>
             Effect.zipRight(
-              HttpApp.appendPreResponseHandler((_request, response) => Effect.succeed(idHeaders(response, id))),
+              HttpApp.appendPreResponseHandler((_request, response) =>
+                Effect.succeed(answerHeaders(response, id, undefined))
+              ),
               Effect.failCause(cause)
             )
         })
@@ -388,7 +421,8 @@ const CoreLive = Layer.mergeAll(
   StrategyHttpLive,
   DevnetHttpLive,
   ErrorNormalizerLive,
-  MarketRefreshLive
+  MarketRefreshLive,
+  RetentionLive.pipe(Layer.provide(Retention.Default))
 )
 
 const MerchantLive = Layer.merge(MerchantHttpLive, SettlementReconcilerLive).pipe(Layer.provide(Merchant.Default))
@@ -441,9 +475,9 @@ const CorsLive = Layer.unwrapEffect(
   )
 )
 
-/** `GET /metrics` in Prometheus' text format, beside the API. */
+/** `GET /metrics` in Prometheus' text format, beside the API (for METRICS_TOKEN or loopback clients). */
 const MetricsRouteLive = HttpApiBuilder.Router.use((router) =>
-  Effect.flatMap(DatabasePool, (pool) => router.get("/metrics", metricsResponse(pool)))
+  Effect.flatMap(DatabasePool, metricsRoute).pipe(Effect.flatMap((handler) => router.get("/metrics", handler)))
 )
 
 /**
@@ -546,7 +580,8 @@ const rawRefusal = (declared: { readonly code: string; readonly status: number }
   const body = JSON.stringify({ error: message, code: declared.code })
   return (
     `HTTP/1.1 ${declared.status} ${STATUS_CODES[declared.status]}\r\n` +
-    `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`
+    `content-type: application/json\r\nx-content-type-options: nosniff\r\n` +
+    `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`
   )
 }
 

@@ -1,13 +1,13 @@
 import { execFileSync, spawn } from "node:child_process"
-import { existsSync, readFileSync } from "node:fs"
+import { existsSync, readFileSync, rmSync, statSync } from "node:fs"
 import path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import pg from "pg"
-import { freePort, startEmbeddedPostgres } from "../src/EmbeddedPostgres.js"
+import { freePort, PASSWORD_FILE, startEmbeddedPostgres } from "../src/EmbeddedPostgres.js"
 import { isAlive } from "../src/EmbeddedServer.js"
 import { runnableBinaries } from "../src/PostgresBinaries.js"
-import { killProcessesMentioning, processesMentioning, temporaryDirectory } from "./support/process.js"
+import { killProcessesMentioning, processesMentioning, runToExit, temporaryDirectory } from "./support/process.js"
 import { eventually } from "./support/wait.js"
 
 const asRoot = process.getuid?.() === 0
@@ -20,6 +20,27 @@ const query = (url: Redacted.Redacted<string>, text: string) =>
       return (await client.query(text)).rows
     } finally {
       await client.end()
+    }
+  })
+
+/** Starts the server on `dataDir`, runs `statement` in its database `app`, and stops it. */
+const startedOnce = (dataDir: string, statement: string) =>
+  Effect.scoped(
+    Effect.flatMap(startEmbeddedPostgres({ dir: dataDir, database: "app", unsafeFast: true }), (url) =>
+      query(url, statement)
+    )
+  )
+
+/** The error code of a login with `url`, which must fail. */
+const loginFails = (url: string) =>
+  Effect.promise(async () => {
+    const client = new pg.Client({ connectionString: url })
+    try {
+      await client.connect()
+      await client.end()
+      return "logged in"
+    } catch (error) {
+      return String((error as { code?: unknown }).code)
     }
   })
 
@@ -93,17 +114,66 @@ describe("embedded PostgreSQL", () => {
       Effect.gen(function* () {
         const dir = yield* testFolder
         const dataDir = path.join(dir, "data")
-        yield* Effect.scoped(
-          Effect.gen(function* () {
-            const url = yield* startEmbeddedPostgres({ dir: dataDir, database: "app", unsafeFast: true })
-            yield* query(url, "CREATE TABLE kept (word text); INSERT INTO kept VALUES ('still here')")
-          })
-        )
+        yield* startedOnce(dataDir, "CREATE TABLE kept (word text); INSERT INTO kept VALUES ('still here')")
         const leftover = yield* leaveServerRunning(dataDir)
         const url = yield* startEmbeddedPostgres({ dir: dataDir, database: "app", unsafeFast: true })
         expect(isAlive(leftover)).toBe(false)
         expect(postmasterPid(dataDir)).not.toBe(leftover)
         expect(yield* query(url, "SELECT word FROM kept")).toEqual([{ word: "still here" }])
+      }),
+    300_000
+  )
+
+  it.scopedLive(
+    "admits only the service: a random password in a 0600 file, which another OS user can neither read nor guess",
+    () =>
+      Effect.gen(function* () {
+        const dir = yield* testFolder
+        const dataDir = path.join(dir, "data")
+        const url = yield* startEmbeddedPostgres({ dir: dataDir, database: "app", unsafeFast: true })
+        const passwordFile = path.join(dir, PASSWORD_FILE)
+        const file = statSync(passwordFile)
+        expect(file.mode & 0o777).toBe(0o600)
+        expect(file.uid).toBe(process.getuid?.())
+        expect(statSync(dataDir).mode & 0o777).toBe(0o700)
+        const password = readFileSync(passwordFile, "utf8").trim()
+        expect(password).toMatch(/^[A-Za-z0-9_-]{32}$/)
+        expect(decodeURIComponent(new URL(Redacted.value(url)).password)).toBe(password)
+        const port = new URL(Redacted.value(url)).port
+        expect(yield* loginFails(`postgres://app:app@127.0.0.1:${port}/app`)).toBe("28P01")
+
+        if (!asRoot) return // only root can act as another user; the modes above say the rest
+        const attempt = `
+          const fs = require("fs"), pg = require("pg")
+          const tryLogin = async (url) => { const c = new pg.Client({ connectionString: url })
+            try { await c.connect(); await c.end(); return "logged in" } catch (e) { return e.code ?? e.message } }
+          ;(async () => console.log(JSON.stringify({
+            read: (() => { try { fs.readFileSync(${JSON.stringify(passwordFile)}); return "read" } catch (e) { return e.code } })(),
+            legacy: await tryLogin("postgres://app:app@127.0.0.1:${port}/app"),
+            superuser: await tryLogin("postgres://postgres:postgres@127.0.0.1:${port}/postgres")
+          })))()`
+        const asNobody = yield* runToExit("runuser", ["-u", "nobody", "--", process.execPath, "-e", attempt])
+        expect(asNobody.code, asNobody.output).toBe(0)
+        expect(JSON.parse(asNobody.output)).toEqual({ read: "EACCES", legacy: "28P01", superuser: "28P01" })
+      }),
+    300_000
+  )
+
+  it.scopedLive(
+    "a data directory made with the fixed password gets a random one on its next start",
+    () =>
+      Effect.gen(function* () {
+        const dir = yield* testFolder
+        const dataDir = path.join(dir, "data")
+        // As every data directory was before passwords were random.
+        yield* startedOnce(dataDir, "ALTER ROLE app WITH PASSWORD 'app'; CREATE TABLE kept (word text)")
+        rmSync(path.join(dir, PASSWORD_FILE))
+        const url = yield* startEmbeddedPostgres({ dir: dataDir, database: "app", unsafeFast: true })
+        const password = readFileSync(path.join(dir, PASSWORD_FILE), "utf8").trim()
+        expect(password).toMatch(/^[A-Za-z0-9_-]{32}$/)
+        expect(yield* query(url, "SELECT count(*)::int AS n FROM kept")).toEqual([{ n: 0 }])
+        const port = new URL(Redacted.value(url)).port
+        expect(yield* loginFails(`postgres://app:app@127.0.0.1:${port}/app`)).toBe("28P01")
       }),
     300_000
   )

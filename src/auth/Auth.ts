@@ -1,12 +1,12 @@
 /**
  * Sign-in with a wallet key: SIWE challenges, signature checks and opaque bearer sessions.
- * Challenges are stored and single use; tokens are 32 random bytes kept only as SHA-256.
+ * Challenges are stored and single use; tokens are 32 random bytes kept only as SHA-256. Expired
+ * challenges and sessions are deleted by the retention job (Retention.ts).
  * The challenge's chain id is the chain's own (from the `ChainClient` port).
  */
 import { createHash, randomBytes } from "node:crypto"
 import { Clock, Effect, Option } from "effect"
 import { ChainUnavailable, Unauthorized } from "../ApiError.js"
-import { forkLoop } from "../BackgroundLoop.js"
 import { AppConfig } from "../Config.js"
 import type { Address } from "../chain/Address.js"
 import { ChainClient } from "../chain/ChainClient.js"
@@ -15,26 +15,16 @@ import { AuthRepo } from "./AuthRepo.js"
 import { buildChallenge, challengeOf, signedByKey } from "./Siwe.js"
 
 export const SESSION_TTL_MS = 30 * 24 * 60 * 60 * 1000
-const CHALLENGE_RETENTION_MS = 24 * 60 * 60 * 1000
-/** How often each replica drops challenges past their retention: off the sign-in path. */
-const PRUNE_EVERY = "10 minutes"
 
 /** Session ids are the SHA-256 of their token: a leaked table holds no usable token. */
 const sha256 = (token: string): Uint8Array => createHash("sha256").update(token, "utf8").digest()
 
 export class Auth extends Effect.Service<Auth>()("app/Auth", {
-  scoped: Effect.gen(function* () {
+  effect: Effect.gen(function* () {
     const repo = yield* AuthRepo
     const chain = yield* ChainClient
     const { appUrl, chainTimeout } = yield* AppConfig
     const site = { appUrl, chainId: chain.chainId }
-
-    yield* forkLoop("challenge-prune", {
-      tick: Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        repo.pruneChallenges(new Date(now - CHALLENGE_RETENTION_MS))
-      ),
-      every: PRUNE_EVERY
-    })
 
     const challenge = Effect.fn("Auth.challenge")(function* (address: Address) {
       const now = yield* Clock.currentTimeMillis

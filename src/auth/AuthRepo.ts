@@ -67,9 +67,6 @@ export class AuthRepo extends Effect.Service<AuthRepo>()("app/AuthRepo", {
             SELECT address, EXISTS (SELECT FROM created) AS created FROM opened`
     })
 
-    /** Challenges are kept a day after expiry (for investigation), then dropped. */
-    const pruneChallenges = (before: Date) => sql`DELETE FROM auth_challenges WHERE expires_at < ${before}`
-
     const findUser = SqlSchema.findOne({
       Request: Schema.String,
       Result: UserRow,
@@ -89,7 +86,6 @@ export class AuthRepo extends Effect.Service<AuthRepo>()("app/AuthRepo", {
         insertChallenge,
         findChallenge,
         signIn,
-        pruneChallenges,
         findUser,
         findSession,
         deleteSession

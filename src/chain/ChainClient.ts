@@ -166,12 +166,12 @@ export interface ChainClientShape {
   readonly usd1DomainSeparator: Effect.Effect<Option.Option<Hex>, ChainError>
 
   /**
-   * Relays `transferWithAuthorization` from the relayer through its ordered send queue: signs it,
-   * lets `record` persist the signed transaction, then broadcasts it. A failure of `record` stops it
-   * before the broadcast. The caller checked the transfer (`transferCheck`); it is not simulated
-   * again, except where its gas must be estimated (a refusal then is `CallReverted`, nothing sent).
-   * A node that refuses the transaction for a stale nonce or fee gets it signed anew (and recorded
-   * again) once.
+   * Relays `transferWithAuthorization` from the relayer through its ordered send queue: simulates
+   * the exact call against the pending state right before signing it (a call that would revert is
+   * `CallReverted`, nothing signed or sent: the relayer never pays gas for a transfer that cannot
+   * succeed, whatever was checked before), signs it, lets `record` persist the signed transaction,
+   * then broadcasts it. A failure of `record` stops it before the broadcast. A node that refuses the
+   * transaction for a stale nonce or fee gets it simulated, signed anew (and recorded again) once.
    */
   readonly transferWithAuthorization: <E, R>(
     authorization: TransferAuthorization,

@@ -37,7 +37,6 @@ import {
   parseAbiItem,
   parseEther,
   parseEventLogs,
-  parseSignature,
   RpcRequestError,
   recoverMessageAddress,
   toFunctionSelector,
@@ -277,6 +276,29 @@ export const EvmChain = Layer.scoped(
             : new CallReverted({ reason: revertReason(cause) })
       }).pipe(Effect.map(hexToBigInt))
 
+    /**
+     * The exact call, run now as `from` would send it against the pending state (the transactions
+     * already sent count, the block time is the next block's): a revert is `CallReverted`, nothing
+     * sent. Unlike an estimate it needs no gas figure, so it is what a send that reuses a known gas
+     * limit checks right before it signs.
+     */
+    const callAtPending = (from: Address, call: Call) =>
+      Effect.tryPromise({
+        try: (signal) =>
+          reads.request<Hex>(
+            "eth_call",
+            [
+              { from, to: call.to, data: call.data, ...(call.value === undefined ? {} : { value: toHex(call.value) }) },
+              "pending"
+            ],
+            signal
+          ),
+        catch: (cause) =>
+          isUnreachable(cause)
+            ? new ChainError({ message: `simulate: ${errorText(cause)}`, cause })
+            : new CallReverted({ reason: revertReason(cause) })
+      }).pipe(Effect.asVoid, Effect.withSpan("ChainClient.simulate"))
+
     let fees: { readonly value: Fees; readonly until: number } | undefined
     /** Fees to sign with: EIP-1559 (twice the base fee, plus the node's tip), or a gas price. */
     const currentFees = Effect.suspend(() =>
@@ -336,12 +358,25 @@ export const EvmChain = Layer.scoped(
      * its operators, so their sends read the chain's count. A send that fails or whose fate is
      * unknown makes the relayer read it too; one the node refuses for a stale nonce or fee is signed
      * anew, recorded again (the refused one can never be mined) and broadcast, once.
+     *
+     * `beforeSigning` runs before every signature (a re-signed one too): the relayer's transfer
+     * passes the exact call run against the pending state (`callAtPending`), so a call that would
+     * revert now is `CallReverted` and nothing is signed or sent. It belongs to each send, not to
+     * the queue: a send path that keeps several transactions in flight must keep it right before
+     * each signature.
      */
-    const signAndSend = <E, R>(signer: PrivateKeyAccount, call: Call, gas: bigint, record: RecordSigned<E, R>) =>
+    const signAndSend = <E, R, C = never>(
+      signer: PrivateKeyAccount,
+      call: Call,
+      gas: bigint,
+      record: RecordSigned<E, R>,
+      beforeSigning: Effect.Effect<void, C> = Effect.void
+    ) =>
       Effect.gen(function* () {
         const queue = queueOf(signer.address)
         const keepsNonce = isAddressEqual(signer.address, relayer.address)
         for (let attempt = 1; ; attempt++) {
+          yield* beforeSigning
           const nonce = yield* keepsNonce ? queue.nonce(pendingNonce(signer.address)) : pendingNonce(signer.address)
           const fee = yield* currentFees
           const raw = yield* chainCall("sign", () =>
@@ -447,13 +482,20 @@ export const EvmChain = Layer.scoped(
         return valid
       })
 
-    /** `transferWithAuthorization`'s calldata: a 65-byte signature as (v, r, s), anything else as bytes. */
+    /**
+     * `transferWithAuthorization`'s calldata: a 65-byte signature as (v, r, s), anything else as
+     * bytes. Total over any bytes: the parts are cut, not parsed (a `v` of 0 or 1 is read as 27 or
+     * 28, any other byte is passed as it is), and the token judges them (a bad one is its
+     * "invalid signature"), so no signature can make this throw.
+     */
     const transferCall = (a: TransferAuthorization, signature: Hex) => {
       const common = [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce] as const
       // A contract wallet's signature goes through the bytes overload, which asks ERC-1271.
       if (signature.length !== 132) return { vrs: false, data: transferWithBytes.encode([...common, signature]) }
-      const { v, r, s, yParity } = parseSignature(signature)
-      return { vrs: true, data: transferWithVrs.encode([...common, Number(v ?? 27n + BigInt(yParity)), r, s]) }
+      const r = `0x${signature.slice(2, 66)}` as Hex
+      const s = `0x${signature.slice(66, 130)}` as Hex
+      const v = Number.parseInt(signature.slice(130, 132), 16)
+      return { vrs: true, data: transferWithVrs.encode([...common, v < 2 ? v + 27 : v, r, s]) }
     }
 
     const transferCheck = (authorization: TransferAuthorization, signature: Hex) => {
@@ -548,8 +590,10 @@ export const EvmChain = Layer.scoped(
     ) => {
       const { vrs, data } = transferCall(authorization, signature)
       const call: Call = { to: usd1.address, data }
-      // Checked by `transferCheck` before: simulated again only to learn its gas (a contract
-      // wallet's costs what its wallet costs; an EOA's is the same every time).
+      // Its gas: estimated for a contract wallet's signature (it costs what its wallet costs), once
+      // for (v, r, s) ones (an EOA's costs the same every time). Whatever the gas, the call is
+      // simulated again right before it is signed (`callAtPending`): `transferCheck` ran before the
+      // reservation, and the payer's other payments may have spent the balance since.
       const gas = Effect.suspend(() =>
         vrs && transferGas !== undefined
           ? Effect.succeed(transferGas)
@@ -563,7 +607,11 @@ export const EvmChain = Layer.scoped(
             )
       )
       return queueOf(relayer.address)
-        .serially(Effect.flatMap(gas, (limit) => signAndSend(relayer, call, limit, record)))
+        .serially(
+          Effect.flatMap(gas, (limit) =>
+            signAndSend(relayer, call, limit, record, callAtPending(relayer.address, call))
+          )
+        )
         .pipe(Effect.withSpan("ChainClient.transferWithAuthorization"))
     }
 

@@ -3,6 +3,7 @@ import { Effect, Layer } from "effect"
 import { Api } from "../Api.js"
 import { CurrentUser } from "../auth/Api.js"
 import { AuthenticationLive } from "../auth/Http.js"
+import { STATIC_PAGE_CSP } from "../PageSecurity.js"
 import { Kyc } from "./Kyc.js"
 import { SandboxDesk } from "./SandboxDesk.js"
 
@@ -33,7 +34,7 @@ export const KycWebhookHttpLive = HttpApiBuilder.group(Api, "kycWebhook", (handl
 /** The sandbox page is HTML for a person: no caching, no framing, nothing loaded from elsewhere. */
 const pageHeaders = {
   "cache-control": "no-store",
-  "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'",
+  "content-security-policy": STATIC_PAGE_CSP,
   "referrer-policy": "no-referrer",
   "x-frame-options": "DENY"
 }

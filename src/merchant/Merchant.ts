@@ -24,11 +24,11 @@ import { backgroundLoop } from "../BackgroundLoop.js"
 import { AppConfig, durationConfig } from "../Config.js"
 import type { Address } from "../chain/Address.js"
 import { ChainClient, type ChainClientShape, ChainError, receiptShowsTransfer } from "../chain/ChainClient.js"
-import { countSettlement } from "../Metrics.js"
+import { countRevertedSettlement, countSettlement } from "../Metrics.js"
 import { Order, OrderAlreadyPaid, OrderExpired, OrderNotFound, PaymentInProgress, PaymentRequired } from "./Api.js"
 import { microsToAtomic, parseAmount } from "./Money.js"
 import { OrderRepo, type OrderRow, type SettlementRow } from "./OrderRepo.js"
-import { PaymentProcessor, SettlementAbandoned, type SettleOutcome } from "./PaymentProcessor.js"
+import { PaymentProcessor, revertedOnChain, SettlementAbandoned, type SettleOutcome } from "./PaymentProcessor.js"
 import {
   checkAuthorization,
   decodePaymentHeader,
@@ -36,6 +36,7 @@ import {
   type PaymentPayload,
   type PaymentRequirements,
   paymentRequired,
+  paysResource,
   Reason,
   requirementsFor,
   type SettleResponse
@@ -220,17 +221,30 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       return toOrder(yield* load(id))
     })
 
-    /** An info line (ids, never the signature) and the settlements counter, for a recorded outcome. */
-    const announceOutcome = (orderId: string, outcome: SettleOutcome) =>
+    /**
+     * An info line (ids, never the signature) and the settlements counter, for a recorded outcome; a
+     * transaction mined reverted is a warning with its payer and is counted apart, so that an
+     * operator can alert on gas paid for nothing.
+     */
+    const announceOutcome = (
+      settlement: { readonly orderId: string; readonly payer: Address },
+      outcome: SettleOutcome
+    ) =>
       outcome._tag === "Settled"
         ? Effect.logInfo("order paid").pipe(
-            Effect.annotateLogs({ "order.id": orderId, "tx.hash": outcome.transaction }),
+            Effect.annotateLogs({ "order.id": settlement.orderId, "tx.hash": outcome.transaction }),
             Effect.zipRight(countSettlement("settled"))
           )
         : outcome._tag === "Rejected"
-          ? Effect.logInfo(`settlement failed: ${outcome.reason}`).pipe(
+          ? (outcome.reverted === true
+              ? Effect.logWarning("settlement reverted on chain: the relayer paid its gas for nothing").pipe(
+                  Effect.zipRight(countRevertedSettlement)
+                )
+              : Effect.logInfo(`settlement failed: ${outcome.reason}`)
+            ).pipe(
               Effect.annotateLogs({
-                "order.id": orderId,
+                "order.id": settlement.orderId,
+                "payment.payer": settlement.payer,
                 ...(outcome.transaction === undefined ? {} : { "tx.hash": outcome.transaction })
               }),
               Effect.zipRight(countSettlement("failed"))
@@ -241,7 +255,10 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
      * A final state for a settlement and its order; idempotent. Whoever records it (the paying
      * request or the reconciler) says so once.
      */
-    const finish = (settlement: { readonly id: number; readonly orderId: string }, outcome: SettleOutcome) =>
+    const finish = (
+      settlement: { readonly id: number; readonly orderId: string; readonly payer: Address },
+      outcome: SettleOutcome
+    ) =>
       Effect.gen(function* () {
         const now = new Date(yield* Clock.currentTimeMillis)
         const recorded =
@@ -254,17 +271,22 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
                   now
                 )
               : false
-        if (recorded) yield* announceOutcome(settlement.orderId, outcome)
+        if (recorded) yield* announceOutcome(settlement, outcome)
       })
 
-    /** Makes the open order settling with a pending settlement owned by this replica: the exactly-once gate. */
-    const reserve = (order: OrderRow, payload: PaymentPayload) =>
+    /**
+     * Makes the open order settling with a pending settlement owned by this replica: the exactly-once
+     * gate. With the payer's balance, its other unsettled payments count against it.
+     */
+    const reserve = (order: OrderRow, payload: PaymentPayload, balance: Option.Option<bigint>) =>
       Effect.gen(function* () {
         const authorization = payload.payload.authorization
         const reserved = yield* repo
           .reserve({
             orderId: order.id,
             payer: getAddress(authorization.from),
+            asset: usd1.address,
+            balance: Option.getOrNull(balance),
             nonce: authorization.nonce.toLowerCase(),
             amountAtomic: BigInt(authorization.value),
             validBefore: BigInt(authorization.validBefore),
@@ -274,6 +296,13 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
           })
           .pipe(Effect.catchTag("DuplicateAuthorization", () => refuse(order, Reason.nonceUsed, "PAYMENT_INVALID")))
         if (reserved._tag === "Reserved") return reserved.settlementId
+        if (reserved._tag === "Overdrawn") {
+          return yield* refuse(
+            order,
+            `${Reason.insufficientBalance}: the payer's other payments being settled leave too little`,
+            "PAYMENT_INVALID"
+          )
+        }
         switch (reserved.status) {
           case null:
             return yield* new OrderNotFound({ error: `no order ${order.id}` })
@@ -363,7 +392,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
               )
             : settled
         if (outcome._tag === "Pending") return yield* countSettlement("deferred").pipe(Effect.as(inProgress))
-        const recorded = yield* Effect.exit(finish({ id: settlementId, orderId }, outcome))
+        const recorded = yield* Effect.exit(finish({ id: settlementId, orderId, payer }, outcome))
         // The receipt proves the transfer, recorded or not (the reconciler records it then).
         if (outcome._tag === "Settled") return outcome satisfies SettlementAnswer
         return Exit.isSuccess(recorded)
@@ -421,6 +450,9 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       if (order.status === "expired") return yield* new OrderExpired({ error: "the order expired" })
 
       // Off-chain checks first, then the signature and the chain state; all before any reservation.
+      if (!paysResource(payload, resourceOf(order).url)) {
+        return yield* refuse(order, Reason.resourceMismatch, "PAYMENT_INVALID")
+      }
       const requirements = requirementsOf(order)
       if (!matchesOffer(payload.accepted, requirements)) {
         return yield* refuse(order, Reason.noMatchingRequirements, "PAYMENT_INVALID")
@@ -428,7 +460,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       const nowSeconds = Math.floor((yield* Clock.currentTimeMillis) / 1000)
       const window = checkAuthorization(authorization, requirements, nowSeconds)
       if (Either.isLeft(window)) return yield* refuse(order, window.left, "PAYMENT_INVALID")
-      const invalid = yield* withinChainTimeout(processor.verify(payload, requirements)).pipe(
+      const verified = yield* withinChainTimeout(processor.verify(payload, requirements)).pipe(
         Effect.catchTag("ChainError", (error) =>
           Effect.logWarning(`payment not verified: ${error.message}`).pipe(
             Effect.zipRight(
@@ -437,14 +469,14 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
           )
         )
       )
-      if (Option.isSome(invalid)) return yield* refuse(order, invalid.value, "PAYMENT_INVALID")
+      if (verified._tag === "Refused") return yield* refuse(order, verified.reason, "PAYMENT_INVALID")
 
       // From the reservation on, the settlement runs to its end whatever the request does (a
       // client that hangs up, a slow chain): the request waits up to SETTLEMENT_WAIT for it.
       const answer = yield* Effect.uninterruptibleMask((restore) =>
         Effect.gen(function* () {
           yield* track(id)
-          const reserved = yield* Effect.exit(reserve(order, payload))
+          const reserved = yield* Effect.exit(reserve(order, payload, verified.balance))
           if (Exit.isFailure(reserved))
             return yield* untrack(id).pipe(Effect.zipRight(Effect.failCause(reserved.cause)))
           const settling = yield* Effect.forkDaemon(
@@ -494,13 +526,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
         if (used !== "unused") return used._tag === "Pending" ? undefined : yield* finish(settlement, used)
         if (settlement.txHash !== null) {
           const receipt = yield* chain.receipt(settlement.txHash as Hash, 2_000)
-          if (Option.isSome(receipt)) {
-            return yield* finish(settlement, {
-              _tag: "Rejected",
-              reason: Reason.transactionFailed,
-              transaction: settlement.txHash as Hash
-            })
-          }
+          if (Option.isSome(receipt)) return yield* finish(settlement, revertedOnChain(settlement.txHash as Hash))
         }
         if ((yield* withinChainTimeout(chain.blockTime)) >= settlement.validBefore) {
           // The authorization can never execute any more: nothing was or will be charged.

@@ -74,15 +74,23 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
     })
 
     /**
-     * The exactly-once gate, in one statement: an open order becomes settling and gets its pending
-     * settlement, owned by `owner`. A concurrent reservation waits for the row lock and then finds
+     * The exactly-once gate: an open order becomes settling and gets its pending settlement, owned
+     * by `owner`, in one statement. A concurrent reservation waits for the row lock and then finds
      * the order no longer open. Answers the new settlement's id, or none and the order's status as
      * the statement found it ("open" then means another reservation took it meanwhile; null: no
      * such order). A second use of the authorization is `DuplicateAuthorization`, nothing changed.
+     *
+     * With the payer's `balance` (read while verifying), the payer's other unsettled payments of the
+     * same asset count against it: the order is reserved only when what they leave covers
+     * `amountAtomic`, else `Overdrawn` (nothing changed). The payer's reservations take turns (a
+     * transaction-scoped advisory lock per payer and asset), so concurrent payments from one payer
+     * each see the others' committed reservations.
      */
     const reserve = (row: {
       readonly orderId: string
       readonly payer: string
+      readonly asset: string
+      readonly balance: bigint | null
       readonly nonce: string
       readonly amountAtomic: bigint
       readonly validBefore: bigint
@@ -90,23 +98,47 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
       readonly owner: string
       readonly now: Date
     }) =>
-      sql<{ settlementId: string | null; status: OrderStatus | null }>`
-        WITH moved AS (
-          UPDATE orders SET status = 'settling' WHERE id = ${row.orderId} AND status = 'open' RETURNING id
-        ), settlement AS (
-          INSERT INTO settlements
-            (order_id, payer, nonce, amount_atomic, valid_before, payload, status, owner, created_at, updated_at)
-          SELECT id, ${row.payer}, ${row.nonce}, ${row.amountAtomic.toString()}, ${row.validBefore.toString()},
-                 ${JSON.stringify(row.payload)}::jsonb, 'pending', ${row.owner}, ${row.now}, ${row.now}
-          FROM moved
-          RETURNING id
-        )
-        SELECT (SELECT id FROM settlement) AS settlement_id, (SELECT status FROM orders WHERE id = ${row.orderId}) AS status`.pipe(
-        Effect.map(([result]) =>
-          result?.settlementId == null
-            ? { _tag: "Refused" as const, status: result?.status ?? null }
-            : { _tag: "Reserved" as const, settlementId: Number(result.settlementId) }
-        ),
+      Effect.gen(function* () {
+        const asset = row.asset.toLowerCase()
+        if (row.balance !== null) {
+          yield* sql`SELECT pg_advisory_xact_lock(hashtextextended(${`reserve:${row.payer.toLowerCase()}:${asset}`}, 0))`
+        }
+        const [result] = yield* sql<{
+          settlementId: string | null
+          status: OrderStatus | null
+          overdrawn: boolean
+        }>`
+          WITH committed AS (
+            SELECT COALESCE(sum(amount_atomic), 0) AS amount FROM settlements
+            WHERE payer = ${row.payer} AND status IN ('pending', 'broadcast')
+              AND lower(payload->'accepted'->>'asset') = ${asset}
+          ), covered AS (
+            SELECT ${row.balance?.toString() ?? null}::numeric IS NULL
+                OR ${row.balance?.toString() ?? null}::numeric - amount >= ${row.amountAtomic.toString()}::numeric AS ok
+            FROM committed
+          ), moved AS (
+            UPDATE orders SET status = 'settling'
+            WHERE id = ${row.orderId} AND status = 'open' AND (SELECT ok FROM covered)
+            RETURNING id
+          ), settlement AS (
+            INSERT INTO settlements
+              (order_id, payer, nonce, amount_atomic, valid_before, payload, status, owner, created_at, updated_at)
+            SELECT id, ${row.payer}, ${row.nonce}, ${row.amountAtomic.toString()}, ${row.validBefore.toString()},
+                   ${JSON.stringify(row.payload)}::jsonb, 'pending', ${row.owner}, ${row.now}, ${row.now}
+            FROM moved
+            RETURNING id
+          )
+          SELECT (SELECT id FROM settlement) AS settlement_id,
+                 (SELECT status FROM orders WHERE id = ${row.orderId}) AS status,
+                 NOT (SELECT ok FROM covered) AS overdrawn`
+        if (result?.settlementId != null) {
+          return { _tag: "Reserved" as const, settlementId: Number(result.settlementId) }
+        }
+        return result?.status === "open" && result.overdrawn
+          ? { _tag: "Overdrawn" as const }
+          : { _tag: "Refused" as const, status: result?.status ?? null }
+      }).pipe(
+        sql.withTransaction,
         Effect.catchIf(
           (error) => isUniqueViolation(error, "settlements_payer_nonce_key"),
           () => new DuplicateAuthorization()

@@ -19,13 +19,34 @@ import {
   type Receipt,
   receiptShowsTransfer
 } from "../chain/ChainClient.js"
+import { countRevertedSettlement } from "../Metrics.js"
 import { authorizationOf, type PaymentPayload, type PaymentRequirements, Reason, SettleResponse } from "./X402.js"
 
-/** The outcome of a settlement attempt. `Pending`: broadcast, not confirmed within the wait. */
+/**
+ * The outcome of a settlement attempt. `Pending`: broadcast, not confirmed within the wait.
+ * `Rejected` with `reverted`: the transaction was mined and reverted (its gas was paid for nothing).
+ */
 export type SettleOutcome =
   | { readonly _tag: "Settled"; readonly transaction: Hash }
-  | { readonly _tag: "Rejected"; readonly reason: string; readonly transaction?: Hash }
+  | { readonly _tag: "Rejected"; readonly reason: string; readonly transaction?: Hash; readonly reverted?: true }
   | { readonly _tag: "Pending"; readonly transaction?: Hash }
+
+/** A settlement whose transaction was mined and reverted: nothing moved. */
+export const revertedOnChain = (transaction: Hash): SettleOutcome => ({
+  _tag: "Rejected",
+  reason: Reason.transactionFailed,
+  transaction,
+  reverted: true
+})
+
+/**
+ * What verification found: the reason to refuse the payment, or that it is valid now, with the
+ * payer's balance when the processor read it (the reservation counts the payer's other unsettled
+ * payments against it).
+ */
+export type Verification =
+  | { readonly _tag: "Refused"; readonly reason: string }
+  | { readonly _tag: "Valid"; readonly balance: Option.Option<bigint> }
 
 /** The settlement was decided meanwhile (by the reconciler): the transaction must not go out. */
 export class SettlementAbandoned extends Data.TaggedError("SettlementAbandoned") {}
@@ -39,11 +60,10 @@ export interface BroadcastRecord {
 export interface PaymentProcessorShape {
   /** True when every broadcast is recorded before it happens (so no record means nothing sent). */
   readonly recordsBeforeBroadcast: boolean
-  /** None when valid, else the reason string for the 402. */
   readonly verify: (
     payload: PaymentPayload,
     requirements: PaymentRequirements
-  ) => Effect.Effect<Option.Option<string>, ChainError>
+  ) => Effect.Effect<Verification, ChainError>
   readonly settle: (
     payload: PaymentPayload,
     requirements: PaymentRequirements,
@@ -68,8 +88,7 @@ const reasonForRevert = (message: string, otherwise: string): string => {
 /** A mined settlement judged: status success and the token's Transfer(from, to, value). */
 const judge = (chain: ChainClientShape, receipt: Receipt, payload: PaymentPayload): SettleOutcome => {
   const { from, to, value } = authorizationOf(payload.payload.authorization)
-  if (receipt.status !== "success")
-    return { _tag: "Rejected", reason: Reason.transactionFailed, transaction: receipt.hash }
+  if (receipt.status !== "success") return revertedOnChain(receipt.hash)
   return receiptShowsTransfer(receipt, { token: chain.usd1.address, from, to, value })
     ? { _tag: "Settled", transaction: receipt.hash }
     : { _tag: "Rejected", reason: Reason.transferEventMismatch, transaction: receipt.hash }
@@ -109,9 +128,13 @@ export const RelayerProcessor = Layer.effect(
           authorizationOf(payload.payload.authorization),
           payload.payload.signature as Hex
         )
-        if (check.used) return Option.some<string>(Reason.nonceUsed)
-        if (check.balance < BigInt(requirements.amount)) return Option.some<string>(Reason.insufficientBalance)
-        return Option.map(check.refusal, (refusal) => reasonForRevert(refusal, Reason.simulationFailed))
+        const refused = (reason: string): Verification => ({ _tag: "Refused", reason })
+        if (check.used) return refused(Reason.nonceUsed)
+        if (check.balance < BigInt(requirements.amount)) return refused(Reason.insufficientBalance)
+        return Option.match(check.refusal, {
+          onNone: (): Verification => ({ _tag: "Valid", balance: Option.some(check.balance) }),
+          onSome: (refusal) => refused(reasonForRevert(refusal, Reason.simulationFailed))
+        })
       }).pipe(Effect.withSpan("PaymentProcessor.verify"))
 
     const settle = (
@@ -141,6 +164,8 @@ export const RelayerProcessor = Layer.effect(
                 confirm(chain, signed.hash, payload, (receipt) =>
                   outOfGasRetries > 0
                     ? Effect.logWarning(`settlement ${receipt.hash} ran out of gas; sending it again`).pipe(
+                        Effect.annotateLogs("payment.payer", authorizationOf(payload.payload.authorization).from),
+                        Effect.zipRight(countRevertedSettlement),
                         Effect.zipRight(relay(outOfGasRetries - 1))
                       )
                     : Effect.succeed(judge(chain, receipt, payload))
@@ -203,8 +228,12 @@ export const FacilitatorProcessor = (baseUrl: string) =>
 
       const verify = (payload: PaymentPayload, requirements: PaymentRequirements) =>
         call("/verify", VerifyResponse, payload, requirements).pipe(
-          Effect.map((response) =>
-            response.isValid ? Option.none() : Option.some(response.invalidReason ?? Reason.signature)
+          Effect.map(
+            (response): Verification =>
+              // The facilitator reads the balance itself: the reservation has none to count against.
+              response.isValid
+                ? { _tag: "Valid", balance: Option.none() }
+                : { _tag: "Refused", reason: response.invalidReason ?? Reason.signature }
           ),
           // The facilitator is this deployment's way to the chain: its failure is the chain's.
           Effect.mapError((cause) => new ChainError({ message: `facilitator /verify: ${cause.message}`, cause })),

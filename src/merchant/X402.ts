@@ -32,7 +32,9 @@ export const Reason = {
   simulationFailed: "invalid_exact_evm_transaction_simulation_failed",
   transactionFailed: "invalid_exact_evm_transaction_failed",
   transferEventMismatch: "invalid_exact_evm_transfer_event_mismatch",
-  unexpectedSettleError: "unexpected_settle_error"
+  unexpectedSettleError: "unexpected_settle_error",
+  /** Ours (x402 names none): the payload's `resource` is not this order's pay URL. */
+  resourceMismatch: "resource_mismatch: the payment was made for another resource than this order's pay URL"
 } as const
 
 const MAX_UINT256 = 2n ** 256n - 1n
@@ -172,6 +174,33 @@ export const matchesOffer = (accepted: PaymentRequirements, offered: PaymentRequ
   sameAddress(accepted.payTo, offered.payTo) &&
   accepted.maxTimeoutSeconds === offered.maxTimeoutSeconds &&
   Object.entries(offered.extra).every(([key, value]) => accepted.extra[key] === value)
+
+/**
+ * A URL as compared for a payment's `resource`: scheme and host in lower case, no default port, no
+ * trailing slash, no query or fragment; none when it is not an absolute http(s) URL.
+ */
+const normalizedResource = (url: string): string | undefined => {
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    return undefined
+  }
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") return undefined
+  // URL already lower-cases the scheme and host and drops the scheme's default port.
+  return `${parsed.protocol}//${parsed.host}${parsed.pathname.replace(/\/+$/, "")}`
+}
+
+/**
+ * Whether a payment that names a resource names `payUrl`, its order's pay URL, once both are
+ * normalised: a payment signed for one order never pays another of the same amount. A payment that
+ * names none (x402 makes it optional) is not bound.
+ */
+export const paysResource = (payload: PaymentPayload, payUrl: string): boolean => {
+  if (payload.resource === undefined) return true
+  const named = normalizedResource(payload.resource.url)
+  return named !== undefined && named === normalizedResource(payUrl)
+}
 
 /**
  * Off-chain checks of the authorization against our requirements, after the signature, in the

@@ -200,6 +200,42 @@ layer(proxiedTestChain("1 second"), { excludeTestServices: true, timeout: "120 s
         })
     )
 
+    it.effect("a transfer that would revert now is refused right before it is signed, though its gas is known", () =>
+      Effect.gen(function* () {
+        const chain = yield* ChainClient
+        const devnet = yield* TestDevnet
+        // Known gas: one (v, r, s) transfer went out, so the next ones reuse its estimate.
+        yield* relay(noRecord)
+        const payerKey = generatePrivateKey()
+        yield* Option.getOrThrow(chain.faucet).fund(privateKeyToAccount(payerKey).address, {
+          usd1: units("1"),
+          tokens: []
+        })
+        const first = yield* authorized(payerKey, units("1"))
+        const second = yield* authorized(payerKey, units("1"))
+        // Both pass the check made before any is sent: each alone is covered.
+        for (const { authorization, signature } of [first, second]) {
+          expect((yield* chain.transferCheck(authorization, signature)).refusal).toEqual(Option.none())
+        }
+        const sent = yield* chain.transferWithAuthorization(first.authorization, first.signature, noRecord)
+        const relayerSent = () =>
+          Effect.promise(() =>
+            publicClientFor(devnet).getTransactionCount({ address: chain.relayer, blockTag: "pending" })
+          )
+        const before = yield* relayerSent()
+        const recorded = yield* Ref.make(0)
+        const refused = yield* Effect.flip(
+          chain.transferWithAuthorization(second.authorization, second.signature, () =>
+            Ref.update(recorded, (n) => n + 1)
+          )
+        )
+        expect(refused).toMatchObject({ _tag: "CallReverted", reason: "ERC20InsufficientBalance" })
+        expect(yield* Ref.get(recorded)).toBe(0)
+        expect(yield* relayerSent()).toBe(before)
+        expect(Option.getOrThrow(yield* chain.receipt(sent.hash, 10_000)).status).toBe("success")
+      })
+    )
+
     it.effect("a broadcast that fails takes no nonce: the relayer's next send uses it", () =>
       Effect.gen(function* () {
         const chain = yield* ChainClient

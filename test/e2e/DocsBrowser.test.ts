@@ -53,6 +53,10 @@ layer(
 
       const response = yield* Effect.promise(() => page.goto(`${base}/docs`))
       expect(response?.status()).toBe(200)
+      // Rendered under its strict policy: only its own inline scripts (by hash), never framed.
+      const policy = (yield* Effect.promise(() => response!.allHeaders()))["content-security-policy"]
+      expect(policy).toMatch(/^default-src 'none'; script-src 'wasm-unsafe-eval'( 'sha256-[A-Za-z0-9+/=]+')+;/)
+      expect(policy).toContain("frame-ancestors 'none'")
       // Rendered by Scalar's script, not just the HTML <title>: the heading, the first group's operations.
       yield* Effect.promise(() => page.getByRole("heading", { name: TITLE }).first().waitFor())
       yield* Effect.promise(() => page.getByText("Readiness", { exact: true }).first().waitFor())
@@ -63,6 +67,16 @@ layer(
       expect(blocked).toEqual([])
       expect(errors).toEqual([])
       expect(served).toContain(`${base}/docs`)
+      // A script added to the page (as an injection would) does not run.
+      const ran = yield* Effect.promise(() =>
+        page.evaluate(`(() => {
+          const injected = document.createElement("script")
+          injected.textContent = "window.injectedRan = true"
+          document.body.appendChild(injected)
+          return window.injectedRan === true
+        })()`)
+      )
+      expect(ran).toBe(false)
     })
   )
 })

@@ -46,7 +46,10 @@ layer(testServer(kycEnv(), { chain: InMemoryChain.layer() }), { excludeTestServi
         const page = yield* send("GET", `/kyc/sandbox/${sessionId}`)
         expect(page.status).toBe(200)
         expect(page.headers["content-type"]).toContain("text/html")
-        expect(page.headers["content-security-policy"]).toContain("default-src 'none'")
+        expect(page.headers["content-security-policy"]).toBe(
+          "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'"
+        )
+        expect(page.headers["x-content-type-options"]).toBe("nosniff")
         expect(String(page.body)).toContain('name="fullName"')
         expect(String(page.body)).toContain('value="approve"')
 

@@ -23,7 +23,7 @@ const StallingProcessor = Layer.effect(
   PaymentProcessor,
   Effect.map(SqlClient.SqlClient, (sql) => ({
     recordsBeforeBroadcast: true,
-    verify: () => Effect.succeed(Option.none()),
+    verify: () => Effect.succeed({ _tag: "Valid", balance: Option.none() } as const),
     settle: (payload, _requirements, record) =>
       Effect.gen(function* () {
         const { from, nonce } = payload.payload.authorization

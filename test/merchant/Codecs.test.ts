@@ -9,6 +9,7 @@ import {
   matchesOffer,
   type PaymentPayload,
   type PaymentRequirements,
+  paysResource,
   requirementsFor
 } from "../../src/merchant/X402.js"
 
@@ -158,5 +159,50 @@ describe("order amounts", () => {
     }
     expect(parseAmount("1000000")).toEqual(Either.right({ normalized: "1000000", micros: 1_000_000_000_000n }))
     expect(parseAmount("0.000001")).toEqual(Either.right({ normalized: "0.000001", micros: 1n }))
+  })
+})
+
+describe("a payment's resource", () => {
+  const payUrl = "https://api.example.com/merchant/orders/Abc_123-xyz/pay"
+  const naming = (url: string) => ({ resource: { url } }) as unknown as PaymentPayload
+
+  it("binds the payment to its order's pay URL, compared after normalising", () => {
+    for (const url of [
+      payUrl,
+      "HTTPS://API.Example.COM/merchant/orders/Abc_123-xyz/pay",
+      "https://api.example.com:443/merchant/orders/Abc_123-xyz/pay",
+      "https://api.example.com/merchant/orders/Abc_123-xyz/pay/",
+      "https://api.example.com/merchant/orders/Abc_123-xyz/pay?retry=1#top"
+    ]) {
+      expect(paysResource(naming(url), payUrl), url).toBe(true)
+    }
+    expect(
+      paysResource(naming("http://localhost/merchant/orders/x/pay"), "http://localhost:80/merchant/orders/x/pay")
+    ).toBe(true)
+  })
+
+  it("refuses another order, another host, port or scheme, a path that differs in case, and what is no URL", () => {
+    for (const url of [
+      "https://api.example.com/merchant/orders/Other_order/pay",
+      "https://api.example.com/merchant/orders/abc_123-xyz/pay",
+      "https://evil.example.com/merchant/orders/Abc_123-xyz/pay",
+      "https://api.example.com:8443/merchant/orders/Abc_123-xyz/pay",
+      "http://api.example.com/merchant/orders/Abc_123-xyz/pay",
+      "/merchant/orders/Abc_123-xyz/pay",
+      "ftp://api.example.com/merchant/orders/Abc_123-xyz/pay",
+      "not a url",
+      ""
+    ]) {
+      expect(paysResource(naming(url), payUrl), url).toBe(false)
+    }
+  })
+
+  it("leaves a payment that names no resource unbound, and never throws", () => {
+    expect(paysResource({} as PaymentPayload, payUrl)).toBe(true)
+    FastCheck.assert(
+      FastCheck.property(FastCheck.string(), (url) => {
+        expect(typeof paysResource(naming(url), payUrl)).toBe("boolean")
+      })
+    )
   })
 })

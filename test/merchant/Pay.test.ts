@@ -21,9 +21,9 @@ import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
 import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { send } from "../support/http.js"
+import { awaitBroadcast } from "../support/settlements.js"
 import { TestDevnet } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
-import { eventually } from "../support/wait.js"
 import { decodeHeader, signPayment } from "../support/x402.js"
 
 const merchant = privateKeyToAccount(generatePrivateKey())
@@ -173,13 +173,7 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
       // Our settlement waits in the pool; a watcher submits the same authorization with a higher tip.
       yield* rpc("evm_setAutomine", [false])
       const paying = yield* Effect.fork(payWith(order.id, header))
-      const sql = yield* SqlClient.SqlClient
-      yield* eventually(
-        "our settlement to be broadcast",
-        sql`SELECT 1 FROM settlements WHERE order_id = ${order.id} AND status = 'broadcast'`,
-        (rows) => rows.length === 1,
-        { every: "20 millis" }
-      )
+      yield* awaitBroadcast(order.id)
       const a = payload.payload.authorization
       const { v, r, s } = parseSignature(payload.payload.signature as Hex)
       const watcher = createWalletClient({
@@ -215,6 +209,33 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
       expect(paid.status).toBe(200)
       expect(paid.body).toMatchObject({ status: "paid", tx: frontRun, payer: payer.address })
       expect(yield* usd1Balance(merchant.address)).toBe(merchantBefore + parseUnits("3.3", 18))
+    })
+  )
+
+  it.effect("a payment made for order A is refused by order B of the same amount, and still pays A", () =>
+    Effect.gen(function* () {
+      const payer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[5]!)
+      const [a, b] = [yield* createOrder("2.25"), yield* createOrder("2.25")]
+      const offerA = yield* send("GET", `/merchant/orders/${a.id}/pay`)
+      // A standard client echoes the resource of the 402 it answers.
+      const { header } = yield* Effect.promise(() =>
+        signPayment(payer, offerA.body.accepts[0], { resource: offerA.body.resource })
+      )
+      const sentBefore = yield* relayerSent
+
+      const refused = yield* payWith(b.id, header)
+      expect(refused.status).toBe(402)
+      expect(refused.body).toMatchObject({
+        code: "PAYMENT_INVALID",
+        error: "resource_mismatch: the payment was made for another resource than this order's pay URL"
+      })
+      expect(decodeHeader(refused.headers["payment-required"]).error).toBe(refused.body.error)
+      expect((yield* send("GET", `/merchant/orders/${b.id}`)).body.status).toBe("open")
+      expect(yield* relayerSent).toBe(sentBefore)
+
+      const paid = yield* payWith(a.id, header)
+      expect(paid.status).toBe(200)
+      expect(paid.body).toMatchObject({ id: a.id, status: "paid", payer: payer.address })
     })
   )
 

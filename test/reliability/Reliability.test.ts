@@ -6,9 +6,12 @@
 import { HttpServer } from "@effect/platform"
 import { afterAll, describe, expect, it, layer } from "@effect/vitest"
 import { Duration, Effect, Fiber } from "effect"
+import { createPublicClient, type Hex, http, parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
-import { startDevnet } from "../../src/chain/Devnet.js"
+import { ANVIL_ACCOUNT_KEYS, startDevnet } from "../../src/chain/Devnet.js"
+import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
+import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { startService, stopService } from "../support/process.js"
 import { startTcpProxy } from "../support/TcpProxy.js"
 import { devnetRpc as rpc } from "../support/TestChain.js"
@@ -290,6 +293,99 @@ describe("reliability", () => {
         record("SIGKILL: restart", `${restartMs} ms`)
         record("SIGKILL: kill to every settlement final", `${takeoverMs} ms`)
         expectHonest("SIGKILL", outcome)
+      }).pipe(Effect.scoped),
+    300_000
+  )
+
+  it.live(
+    "the gas drain: a payer funded for one order pays ten at once, twice: one broadcast, none reverted",
+    () =>
+      Effect.gen(function* () {
+        const devnet = yield* startDevnet().pipe(Effect.orDie)
+        const databaseUrl = yield* temporaryDatabaseUrl
+        const merchant = privateKeyToAccount(generatePrivateKey()).address
+        const service = yield* startService(yield* serviceEnv({ rpcUrl: devnet.rpcUrl, devnet }, databaseUrl, merchant))
+        const client = createPublicClient({ transport: http(devnet.rpcUrl) })
+        const relayer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[9]!).address
+        const relayerState = Effect.promise(async () => ({
+          ether: await client.getBalance({ address: relayer }),
+          sent: await client.getTransactionCount({ address: relayer, blockTag: "pending" })
+        }))
+        // Ten orders of 0.000001 USD1; the attacker holds exactly one order's worth.
+        const amount = "0.000001"
+        const attacker = privateKeyToAccount(generatePrivateKey())
+        yield* mintUsd1(devnet, attacker.address, parseUnits(amount, 18)).pipe(Effect.orDie)
+        const orders = yield* Effect.forEach(
+          Array.from({ length: 10 }),
+          () =>
+            Effect.gen(function* () {
+              const created = yield* call(service, "POST", "/merchant/orders", {
+                json: { amount, description: "drain" }
+              })
+              const offer = yield* call(service, "GET", `/merchant/orders/${created.body.id}/pay`)
+              return {
+                id: created.body.id as string,
+                amount: parseUnits(amount, 18),
+                requirements: offer.body.accepts[0] as PaymentRequirements
+              }
+            }),
+          { concurrency: 4 }
+        )
+        const before = yield* relayerState
+        const round = (open: ReadonlyArray<(typeof orders)[number]>) =>
+          Effect.forEach(open, (order) => payOnce(service, order, attacker), { concurrency: "unbounded" })
+
+        const started = Date.now()
+        const first = yield* round(orders)
+        const firstMs = Date.now() - started
+        const afterFirst = yield* relayerState
+        // The attacker repeats on the orders still open.
+        const reopened = yield* query(databaseUrl, "SELECT id FROM orders WHERE status = 'open'")
+        const second = yield* round(orders.filter((order) => reopened.some((row) => row.id === order.id)))
+        yield* awaitSettled(databaseUrl)
+        const after = yield* relayerState
+        const paid = first.filter((attempt) => attempt.answer.status === 200)
+        const receipt = yield* Effect.promise(() =>
+          client.getTransactionReceipt({ hash: paid[0]!.answer.body.tx as Hex })
+        )
+        const oneTransfer = receipt.gasUsed * receipt.effectiveGasPrice
+        const reverted = yield* query(
+          databaseUrl,
+          "SELECT count(*)::int AS n FROM settlements WHERE error_reason = 'invalid_exact_evm_transaction_failed'"
+        )
+        const orderStatuses = yield* query(databaseUrl, "SELECT status, count(*)::int AS n FROM orders GROUP BY status")
+        const metrics = yield* call(service, "GET", "/metrics")
+        const revertedMetric = String(metrics.body)
+          .split("\n")
+          .find((line) => line.startsWith("merchant_settlements_reverted_total "))
+
+        record("gas drain: round 1 (10 at once), statuses", statuses(first.map((attempt) => attempt.answer)))
+        record("gas drain: round 1 duration", `${firstMs} ms`)
+        record("gas drain: round 2 (the 9 open again), statuses", statuses(second.map((attempt) => attempt.answer)))
+        record("gas drain: relayer transactions (both rounds)", after.sent - before.sent)
+        record("gas drain: settlements reverted on chain", reverted[0]!.n as number)
+        record("gas drain: merchant_settlements_reverted_total", revertedMetric?.split(" ")[1] ?? "0")
+        record(
+          "gas drain: orders by status",
+          orderStatuses
+            .map((row) => `${row.status}:${row.n}`)
+            .sort()
+            .join(" ")
+        )
+        record("gas drain: relayer gas spent / one transfer's (wei)", `${before.ether - after.ether} / ${oneTransfer}`)
+        expect(first.map((attempt) => attempt.answer.status).sort()).toEqual([200, ...Array(9).fill(402)])
+        expect(second.map((attempt) => attempt.answer.status)).toEqual(Array(9).fill(402))
+        expectCoded(
+          "gas drain",
+          [...first, ...second].map((attempt) => attempt.answer)
+        )
+        expect(afterFirst.sent - before.sent).toBe(1)
+        expect(after.sent - before.sent).toBe(1)
+        expect(receipt.status).toBe("success")
+        expect(before.ether - after.ether).toBe(oneTransfer)
+        expect(reverted[0]!.n).toBe(0)
+        expect(revertedMetric).toBeUndefined()
+        expect(orderStatuses.find((row) => row.status === "open")?.n).toBe(9)
       }).pipe(Effect.scoped),
     300_000
   )

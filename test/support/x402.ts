@@ -5,7 +5,8 @@ import {
   authorizationOf,
   encodeHeader,
   type PaymentPayload,
-  type PaymentRequirements
+  type PaymentRequirements,
+  type ResourceInfo
 } from "../../src/merchant/X402.js"
 
 export interface SignOptions {
@@ -17,6 +18,8 @@ export interface SignOptions {
   readonly validBefore?: string
   readonly nonce?: Hex
   readonly accepted?: Partial<PaymentRequirements>
+  /** The resource the payment names, as a standard client echoes it from the 402. */
+  readonly resource?: ResourceInfo
 }
 
 /** Builds and signs a PaymentPayload for `requirements` as a standard client would, with overrides. */
@@ -46,6 +49,7 @@ export const signPayment = async (
   const signature = await (options.signer ?? payer).signTypedData(typed)
   const payload: PaymentPayload = {
     x402Version: 2,
+    ...(options.resource === undefined ? {} : { resource: options.resource }),
     accepted: { ...requirements, ...options.accepted },
     payload: { signature, authorization }
   }

@@ -1,0 +1,47 @@
+/** SQL of the retention job: its lease and the bounded deletes. Infrastructure failures die here. */
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { repository } from "./Sql.js"
+
+/** The tables the job prunes, each with the rows that are past keeping at `cutoff`. */
+export type Prunable = "sessions" | "challenges" | "webhookDeliveries"
+
+export class RetentionRepo extends Effect.Service<RetentionRepo>()("app/RetentionRepo", {
+  effect: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+
+    /**
+     * Takes or renews the lease of job `name` for `holder` (database time, so the replicas' clocks
+     * need not agree): true when `holder` holds it for the next `seconds`, false while another
+     * replica's lease runs.
+     */
+    const holdLease = (name: string, holder: string, seconds: number) =>
+      sql`INSERT INTO job_leases (name, holder, expires_at)
+          VALUES (${name}, ${holder}, now() + make_interval(secs => ${seconds}))
+          ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+          WHERE job_leases.holder = EXCLUDED.holder OR job_leases.expires_at <= now()
+          RETURNING name`.pipe(Effect.map((rows) => rows.length === 1))
+
+    /**
+     * Deletes at most `limit` rows of `table` that are past keeping at `cutoff`, in one short
+     * statement, and answers how many went: expired sessions, challenges expired before `cutoff`
+     * (a used one was used before it expired), webhook deliveries received before `cutoff`.
+     */
+    const deleteBatch = (table: Prunable, cutoff: Date, limit: number) => {
+      const doomed =
+        table === "sessions"
+          ? sql`SELECT ctid FROM sessions WHERE expires_at <= ${cutoff} LIMIT ${limit}`
+          : table === "challenges"
+            ? sql`SELECT ctid FROM auth_challenges WHERE expires_at < ${cutoff} LIMIT ${limit}`
+            : sql`SELECT ctid FROM kyc_webhook_deliveries WHERE received_at < ${cutoff} LIMIT ${limit}`
+      const name = { sessions: "sessions", challenges: "auth_challenges", webhookDeliveries: "kyc_webhook_deliveries" }[
+        table
+      ]
+      return sql<{ deleted: number }>`
+        WITH gone AS (DELETE FROM ${sql(name)} WHERE ctid = ANY(ARRAY(${doomed})) RETURNING 1)
+        SELECT count(*)::int AS deleted FROM gone`.pipe(Effect.map(([row]) => row?.deleted ?? 0))
+    }
+
+    return repository("RetentionRepo", { holdLease, deleteBatch })
+  })
+}) {}

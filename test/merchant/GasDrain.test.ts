@@ -1,0 +1,163 @@
+/**
+ * The relayer never pays gas for a payment that cannot succeed (issue 25, the gas drain): a payer
+ * funded for one order who sends ten payments at once gets one settled and nine refused with 402,
+ * nothing else is broadcast, and the relayer's gas spent is that one transfer's. What the chain
+ * still reverts (the payer spending its balance while our transaction waits in the pool) is
+ * counted and logged with the payer. On the real devnet.
+ */
+import { expect, layer } from "@effect/vitest"
+import { Effect, Fiber, HashMap, Layer, Logger } from "effect"
+import { createPublicClient, createWalletClient, erc20Abi, type Hex, http, parseEther, parseUnits } from "viem"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
+import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
+import type { PaymentRequirements } from "../../src/merchant/X402.js"
+import { send } from "../support/http.js"
+import { awaitBroadcast } from "../support/settlements.js"
+import { devnetRpc, TestDevnet } from "../support/TestChain.js"
+import { testServer } from "../support/TestServer.js"
+import { signPayment } from "../support/x402.js"
+
+const merchant = privateKeyToAccount(generatePrivateKey())
+const RELAYER = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[9]!).address
+const PAYMENTS = 10
+
+const chainReader = Effect.map(TestDevnet, (devnet) => ({
+  devnet,
+  client: createPublicClient({ transport: http(devnet.rpcUrl) })
+}))
+
+/** The relayer's gas ether and how many transactions it has sent (pending ones included). */
+const relayerState = Effect.flatMap(chainReader, ({ client }) =>
+  Effect.promise(async () => ({
+    ether: await client.getBalance({ address: RELAYER }),
+    sent: await client.getTransactionCount({ address: RELAYER, blockTag: "pending" })
+  }))
+)
+
+/** An open order of `amount` and the payment requirements its pay path announces. */
+const openOrder = (amount: string) =>
+  Effect.gen(function* () {
+    const created = yield* send("POST", "/merchant/orders", { json: { amount, description: "drain" } })
+    expect(created.status).toBe(200)
+    const offer = yield* send("GET", `/merchant/orders/${created.body.id}/pay`)
+    expect(offer.status).toBe(402)
+    return { id: created.body.id as string, requirements: offer.body.accepts[0] as PaymentRequirements }
+  })
+
+/** The value of a counter in /metrics (0 when it has no sample yet). */
+const metric = (name: string) =>
+  send("GET", "/metrics").pipe(
+    Effect.map((response) => {
+      const line = String(response.body)
+        .split("\n")
+        .find((candidate) => candidate.startsWith(`${name} `))
+      return line === undefined ? 0 : Number(line.split(" ")[1])
+    })
+  )
+
+/** Every warning the service logs, with its annotations. */
+const warnings: Array<{ readonly message: string; readonly annotations: Record<string, unknown> }> = []
+const CaptureWarnings = Logger.add(
+  Logger.make(({ logLevel, message, annotations }) => {
+    if (logLevel._tag === "Warning") {
+      warnings.push({ message: String(message), annotations: Object.fromEntries(HashMap.toEntries(annotations)) })
+    }
+  })
+)
+
+layer(testServer({ MERCHANT_PAY_TO: merchant.address }).pipe(Layer.provide(CaptureWarnings)), {
+  excludeTestServices: true
+})("gas drain", (it) => {
+  it.effect(
+    "10 concurrent payments from a payer funded for one order: one broadcast, none reverted, 9×402, orders open",
+    () =>
+      Effect.gen(function* () {
+        const { devnet, client } = yield* chainReader
+        const payer = privateKeyToAccount(generatePrivateKey())
+        const amount = "0.000001"
+        yield* mintUsd1(devnet, payer.address, parseUnits(amount, 18)).pipe(Effect.orDie)
+        const orders = yield* Effect.forEach(Array.from({ length: PAYMENTS }), () => openOrder(amount))
+        const signed = yield* Effect.forEach(orders, (order) =>
+          Effect.promise(() => signPayment(payer, order.requirements))
+        )
+        const before = yield* relayerState
+        const revertedBefore = yield* metric("merchant_settlements_reverted_total")
+
+        const answers = yield* Effect.forEach(
+          orders,
+          (order, i) =>
+            send("POST", `/merchant/orders/${order.id}/pay`, { headers: { "PAYMENT-SIGNATURE": signed[i]!.header } }),
+          { concurrency: "unbounded" }
+        )
+
+        const paid = answers.filter((answer) => answer.status === 200)
+        const refused = answers.filter((answer) => answer.status === 402)
+        expect(answers.map((answer) => answer.status).sort()).toEqual([200, ...Array(PAYMENTS - 1).fill(402)])
+        for (const answer of refused) {
+          expect(["PAYMENT_INVALID", "SETTLEMENT_FAILED"]).toContain(answer.body.code)
+          expect(answer.body.error).toMatch(/insufficient_balance/)
+        }
+        const statuses = yield* Effect.forEach(orders, (order) =>
+          send("GET", `/merchant/orders/${order.id}`).pipe(Effect.map((response) => response.body.status))
+        )
+        expect(statuses.filter((status) => status === "paid")).toHaveLength(1)
+        expect(statuses.filter((status) => status === "open")).toHaveLength(PAYMENTS - 1)
+
+        // Exactly one transaction left the relayer, it succeeded, and it is all the gas it paid.
+        const after = yield* relayerState
+        expect(after.sent - before.sent).toBe(1)
+        const receipt = yield* Effect.promise(() => client.getTransactionReceipt({ hash: paid[0]!.body.tx as Hex }))
+        expect(receipt.status).toBe("success")
+        expect(before.ether - after.ether).toBe(receipt.gasUsed * receipt.effectiveGasPrice)
+        expect(yield* metric("merchant_settlements_reverted_total")).toBe(revertedBefore)
+      })
+  )
+
+  it.effect(
+    "a settlement the payer undercuts while it waits in the pool reverts: 402, counted, a warning names the payer",
+    () =>
+      Effect.gen(function* () {
+        const { devnet } = yield* chainReader
+        const payer = privateKeyToAccount(generatePrivateKey())
+        yield* mintUsd1(devnet, payer.address, parseUnits("2", 18)).pipe(Effect.orDie)
+        yield* devnetRpc(devnet, "anvil_setBalance", [payer.address, `0x${parseEther("1").toString(16)}`])
+        const order = yield* openOrder("2")
+        const { header } = yield* Effect.promise(() => signPayment(payer, order.requirements))
+        const revertedBefore = yield* metric("merchant_settlements_reverted_total")
+
+        // Our settlement is simulated, signed and broadcast, and waits in the pool...
+        yield* devnetRpc(devnet, "evm_setAutomine", [false])
+        const paying = yield* Effect.fork(
+          send("POST", `/merchant/orders/${order.id}/pay`, { headers: { "PAYMENT-SIGNATURE": header } })
+        )
+        yield* awaitBroadcast(order.id)
+        // ...when the payer moves its USD1 away with a higher tip: both are mined, ours reverts.
+        const wallet = createWalletClient({ account: payer, transport: http(devnet.rpcUrl) })
+        yield* Effect.promise(() =>
+          wallet.writeContract({
+            chain: null,
+            address: devnet.usd1,
+            abi: erc20Abi,
+            functionName: "transfer",
+            args: [privateKeyToAccount(generatePrivateKey()).address, parseUnits("2", 18)],
+            gas: 100_000n,
+            maxFeePerGas: parseUnits("100", 9),
+            maxPriorityFeePerGas: parseUnits("50", 9)
+          })
+        )
+        yield* devnetRpc(devnet, "evm_mine")
+        yield* devnetRpc(devnet, "evm_setAutomine", [true])
+
+        const answer = yield* Fiber.join(paying)
+        expect(answer.status).toBe(402)
+        expect(answer.body.code).toBe("SETTLEMENT_FAILED")
+        expect((yield* send("GET", `/merchant/orders/${order.id}`)).body.status).toBe("open")
+        expect(yield* metric("merchant_settlements_reverted_total")).toBe(revertedBefore + 1)
+        expect(warnings).toContainEqual({
+          message: "settlement reverted on chain: the relayer paid its gas for nothing",
+          annotations: expect.objectContaining({ "order.id": order.id, "payment.payer": payer.address })
+        })
+      })
+  )
+})
