@@ -5,8 +5,8 @@
  *
  * The page learns from a JSON data block (not a script) which parts are on: the merchant, the
  * agent, and whether the service runs its embedded devnet (then, and only then, the app offers a
- * development key). Its policy runs only the app's own files, loads and connects to nothing but this
- * origin, and forbids framing.
+ * development key). Its policy (`APP_PAGE_CSP`) runs only the app's own files, loads and connects
+ * to nothing but this origin, and forbids framing; `nosniff` comes with every response of the service.
  */
 import { readdirSync, readFileSync } from "node:fs"
 import path from "node:path"
@@ -14,23 +14,8 @@ import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/p
 import { Effect, Option } from "effect"
 import { AppConfig } from "../Config.js"
 import { ChainClient } from "../chain/ChainClient.js"
+import { APP_PAGE_CSP } from "../PageSecurity.js"
 import { ASSETS_PATH, CONFIG_MARKER, ensureWebBuild } from "./WebBuild.js"
-
-/** The app page's policy: its own script and styles only, data: images (wallet icons), this origin only, never framed. */
-export const APP_PAGE_CSP = [
-  "default-src 'none'",
-  "script-src 'self'",
-  "style-src 'self'",
-  "img-src 'self' data:",
-  "font-src 'self'",
-  "connect-src 'self'",
-  "manifest-src 'self'",
-  "frame-ancestors 'none'",
-  "base-uri 'none'",
-  "form-action 'none'"
-].join("; ")
-
-const NOSNIFF = { "x-content-type-options": "nosniff" }
 
 const CONTENT_TYPES: Readonly<Record<string, string>> = {
   ".js": "text/javascript; charset=utf-8",
@@ -95,7 +80,7 @@ export const pageWithConfig = (template: string, config: PageConfig) =>
 const notFound = (pathname: string) =>
   HttpServerResponse.unsafeJson(
     { error: `no file ${pathname.slice(0, 200)} in the web app`, code: "NOT_FOUND" },
-    { status: 404, headers: NOSNIFF }
+    { status: 404 }
   )
 
 const unavailablePage = HttpServerResponse.text(
@@ -105,7 +90,7 @@ const unavailablePage = HttpServerResponse.text(
   {
     status: 503,
     contentType: "text/html; charset=utf-8",
-    headers: { ...NOSNIFF, "content-security-policy": APP_PAGE_CSP, "retry-after": "30" }
+    headers: { "content-security-policy": APP_PAGE_CSP, "retry-after": "30" }
   }
 )
 
@@ -113,7 +98,6 @@ const assetResponse = (asset: Asset, acceptsGzip: boolean) =>
   HttpServerResponse.uint8Array(acceptsGzip && asset.gzipped !== undefined ? asset.gzipped : asset.bytes, {
     contentType: asset.contentType,
     headers: {
-      ...NOSNIFF,
       "cache-control": asset.cacheControl,
       ...(acceptsGzip && asset.gzipped !== undefined ? { "content-encoding": "gzip" } : {})
     }
@@ -123,12 +107,11 @@ export const WebAppLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function* () {
     const config = yield* AppConfig
     const chain = yield* ChainClient
-    const build = yield* Effect.tryPromise(() => ensureWebBuild()).pipe(
+    const build = yield* Effect.tryPromise(async () => {
+      const { dir, built } = await ensureWebBuild()
+      return { dir, built, assets: readAssets(dir), page: readFileSync(path.join(dir, "index.html"), "utf8") }
+    }).pipe(
       Effect.tap((done) => (done.built ? Effect.logInfo(`web app built into ${done.dir}`) : Effect.void)),
-      Effect.map(({ dir }) => ({
-        assets: readAssets(dir),
-        page: readFileSync(path.join(dir, "index.html"), "utf8")
-      })),
       Effect.tapError((error) => Effect.logError("the web app could not be built: /app answers 503", error.cause)),
       Effect.option
     )
@@ -143,7 +126,6 @@ export const WebAppLive = HttpApiBuilder.Router.use((router) =>
         {
           contentType: "text/html; charset=utf-8",
           headers: {
-            ...NOSNIFF,
             "content-security-policy": APP_PAGE_CSP,
             "cache-control": "no-cache",
             "referrer-policy": "no-referrer"
