@@ -63,7 +63,7 @@ layer(
         expect(operation.summary, operation.operationId).toMatch(/\w/)
         expect(operation.description, operation.operationId).toMatch(/\w/)
       }
-      expect(spec.tags.length).toBe(11)
+      expect(spec.tags.length).toBe(12)
       for (const tag of spec.tags) expect(tag.description, tag.name).toMatch(/\w/)
     })
   )
