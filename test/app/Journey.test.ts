@@ -99,6 +99,17 @@ const signIn = (app: AppPage, button: RegExp, expectedAddress?: string) =>
     yield* press(page, "Sign and sign in")
   })
 
+/** A fresh browser's page on the sign-in screen; `cut` (when given) fails its requests as a lost network would. */
+const freshPage = (cut?: { value: boolean }) =>
+  Effect.gen(function* () {
+    const { context } = yield* browser
+    const outside = yield* guardOrigin(context, ORIGIN, cut)
+    const app = yield* watchedPage(context, outside)
+    yield* promise(() => app.page.goto(`${ORIGIN}/app/sign-in`))
+    yield* seen(app.page, "Sign in with a wallet")
+    return { context, app, page: app.page }
+  })
+
 const journey = (wallet: "development" | "injected") =>
   Effect.gen(function* () {
     const chain = yield* ChainClient
@@ -237,11 +248,7 @@ layer(
 
   it.scoped.skipIf(skipLive)("declined and duplicate identity checks show their sentences and the retry", () =>
     Effect.gen(function* () {
-      const { context } = yield* browser
-      const outside = yield* guardOrigin(context, ORIGIN)
-      const app = yield* watchedPage(context, outside)
-      const { page } = app
-      yield* promise(() => page.goto(`${ORIGIN}/app/sign-in`))
+      const { context, app, page } = yield* freshPage()
       yield* signIn(app, /^Use a development key$/)
       yield* press(page, "Start the identity check")
       yield* onProviderPage(context, page, "decline")
@@ -261,12 +268,7 @@ layer(
 
   it.scoped.skipIf(skipLive)("keyboard only: sign-in with a development key and the strategy's save", () =>
     Effect.gen(function* () {
-      const { context } = yield* browser
-      const outside = yield* guardOrigin(context, ORIGIN)
-      const app = yield* watchedPage(context, outside)
-      const { page } = app
-      yield* promise(() => page.goto(`${ORIGIN}/app/sign-in`))
-      yield* seen(page, "Sign in with a wallet")
+      const { app, page } = yield* freshPage()
 
       interface Focused {
         readonly text: string
@@ -330,12 +332,8 @@ layer(
 
   it.scoped.skipIf(skip)("errors read as sentences; a lost connection shows a banner and recovers by itself", () =>
     Effect.gen(function* () {
-      const { context } = yield* browser
       const cut = { value: false }
-      const outside = yield* guardOrigin(context, ORIGIN, cut)
-      const app = yield* watchedPage(context, outside)
-      const { page } = app
-      yield* promise(() => page.goto(`${ORIGIN}/app/sign-in`))
+      const { app, page } = yield* freshPage(cut)
       yield* signIn(app, /^Use a development key$/)
       yield* promise(() => page.waitForURL(`${ORIGIN}/app/identity`))
 

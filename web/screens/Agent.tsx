@@ -6,7 +6,7 @@
  */
 import { type Signal, useSignal } from "@preact/signals"
 import { useEffect } from "preact/hooks"
-import type { DecisionItem, Portfolio, Preview, Strategy } from "../../src/agent/Api.js"
+import type { Portfolio, Preview, Strategy } from "../../src/agent/Api.js"
 import type { TokenMarket } from "../../src/market/Api.js"
 import { api, me } from "../account.js"
 import { AppError, fieldMessages, run } from "../api.js"
@@ -14,6 +14,7 @@ import { config } from "../config.js"
 import { reconnections } from "../connection.js"
 import { browserTimeZone, dateTime, percent, shortHex, usd } from "../format.js"
 import { onLiveEvent } from "../live.js"
+import { upsertFirst, usePagedList } from "../paging.js"
 import { Link } from "../router.js"
 import { Button, Copyable, ErrorNotice, FieldMessage, ScreenTitle, useAction } from "../ui.js"
 
@@ -319,35 +320,19 @@ const PreviewSection = (props: { readonly timeZone: string }) => {
   )
 }
 
-const DECISIONS_PAGE = 20
-
 const DecisionLog = (props: { readonly timeZone: string }) => {
-  const decisions = useSignal<ReadonlyArray<typeof DecisionItem.Type>>([])
-  const more = useSignal(false)
-  const loaded = useSignal(false)
-  const { busy, error, perform } = useAction()
-  const load = (before?: string) =>
-    perform(async () => {
-      const page = await run(
-        api().agent.decisions({ urlParams: { limit: DECISIONS_PAGE, ...(before === undefined ? {} : { before }) } })
-      )
-      decisions.value = before === undefined ? page : [...decisions.value, ...page]
-      more.value = page.length === DECISIONS_PAGE
-      loaded.value = true
-    })
-  useEffect(() => {
-    void load()
-  }, [reconnections.value])
-  useEffect(
-    () =>
-      onLiveEvent((event) => {
-        if (event.event !== "decision") return
-        const known = decisions.value.some((decision) => decision.id === event.data.id)
-        decisions.value = known
-          ? decisions.value.map((decision) => (decision.id === event.data.id ? event.data : decision))
-          : [event.data, ...decisions.value]
-      }),
-    []
+  const {
+    items: decisions,
+    more,
+    loaded,
+    busy,
+    error,
+    loadOlder
+  } = usePagedList(
+    (query) => api().agent.decisions({ urlParams: query }),
+    (event, list) => {
+      if (event.event === "decision") upsertFirst(list, event.data)
+    }
   )
   return (
     <section aria-labelledby="decisions-title">
@@ -373,7 +358,7 @@ const DecisionLog = (props: { readonly timeZone: string }) => {
         ))}
       </ol>
       {more.value ? (
-        <Button busy={busy.value} onClick={() => load(decisions.value[decisions.value.length - 1]?.id)}>
+        <Button busy={busy.value} onClick={loadOlder}>
           Load older decisions
         </Button>
       ) : null}

@@ -7,9 +7,30 @@ import { liveState } from "../live.js"
 import { Link } from "../router.js"
 import { ScreenTitle } from "../ui.js"
 
+/** A secret of the card, hidden until its button shows it. */
+const Reveal = (props: {
+  readonly id: string
+  readonly what: string
+  readonly shown: string
+  readonly hidden: string
+}) => {
+  const revealed = useSignal(false)
+  return (
+    <>
+      <span id={props.id}>{revealed.value ? props.shown : props.hidden}</span>
+      <button
+        type="button"
+        class="small on-dark"
+        aria-controls={props.id}
+        onClick={() => (revealed.value = !revealed.value)}
+      >
+        {revealed.value ? `Hide ${props.what}` : `Show ${props.what}`}
+      </button>
+    </>
+  )
+}
+
 export const CardScreen = () => {
-  const showNumber = useSignal(false)
-  const showCvv = useSignal(false)
   const card = me.value?.card
   if (card === undefined || card === null) {
     return (
@@ -34,15 +55,7 @@ export const CardScreen = () => {
           <div>
             <dt>Card number</dt>
             <dd class="number">
-              <span id="card-number">{showNumber.value ? grouped(card.number) : maskedNumber(card.number)}</span>
-              <button
-                type="button"
-                class="small on-dark"
-                aria-controls="card-number"
-                onClick={() => (showNumber.value = !showNumber.value)}
-              >
-                {showNumber.value ? "Hide number" : "Show number"}
-              </button>
+              <Reveal id="card-number" what="number" shown={grouped(card.number)} hidden={maskedNumber(card.number)} />
             </dd>
           </div>
         </dl>
@@ -54,15 +67,7 @@ export const CardScreen = () => {
           <div>
             <dt>CVV</dt>
             <dd>
-              <span id="card-cvv">{showCvv.value ? card.cvv : "•••"}</span>
-              <button
-                type="button"
-                class="small on-dark"
-                aria-controls="card-cvv"
-                onClick={() => (showCvv.value = !showCvv.value)}
-              >
-                {showCvv.value ? "Hide CVV" : "Show CVV"}
-              </button>
+              <Reveal id="card-cvv" what="CVV" shown={card.cvv} hidden="•••" />
             </dd>
           </div>
         </dl>

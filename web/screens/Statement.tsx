@@ -2,45 +2,17 @@
  * The card statement: payments and refills, newest first, a page at a time (the `before` cursor),
  * with new items added live as the stream tells of them.
  */
-import { useSignal } from "@preact/signals"
-import { useEffect } from "preact/hooks"
-import type { ActivityItem } from "../../src/cards/Api.js"
 import { api } from "../account.js"
-import { run } from "../api.js"
-import { reconnections } from "../connection.js"
 import { dateTime, shortHex, usd } from "../format.js"
-import { onLiveEvent } from "../live.js"
-import { Button, Copyable, ErrorNotice, ScreenTitle, useAction } from "../ui.js"
-
-const PAGE = 20
+import { upsertFirst, usePagedList } from "../paging.js"
+import { Button, Copyable, ErrorNotice, ScreenTitle } from "../ui.js"
 
 export const Statement = () => {
-  const items = useSignal<ReadonlyArray<ActivityItem>>([])
-  const more = useSignal(false)
-  const loaded = useSignal(false)
-  const { busy, error, perform } = useAction()
-
-  const load = (before?: string) =>
-    perform(async () => {
-      const page = await run(
-        api().statement.activity({ urlParams: { limit: PAGE, ...(before === undefined ? {} : { before }) } })
-      )
-      items.value = before === undefined ? page : [...items.value, ...page]
-      more.value = page.length === PAGE
-      loaded.value = true
-    })
-
-  useEffect(() => {
-    void load()
-  }, [reconnections.value])
-  useEffect(
-    () =>
-      onLiveEvent((event) => {
-        if (event.event !== "payment" && event.event !== "refill") return
-        if (items.value.some((item) => item.id === event.data.id)) return
-        items.value = [event.data, ...items.value]
-      }),
-    []
+  const { items, more, loaded, busy, error, loadOlder } = usePagedList(
+    (query) => api().statement.activity({ urlParams: query }),
+    (event, list) => {
+      if (event.event === "payment" || event.event === "refill") upsertFirst(list, event.data)
+    }
   )
 
   return (
@@ -70,7 +42,7 @@ export const Statement = () => {
         ))}
       </ol>
       {more.value ? (
-        <Button busy={busy.value} onClick={() => load(items.value[items.value.length - 1]?.id)}>
+        <Button busy={busy.value} onClick={loadOlder}>
           Load older items
         </Button>
       ) : null}
