@@ -179,6 +179,10 @@ const journey = (wallet: "development" | "injected") =>
     const holdings = yield* promise(() => page.locator("table.holdings tbody tr").count())
     expect(holdings).toBeGreaterThanOrEqual(2)
     expect(yield* promise(() => chart.getAttribute("data-bars"))).toBe(`${holdings},${holdings}`)
+    // A preview at a chosen time: what the agent would decide then, and why.
+    yield* promise(() => page.getByLabel(/^Date and time/).fill("2026-11-27T12:45"))
+    yield* press(page, "Preview")
+    yield* seen(page, /^At Nov 27, 2026, .*: (none|refill|hold|rebalance)/)
     yield* shot("agent")
 
     // A second tab on the statement: the payment and the refill must appear there live.
@@ -207,6 +211,11 @@ const journey = (wallet: "development" | "injected") =>
     yield* promise(() => statement.page.locator("li.activity.refill").first().waitFor())
     yield* notReloaded(statement.page)
     yield* checkScreen(statement, `${wallet}-statement`)
+
+    // The decision log holds the executed refill, with its reason and status.
+    yield* goTo(page, "Agent")
+    yield* promise(() => page.locator("li.decision.executed", { hasText: "refill" }).first().waitFor())
+    yield* shot("agent-decisions")
 
     yield* goTo(page, "Market")
     yield* seen(page, /^The US market/)
