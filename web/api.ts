@@ -110,22 +110,20 @@ const toAppError = (error: unknown): Effect.Effect<AppError> => {
   return Effect.succeed(new AppError(`Unexpected failure: ${String(error._tag)}`, undefined, undefined))
 }
 
-const clients = new Map<string, Client>()
+/** The client of the current token (a session has one token: made again only when it changes). */
+let current: { readonly token: string | undefined; readonly client: Client } | undefined
 
 /** The typed client, signed in with `token` or anonymous. */
 export const clientFor = (token: string | undefined): Client => {
-  const key = token ?? ""
-  let client = clients.get(key)
-  if (client === undefined) {
-    client = Effect.runSync(
+  if (current === undefined || current.token !== token) {
+    const client = Effect.runSync(
       makeClient({ baseUrl: location.origin, ...(token === undefined ? {} : { token }) }).pipe(
         Effect.provide(FetchHttpClient.layer)
       )
     )
-    clients.clear()
-    clients.set(key, client)
+    current = { token, client }
   }
-  return client
+  return current.client
 }
 
 /** Runs one call; resolves with its answer or rejects with an AppError. */

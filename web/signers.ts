@@ -77,14 +77,21 @@ export const injectedSigner = async (provider: Eip1193Provider, choice: WalletCh
   }
 }
 
-/** The signer a session was made with, found again (after a reload) to sign a payment. */
-export const signerFor = async (choice: WalletChoice): Promise<Signer> => {
+/** The signer a session was made with, found again (after a reload) to sign a payment for `address`. */
+export const signerFor = async (choice: WalletChoice, address: string): Promise<Signer> => {
+  let signer: Signer | undefined
   if (choice.kind === "development") {
-    const signer = developmentSigner(false)
+    signer = developmentSigner(false)
     if (signer === undefined) throw new Error("This browser no longer holds the development key: sign in again.")
-    return signer
+  } else {
+    const wallet = injectedWallets.value.find((found) => found.rdns === choice.rdns)
+    if (wallet === undefined) throw new Error(`${choice.name} is not available in this browser now.`)
+    signer = await injectedSigner(wallet.provider, choice)
   }
-  const wallet = injectedWallets.value.find((found) => found.rdns === choice.rdns)
-  if (wallet === undefined) throw new Error(`${choice.name} is not available in this browser now.`)
-  return injectedSigner(wallet.provider, choice)
+  if (signer.address.toLowerCase() !== address.toLowerCase()) {
+    throw new Error(
+      `The wallet's account is ${signer.address}, not the signed-in ${address}: switch accounts, or sign in again.`
+    )
+  }
+  return signer
 }

@@ -52,10 +52,10 @@ export const Shop = () => {
   const pay = () =>
     paying.perform(async () => {
       const current = order.value
-      const wallet = session.value?.wallet
-      if (current === undefined || wallet === undefined) return
+      const signedIn = session.value
+      if (current === undefined || signedIn === undefined) return
       const [{ signerFor }, { payOrder }] = await Promise.all([import("../signers.js"), import("../pay.js")])
-      const outcome = await payOrder(current.id, await signerFor(wallet))
+      const outcome = await payOrder(current.id, await signerFor(signedIn.wallet, signedIn.address))
       receipt.value = outcome
       let latest = await run(api().merchant.getOrder({ path: { id: current.id } }))
       for (let read = 0; latest.status === "settling" && read < SETTLING_READS; read++) {
