@@ -14,6 +14,7 @@ import { AgentLoop } from "../src/agent/AgentLoop.js"
 import { AppConfig } from "../src/Config.js"
 import { Statement } from "../src/cards/Statement.js"
 import { sqlLayer } from "../src/Database.js"
+import { Events } from "../src/events/Events.js"
 import { Market } from "../src/market/Market.js"
 import { portsLayer } from "../src/Ports.js"
 import { type BenchContext, median, type Section, serviceEnv } from "./harness.js"
@@ -60,6 +61,11 @@ const insertCards = (sql: PgClient.PgClient, count: number) =>
 
 const clear = (sql: PgClient.PgClient) =>
   sql`TRUNCATE agent_transactions, agent_decisions, agent_strategies RESTART IDENTITY`.pipe(
+    // The decisions' events, and the bench users' event ids with them.
+    Effect.zipRight(sql`DELETE FROM events WHERE address IN (SELECT address FROM cards WHERE issuer = 'bench')`),
+    Effect.zipRight(
+      sql`DELETE FROM event_sequences WHERE address IN (SELECT address FROM cards WHERE issuer = 'bench')`
+    ),
     Effect.zipRight(sql`DELETE FROM cards WHERE issuer = 'bench'`),
     Effect.zipRight(sql`DELETE FROM users WHERE NOT EXISTS (SELECT 1 FROM cards WHERE cards.address = users.address)
                         AND NOT EXISTS (SELECT 1 FROM sessions WHERE sessions.address = users.address)`)
@@ -76,7 +82,7 @@ const agentLayer = (ctx: BenchContext) =>
         LOG_LEVEL: "Warn"
       }
       return AgentLoop.Default.pipe(
-        Layer.provide([Market.Default, Statement.Default]),
+        Layer.provide([Market.Default, Statement.Default, Events.Default]),
         Layer.provide(portsLayer()),
         Layer.provideMerge(sqlLayer(Redacted.make(ctx.databaseUrl))),
         Layer.provide(AppConfig.layer),

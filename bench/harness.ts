@@ -45,6 +45,8 @@ export interface Sizes {
   readonly countedOps: number
   /** The agent tick's card counts. */
   readonly agentCards: ReadonlyArray<number>
+  /** Concurrent event streams, events published over them, and their rate. */
+  readonly events: { readonly streams: number; readonly count: number; readonly perSecond: number }
 }
 
 export const sizesFor = (quick: boolean, rounds: number | undefined): Sizes =>
@@ -62,7 +64,8 @@ export const sizesFor = (quick: boolean, rounds: number | undefined): Sizes =>
         recoverSeconds: 0.5,
         idleSettleMs: 500,
         countedOps: 3,
-        agentCards: [1, 100]
+        agentCards: [1, 100],
+        events: { streams: 100, count: 1_000, perSecond: 500 }
       }
     : {
         rounds: rounds ?? 3,
@@ -77,7 +80,8 @@ export const sizesFor = (quick: boolean, rounds: number | undefined): Sizes =>
         recoverSeconds: 3,
         idleSettleMs: 3000,
         countedOps: 10,
-        agentCards: [1, 100, 1_000]
+        agentCards: [1, 100, 1_000],
+        events: { streams: 1_000, count: 10_000, perSecond: 1_000 }
       }
 
 /** One line of the ratio table: the same measure taken on the service and on its reference. */

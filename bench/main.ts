@@ -22,6 +22,7 @@ import { startDevnet } from "../src/chain/Devnet.js"
 import { startEmbeddedPostgres } from "../src/EmbeddedPostgres.js"
 import { agentSection } from "./agent.js"
 import { countsSection } from "./counts.js"
+import { eventsSection } from "./events.js"
 import {
   type BenchContext,
   type CountRow,
@@ -48,7 +49,8 @@ const SECTIONS: ReadonlyArray<Section> = [
   signInSection,
   startupSection,
   countsSection,
-  agentSection
+  agentSection,
+  eventsSection
 ]
 
 const usage = () =>

@@ -44,6 +44,11 @@ contract USD1 is ERC20Permit, Ownable {
         _mint(to, amount);
     }
 
+    /// @notice The EIP-712 domain's version, as USDC's FiatToken answers it (x402 tooling reads it).
+    function version() external pure returns (string memory) {
+        return "1";
+    }
+
     // ---- EIP-3009 ----
 
     function authorizationState(address authorizer, bytes32 nonce) external view returns (bool) {

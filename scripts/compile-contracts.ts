@@ -25,7 +25,7 @@ const outputs = [
   ["StockToken.sol", "StockToken", "StockTokenArtifact", false],
   ["PriceFeed.sol", "PriceFeed", "PriceFeedArtifact", false],
   ["DemoExchange.sol", "DemoExchange", "DemoExchangeArtifact", false],
-  ["SmartWallet.sol", "SmartWallet", "SmartWalletArtifact", false],
+  ["SmartAccount.sol", "SmartAccountFactory", "SmartAccountFactoryArtifact", false],
   ["Multicall.sol", "Multicall", "MulticallArtifact", true]
 ] as const
 

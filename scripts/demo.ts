@@ -2,7 +2,9 @@
  * `npm run demo`: the whole product, walked as a card app would, against the service started in this
  * process on embedded defaults (its own PostgreSQL and devnet in a temporary folder, the merchant on,
  * the agent live with a short interval). Prints numbered steps with their durations, ids and
- * transaction hashes; exits 0 when every step worked, non-zero naming the step that failed.
+ * transaction hashes; exits 0 when every step worked, non-zero naming the step that failed. The card
+ * app learns that its identity check was approved and that the agent refilled the card from its
+ * event stream (GET /me/events), as a card app is told, instead of polling.
  *
  * The card key is the devnet's development account 1, which holds 10,000 USD1 on a fresh devnet.
  */
@@ -12,9 +14,9 @@ import path from "node:path"
 import { FetchHttpClient } from "@effect/platform"
 import { registerExactEvmScheme } from "@x402/evm/exact/client"
 import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@x402/fetch"
-import { ConfigProvider, Effect, Layer, Logger, LogLevel, Schedule } from "effect"
+import { ConfigProvider, Effect, Layer, Logger, LogLevel, Queue, Stream } from "effect"
 import { privateKeyToAccount } from "viem/accounts"
-import { makeClient } from "../src/Client.js"
+import { eventStream, makeClient, type StreamEvent } from "../src/Client.js"
 import { AppConfig } from "../src/Config.js"
 import { ANVIL_ACCOUNT_KEYS } from "../src/chain/Devnet.js"
 import { SqlLive } from "../src/Database.js"
@@ -25,6 +27,7 @@ import { httpLive, NodeServerLive } from "../src/Server.js"
 const STEPS = [
   "start the service",
   "sign in with the card key",
+  "open the event stream",
   "identity check on the sandbox page",
   "card issued",
   "set the agent's strategy",
@@ -40,6 +43,11 @@ const STEPS = [
 type Step = (typeof STEPS)[number]
 
 class StepFailed extends Error {}
+
+type ReadyEvent = Extract<StreamEvent, { event: "ready" }>
+type KycEvent = Extract<StreamEvent, { event: "kyc" }>
+type DecisionEvent = Extract<StreamEvent, { event: "decision" }>
+type RefillEvent = Extract<StreamEvent, { event: "refill" }>
 
 const tty = process.stdout.isTTY === true
 const line = (text: string) => process.stdout.write(`${text}\n`)
@@ -98,6 +106,26 @@ const demo = Effect.gen(function* () {
   )
   const client = yield* makeClient({ baseUrl, token: signIn.token })
 
+  // The card app's live events: the steps below wait on them instead of polling.
+  const events = yield* Queue.unbounded<StreamEvent>()
+  const awaitEvent = <E extends StreamEvent>(what: string, wanted: (event: StreamEvent) => event is E) =>
+    Queue.take(events).pipe(
+      Effect.repeat({ until: wanted }),
+      Effect.map((event) => event as E),
+      Effect.timeoutFail({ duration: "60 seconds", onTimeout: () => `no ${what} event within 60 seconds` })
+    )
+  yield* step(
+    "open the event stream",
+    Effect.gen(function* () {
+      yield* eventStream({ baseUrl, token: signIn.token }).pipe(
+        Stream.runForEach((event) => Queue.offer(events, event)),
+        Effect.forkScoped
+      )
+      return yield* awaitEvent("ready", (event): event is ReadyEvent => event.event === "ready")
+    }),
+    (ready) => `GET /me/events: ready, identity check ${ready.data.kyc}, last event id ${ready.data.lastEventId}`
+  )
+
   yield* step(
     "identity check on the sandbox page",
     Effect.gen(function* () {
@@ -121,14 +149,9 @@ const demo = Effect.gen(function* () {
 
   yield* step(
     "card issued",
-    client.account.me().pipe(
-      Effect.filterOrFail(
-        (me) => me.kyc === "approved" && me.card !== null,
-        () => "not approved yet"
-      ),
-      Effect.retry(Schedule.spaced("200 millis").pipe(Schedule.upTo("20 seconds")))
-    ),
-    (me) => `holder ${me.card!.holder}, number •••• ${me.card!.number.slice(-4)}, expiry ${me.card!.expiry}`
+    awaitEvent("kyc approved", (event): event is KycEvent => event.event === "kyc" && event.data.kyc === "approved"),
+    ({ data: { card }, id }) =>
+      `kyc event #${id}: approved, holder ${card!.holder}, number •••• ${card!.number.slice(-4)}, expiry ${card!.expiry}`
   )
 
   yield* step(
@@ -176,26 +199,29 @@ const demo = Effect.gen(function* () {
 
   const refill = yield* step(
     "the card runs low; the agent refills it on chain",
-    client.agent.decisions({ urlParams: { limit: 50 } }).pipe(
-      Effect.map((decisions) => decisions.find((d) => d.action === "refill" && d.status === "executed")),
-      Effect.filterOrFail(
-        (found) => found !== undefined,
-        () => "no executed refill yet"
+    // The executed decision's event comes in the transaction that records it, right before the refill's.
+    Effect.zip(
+      awaitEvent(
+        "executed refill decision",
+        (event): event is DecisionEvent =>
+          event.event === "decision" && event.data.action === "refill" && event.data.status === "executed"
       ),
-      Effect.retry(Schedule.spaced("500 millis").pipe(Schedule.upTo("30 seconds")))
+      awaitEvent("refill", (event): event is RefillEvent => event.event === "refill")
     ),
-    (d) => `${d!.reason} Transactions: ${d!.txs.join(", ")}`
+    ([decision, item]) =>
+      `refill event #${item.id}: $${item.data.usd}; decision ${decision.data.id} ${decision.data.status}: ` +
+      `${decision.data.reason} Transactions: ${decision.data.txs.join(", ")}`
   )
 
   yield* step(
     "statement shows the refill",
     client.statement.activity({ urlParams: { limit: 50 } }).pipe(
       Effect.filterOrFail(
-        (items) => items[0]?.type === "refill",
+        (items) => items[0]?.type === "refill" && items[0].tx === refill[1].data.tx,
         () => "no refill on the statement"
       )
     ),
-    (items) => `${items[0]!.type} $${items[0]!.usd}, tx ${items[0]!.tx} (decision ${refill!.id})`
+    (items) => `${items[0]!.type} $${items[0]!.usd}, tx ${items[0]!.tx} (decision ${refill[0].data.id})`
   )
 
   // A weekly spend now, so that the previews have something to forecast.

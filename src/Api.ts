@@ -20,6 +20,7 @@ import { AgentApi, StrategyApi } from "./agent/Api.js"
 import { AuthApi } from "./auth/Api.js"
 import { StatementApi } from "./cards/Api.js"
 import { DevnetApi } from "./devnet/Api.js"
+import { EventsApi, StreamEvent } from "./events/Api.js"
 import { HealthApi } from "./health/Api.js"
 import { KycApi, KycSandboxApi, KycWebhookApi } from "./kyc/Api.js"
 import { MarketApi } from "./market/Api.js"
@@ -37,6 +38,7 @@ export class CoreApi extends HttpApi.make("api")
   .add(MarketApi)
   .add(StatementApi)
   .add(StrategyApi)
+  .add(EventsApi)
   .addError(BadRequest.wire)
   .addError(NotFound.wire)
   .addError(PayloadTooLarge.wire)
@@ -51,6 +53,8 @@ export class CoreApi extends HttpApi.make("api")
       "card statement, an agent that keeps the card funded from a stock-token portfolio, US market hours, and a " +
       "demo merchant paid over x402. Every error body is `{ error, code }`; every time is milliseconds since epoch."
   )
+  // The event stream's frames, which the text/event-stream response refers to.
+  .annotate(HttpApi.AdditionalSchemas, [StreamEvent])
   .annotate(OpenApi.Transform, completeDocument) {}
 
 /** Served when `MERCHANT_PAY_TO` is set (and the agent is off). */

@@ -2,9 +2,12 @@
  * Background loops (price refresh, settlement reconciliation, the agent, retention, rate-limit
  * sync) run in a fiber owned by a scope, so they start with the service and are interrupted at
  * shutdown. Each tick is a root span `job.<name>` and logs with `job=<name>`; a tick that fails or
- * dies is logged and the next one runs on schedule: a loop never stops on its own.
+ * dies is logged and the next one runs on schedule: a loop never stops on its own. A tick that
+ * failed because the database or the chain is unavailable is counted in that outage (Outages.ts),
+ * not logged on its own.
  */
-import { Cause, type Duration, Effect, Layer, Schedule, type Scope } from "effect"
+import { Cause, type Duration, Effect, Layer, Option, Schedule, type Scope } from "effect"
+import { outageOf, reportUnavailable } from "./Outages.js"
 
 export interface Loop<E, R> {
   readonly tick: Effect.Effect<unknown, E, R>
@@ -24,9 +27,13 @@ export const forkLoop = <E, R>(
 ): Effect.Effect<void, never, R | Scope.Scope> =>
   tick.pipe(
     Effect.withSpan(`job.${name}`, { root: true }),
-    Effect.catchAllCause((cause) =>
-      Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError(`${name} failed`, cause)
-    ),
+    Effect.catchAllCause((cause) => {
+      if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
+      const outage = outageOf(cause)
+      return Option.isSome(outage)
+        ? reportUnavailable(outage.value.dependency, `${name}: ${outage.value.reason}`, "job")
+        : Effect.logError(`${name} failed`, cause)
+    }),
     Effect.repeat(Schedule.spaced(every)),
     (loop) => (firstAfter === undefined ? loop : Effect.delay(loop, firstAfter)),
     Effect.annotateLogs("job", name),

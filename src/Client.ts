@@ -9,6 +9,10 @@
  *     yield* client.strategy.put({ payload: { targets: { NVDA: 0.6, SPY: 0.4 }, weeklySpendUsd: 140 } })
  *
  * It needs an `HttpClient` (FetchHttpClient.layer in Node 20+ or a browser).
+ *
+ * `GET /me/events` is read with `eventStream({ baseUrl, token })` (not `client.events.stream`, which
+ * would wait for the end of a stream that does not end): a `Stream` of typed events that resumes by
+ * itself after a dropped connection (events/EventStreamClient.ts, docs/events.md).
  */
 import { HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
 import type { Effect } from "effect"
@@ -28,6 +32,9 @@ export const makeClient = (options: ClientOptions) =>
       ? {}
       : { transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(options.token)) })
   })
+
+export type { StreamEvent } from "./events/Api.js"
+export { EventStreamError, type EventStreamOptions, eventStream } from "./events/EventStreamClient.js"
 
 /** The client's type, for whoever keeps one around. */
 export type Client = Effect.Effect.Success<ReturnType<typeof makeClient>>

@@ -80,6 +80,13 @@ export const durationConfig = (name: string, fallback: Duration.DurationInput) =
     Config.withDefault(Duration.decode(fallback))
   )
 
+/** A positive integer setting. */
+export const positiveInteger = (name: string, fallback: number) =>
+  Config.integer(name).pipe(
+    Config.validate({ message: `Expected ${name} to be a positive integer`, validation: (n) => n > 0 }),
+    Config.withDefault(fallback)
+  )
+
 /** An EVM address in any case, normalised to its EIP-55 checksum form. */
 export const addressConfig = (name: string) =>
   Config.string(name).pipe(

@@ -54,10 +54,17 @@ const migrate = (url: Redacted.Redacted<string>, connectTimeout: Duration.Durati
     )
   )
 
-/** How busy the served connection pool is, read when the metrics are scraped. */
+/**
+ * How busy the served connection pool is, read when the metrics are scraped; and connections of
+ * their own for what a pooled one cannot do (LISTEN holds its connection for as long as it listens).
+ */
 export class DatabasePool extends Context.Tag("app/DatabasePool")<
   DatabasePool,
-  { readonly usage: Effect.Effect<{ readonly total: number; readonly idle: number; readonly waiting: number }> }
+  {
+    readonly usage: Effect.Effect<{ readonly total: number; readonly idle: number; readonly waiting: number }>
+    /** A new, unconnected client of the same server, named `applicationName`; the caller connects and ends it. */
+    readonly dedicated: (applicationName: string) => pg.Client
+  }
 >() {}
 
 /** The served client: a pool whose every wait is bounded (the migrations already reached the server). */
@@ -94,9 +101,17 @@ const boundedClient = (
         ...names
       })
       const usage = Effect.sync(() => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }))
+      const dedicated = (applicationName: string) =>
+        new pg.Client({
+          connectionString: Redacted.value(url),
+          application_name: `${APPLICATION_NAME} ${applicationName}`,
+          connectionTimeoutMillis: Duration.toMillis(settings.connectTimeout),
+          query_timeout: statementMs + Duration.toMillis(READ_MARGIN),
+          keepAlive: true
+        })
       return Context.make(PgClient.PgClient, client).pipe(
         Context.add(SqlClient.SqlClient, client),
-        Context.add(DatabasePool, { usage })
+        Context.add(DatabasePool, { usage, dedicated })
       )
     })
   ).pipe(Layer.provide(Reactivity.layer))

@@ -19,7 +19,14 @@ import { createServer } from "node:net"
 import path from "node:path"
 import { Effect, Option, Redacted, type Scope } from "effect"
 import pg from "pg"
-import { EmbeddedServerError, type PosixUser, runToCompletion, startServer, stopLeftover } from "./EmbeddedServer.js"
+import {
+  EmbeddedServerError,
+  type PosixUser,
+  runToCompletion,
+  startServer,
+  stopLeftover,
+  superviseServer
+} from "./EmbeddedServer.js"
 import { rootOwnedFolder, runnableBinaries, SHARED_ROOT, traversableByOthers } from "./PostgresBinaries.js"
 import { loadOrCreateSecretFile } from "./Secrets.js"
 
@@ -258,7 +265,8 @@ export const startEmbeddedPostgres = (
     const password = yield* passwordFor(path.join(path.dirname(dir), PASSWORD_FILE))
     if (!existsSync(path.join(dir, "PG_VERSION"))) yield* initialise(binaries.initdb, dir, user, password)
     const port = yield* freePort
-    yield* startServer({
+    // A restart after a crash is the same command on the same port: crash recovery on the same data.
+    const server = startServer({
       server: SERVER,
       binary: binaries.postgres,
       args: [
@@ -281,6 +289,7 @@ export const startEmbeddedPostgres = (
       stopSignal: "SIGINT",
       stopGrace: STOP_GRACE
     })
+    yield* superviseServer({ server: SERVER, path: dir, start: server })
     yield* ensureDatabase(port, password, options.database, dir)
     yield* Effect.logInfo("embedded PostgreSQL started").pipe(Effect.annotateLogs({ dir, port }))
     return Redacted.make(serverUrl(port, password, options.database))

@@ -5,13 +5,27 @@
  *   its own signal (then SIGKILL) when the scope closes;
  * - a watchdog (`sh`, reading a pipe from this process) stops it when this process dies without
  *   closing the scope, even by SIGKILL: the pipe reaches EOF when the kernel closes our end;
+ * - `superviseServer` restarts it with backoff when it exits on its own, and ends the service
+ *   (`ServiceHalt`) when it cannot be kept running;
  * - `stopLeftover` stops a server that a previous run left behind, after checking through /proc
  *   that the pid still belongs to it;
  * - every failure is an `EmbeddedServerError` naming the server, the path and the cause.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { readFileSync } from "node:fs"
-import { Data, Deferred, Duration, Effect, Exit, Option, Schedule, type Scope } from "effect"
+import {
+  Clock,
+  Context,
+  Data,
+  Deferred,
+  Duration,
+  Effect,
+  ExecutionStrategy,
+  Exit,
+  Option,
+  Schedule,
+  Scope
+} from "effect"
 
 export class EmbeddedServerError extends Data.TaggedError("EmbeddedServerError")<{
   /** "PostgreSQL", "anvil" */
@@ -25,6 +39,27 @@ export class EmbeddedServerError extends Data.TaggedError("EmbeddedServerError")
     return `${this.server} did not start (${this.path}): ${this.reason}`
   }
 }
+
+/** A supervised server exited and every restart in a row failed: the service cannot go on. */
+export class EmbeddedServerLost extends Data.TaggedError("EmbeddedServerLost")<{
+  readonly server: string
+  readonly path: string
+  readonly reason: string
+}> {
+  override get message() {
+    return `${this.server} (${this.path}) exited and could not be restarted: ${this.reason}`
+  }
+}
+
+/**
+ * Ends the service when an embedded server is lost: `launch` (Launch.ts) provides it, stops
+ * everything and exits non-zero with one fatal line, so that a supervisor restarts the service.
+ * Without it (a test running a server in process) the supervisor only logs the loss.
+ */
+export class ServiceHalt extends Context.Tag("app/ServiceHalt")<
+  ServiceHalt,
+  { readonly halt: (error: EmbeddedServerLost) => Effect.Effect<void> }
+>() {}
 
 /** A user to run a server as (root runs PostgreSQL as `postgres`). */
 export interface PosixUser {
@@ -285,6 +320,8 @@ export interface ServerOptions extends SpawnOptions {
 export interface RunningServer {
   readonly pid: number
   readonly ready: RegExpExecArray
+  /** Completes when the process ends, with how: "exited with code 1", "was killed by SIGKILL". */
+  readonly exited: Effect.Effect<string>
 }
 
 const stopChild = (child: Child, options: ServerOptions) =>
@@ -340,7 +377,7 @@ export const startServer = (options: ServerOptions): Effect.Effect<RunningServer
       })
     )
     child.mute()
-    return { pid: child.process.pid ?? 0, ready: match }
+    return { pid: child.process.pid ?? 0, ready: match, exited: Deferred.await(child.exited) }
   })
 
 export interface LeftoverOptions {
@@ -378,4 +415,115 @@ export const stopLeftover = (options: LeftoverOptions): Effect.Effect<void, Embe
       path: options.marker,
       reason: `the ${options.server} left by a previous run (pid ${options.pid}) does not stop`
     })
+  })
+
+export interface SupervisionPolicy {
+  /**
+   * Failures in a row (a restart that did not come up, or a server that exited within `stableAfter`
+   * of its start) after which the server is given up.
+   */
+  readonly maxFailures: number
+  /** The pause before the first restart; it doubles after each failure, up to `maxBackoff`. */
+  readonly firstBackoff: Duration.DurationInput
+  readonly maxBackoff: Duration.DurationInput
+  /** A server that ran this long before it exited starts a new count of failures. */
+  readonly stableAfter: Duration.DurationInput
+}
+
+/** Five restarts within about 6 s of pauses (plus their start times), then the service ends. */
+export const DEFAULT_SUPERVISION: SupervisionPolicy = {
+  maxFailures: 5,
+  firstBackoff: "200 millis",
+  maxBackoff: "5 seconds",
+  stableAfter: "30 seconds"
+}
+
+export interface SuperviseOptions<A extends { readonly exited: Effect.Effect<string> }> {
+  readonly server: string
+  /** Its data folder or state file, in every line about it. */
+  readonly path: string
+  /** Starts one incarnation of the server in the given scope: the first, and each restart. */
+  readonly start: Effect.Effect<A, EmbeddedServerError, Scope.Scope>
+  /** Brings the state back after a restart (the devnet's contracts); a failure counts as a failed restart. */
+  readonly recover?: (restarted: A) => Effect.Effect<void, EmbeddedServerError>
+  readonly policy?: SupervisionPolicy
+}
+
+/**
+ * Starts a server and keeps it running while the scope is open. When it exits on its own, one
+ * ERROR line names it and how it ended, and it is started again after a pause (the same `start`:
+ * same port, same data, so clients reconnect to it), then `recover`ed; one INFO line says it is
+ * back. After `maxFailures` failed restarts in a row the service is ended through `ServiceHalt`.
+ * Closing the scope stops the supervision first, then the server.
+ */
+export const superviseServer = <A extends { readonly exited: Effect.Effect<string> }>(
+  options: SuperviseOptions<A>
+): Effect.Effect<A, EmbeddedServerError, Scope.Scope> =>
+  Effect.gen(function* () {
+    const policy = options.policy ?? DEFAULT_SUPERVISION
+    const annotations = { server: options.server, path: options.path }
+    // Incarnations live in a scope closed after the supervising fiber is interrupted (finalizers run
+    // in reverse order): a server stopped at shutdown is never taken for one that died.
+    const incarnations = yield* Effect.flatMap(Effect.scope, (scope) => Scope.fork(scope, ExecutionStrategy.sequential))
+    const incarnation = (recover: boolean) =>
+      Effect.gen(function* () {
+        const scope = yield* Scope.fork(incarnations, ExecutionStrategy.sequential)
+        const started = yield* options.start.pipe(
+          Effect.tap((running) => (recover && options.recover !== undefined ? options.recover(running) : Effect.void)),
+          Scope.extend(scope),
+          Effect.tapError(() => Scope.close(scope, Exit.void))
+        )
+        return { running: started, scope, startedAt: yield* Clock.currentTimeMillis }
+      })
+    const backoff = (failures: number) =>
+      Duration.min(
+        Duration.times(Duration.decode(policy.firstBackoff), 2 ** failures),
+        Duration.decode(policy.maxBackoff)
+      )
+
+    const lost = (reason: string) =>
+      Effect.gen(function* () {
+        const error = new EmbeddedServerLost({ ...annotations, reason })
+        const halt = yield* Effect.serviceOption(ServiceHalt)
+        if (Option.isSome(halt)) return yield* halt.value.halt(error)
+        yield* Effect.logError(`${error.message}; it stays down`).pipe(Effect.annotateLogs(annotations))
+      })
+
+    /** Watches one incarnation; on its exit, restarts until one is up or too many failed in a row. */
+    const watch = (
+      current: Effect.Effect.Success<ReturnType<typeof incarnation>>,
+      failuresBefore: number
+    ): Effect.Effect<void> =>
+      Effect.gen(function* () {
+        const ended = yield* current.running.exited
+        const exitedAt = yield* Clock.currentTimeMillis
+        yield* Scope.close(current.scope, Exit.void)
+        yield* Effect.logError(`${options.server} exited unexpectedly: it ${ended}; restarting it`).pipe(
+          Effect.annotateLogs(annotations)
+        )
+        const stable = exitedAt - current.startedAt >= Duration.toMillis(policy.stableAfter)
+        let failures = stable ? 0 : failuresBefore + 1
+        let last = `it ${ended}`
+        while (failures < policy.maxFailures) {
+          yield* Effect.sleep(backoff(failures))
+          const next = yield* Effect.either(incarnation(true))
+          if (next._tag === "Right") {
+            const downMs = (yield* Clock.currentTimeMillis) - exitedAt
+            yield* Effect.logInfo(`${options.server} restarted after ${(downMs / 1000).toFixed(1)} s`).pipe(
+              Effect.annotateLogs(annotations)
+            )
+            return yield* watch(next.right, failures)
+          }
+          failures++
+          last = next.left.reason
+          yield* Effect.logWarning(
+            `${options.server} did not restart (${failures} of ${policy.maxFailures} failures in a row)`
+          ).pipe(Effect.annotateLogs({ ...annotations, reason: last }))
+        }
+        yield* lost(`${failures} failures in a row; the last: ${last}`)
+      })
+
+    const first = yield* incarnation(false)
+    yield* Effect.forkScoped(watch(first, 0))
+    return first.running
   })

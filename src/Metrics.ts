@@ -12,6 +12,12 @@
  * | `agent_decisions_total` | counter | `action`, `status` |
  * | `agent_tick_duration_seconds` | histogram | – |
  * | `db_pool_connections` | gauge | `state` (`total`, `idle`, `waiting`) |
+ * | `events_open_streams` | gauge | – (this replica's `GET /me/events` streams) |
+ * | `events_sent_total` | counter | `type` (`ready`, `kyc`, `payment`, `refill`, `decision`, `strategy`, `close`) |
+ * | `events_streams_closed_total` | counter | `reason` (`client`, `shutdown`, `signed-out`, `session-expired`, `replaced`, `events-expired`, `too-slow`) |
+ * | `events_notification_lag_seconds` | histogram | – (an event's commit to its read by a notified replica) |
+ *
+ * Beside them: Effect's runtime metrics (`effect_fiber_*`) and the process's own (ProcessMetrics.ts).
  */
 import { createHash, timingSafeEqual } from "node:crypto"
 import { HttpApi, type HttpApiGroup, HttpServerRequest, HttpServerResponse } from "@effect/platform"
@@ -29,6 +35,7 @@ import {
 } from "effect"
 import { NotFound, Unauthorized } from "./ApiError.js"
 import type { DatabasePool } from "./Database.js"
+import { processMetrics } from "./ProcessMetrics.js"
 
 const requests = Metric.counter("http_requests_total", { description: "HTTP requests answered" })
 const requestDuration = Metric.histogram(
@@ -52,6 +59,29 @@ export const agentTickDuration = Metric.histogram(
 const dbPoolConnections = Metric.gauge("db_pool_connections", {
   description: "PostgreSQL pool connections, by state"
 })
+
+const openStreams = Metric.gauge("events_open_streams", { description: "Open event streams on this replica" })
+const eventsSent = Metric.counter("events_sent_total", { description: "Events sent on event streams, by type" })
+const streamsClosed = Metric.counter("events_streams_closed_total", {
+  description: "Event streams ended, by reason"
+})
+const notificationLag = Metric.histogram(
+  "events_notification_lag_seconds",
+  MetricBoundaries.exponential({ start: 0.001, factor: 2, count: 14 }),
+  "From an event's write to its read by a replica told about it (database clock)"
+)
+
+export const setOpenStreams = (count: number) => Metric.set(openStreams, count)
+
+export const countEventsSent = (type: string, count: number) =>
+  Metric.incrementBy(Metric.tagged(eventsSent, "type", type), count)
+
+export const countStreamClosed = (reason: string) => Metric.increment(Metric.tagged(streamsClosed, "reason", reason))
+
+export const recordNotificationLag = (seconds: ReadonlyArray<number>) =>
+  Effect.sync(() => {
+    for (const value of seconds) notificationLag.unsafeUpdate(value, [])
+  })
 
 /**
  * `settled` and `failed` when a settlement is recorded (by the request or the reconciler),
@@ -149,13 +179,26 @@ const labels = (tags: ReadonlyArray<{ readonly key: string; readonly value: stri
 const number = (value: number | bigint) =>
   typeof value === "bigint" ? value.toString() : Number.isFinite(value) ? String(value) : value > 0 ? "+Inf" : "-Inf"
 
+/**
+ * A counter's name and type as Prometheus has them: a counter that only counts up is a `counter`
+ * named `..._total`; one that may also go down (Effect's `effect_fiber_active`, a counter created
+ * without `incremental` whose name does not end in `_total`) is a `gauge`.
+ */
+const counterFamily = (name: string, keyType: unknown) => {
+  const incremental = (keyType as { readonly incremental?: boolean }).incremental === true
+  if (name.endsWith("_total")) return { name, type: "counter" }
+  return incremental ? { name: `${name}_total`, type: "counter" } : { name, type: "gauge" }
+}
+
 /** Every metric in Prometheus' text exposition format (version 0.0.4). */
 export const prometheusText = (pairs: ReadonlyArray<MetricPair.MetricPair.Untyped>): string => {
   const families = new Map<string, { type: string; help: string; lines: Array<string> }>()
   for (const { metricKey, metricState } of pairs) {
-    const name = metricKey.name.replace(/[^a-zA-Z0-9_:]/g, "_")
+    const keyName = metricKey.name.replace(/[^a-zA-Z0-9_:]/g, "_")
     const tags = metricKey.tags.map((tag) => ({ key: tag.key, value: tag.value }))
     const state = metricState as unknown as Record<string, unknown>
+    const isCounter = "count" in state && !("sum" in state)
+    const { name } = isCounter ? counterFamily(keyName, metricKey.keyType) : { name: keyName }
     const family = (type: string) => {
       const existing = families.get(name)
       if (existing !== undefined) return existing.lines
@@ -165,14 +208,17 @@ export const prometheusText = (pairs: ReadonlyArray<MetricPair.MetricPair.Untype
     }
     if ("buckets" in state) {
       const lines = family("histogram")
+      // Effect's boundaries end with +Inf, which Prometheus' own `le="+Inf"` bucket below already is.
       for (const [boundary, count] of state.buckets as ReadonlyArray<readonly [number, number]>) {
-        lines.push(`${name}_bucket${labels(tags, `le="${number(boundary)}"`)} ${count}`)
+        if (Number.isFinite(boundary)) lines.push(`${name}_bucket${labels(tags, `le="${number(boundary)}"`)} ${count}`)
       }
       lines.push(`${name}_bucket${labels(tags, 'le="+Inf"')} ${state.count}`)
       lines.push(`${name}_sum${labels(tags)} ${number(state.sum as number)}`)
       lines.push(`${name}_count${labels(tags)} ${state.count}`)
-    } else if ("count" in state && !("sum" in state)) {
-      family("counter").push(`${name}${labels(tags)} ${number(state.count as number | bigint)}`)
+    } else if (isCounter) {
+      family(counterFamily(keyName, metricKey.keyType).type).push(
+        `${name}${labels(tags)} ${number(state.count as number | bigint)}`
+      )
     } else if ("value" in state) {
       family("gauge").push(`${name}${labels(tags)} ${number(state.value as number | bigint)}`)
     }
@@ -187,14 +233,16 @@ export const prometheusText = (pairs: ReadonlyArray<MetricPair.MetricPair.Untype
     .concat("\n")
 }
 
-/** Every metric of this process, as Prometheus scrapes them (the pool sampled now). */
-const metricsResponse = (pool: DatabasePool["Type"]) =>
+/** Every metric of this process, as Prometheus scrapes them (the pool sampled now), then the process's own. */
+const metricsResponse = (pool: Pick<DatabasePool["Type"], "usage">, processText: () => string) =>
   Effect.gen(function* () {
     for (const [state, value] of Object.entries(yield* pool.usage)) {
       yield* Metric.set(Metric.tagged(dbPoolConnections, "state", state), value)
     }
     const pairs = yield* Metric.snapshot
-    return HttpServerResponse.text(prometheusText(pairs), { contentType: "text/plain; version=0.0.4; charset=utf-8" })
+    return HttpServerResponse.text(prometheusText(pairs) + processText(), {
+      contentType: "text/plain; version=0.0.4; charset=utf-8"
+    })
   })
 
 // ---------------------------------------------------------------------------------------------------
@@ -226,12 +274,13 @@ const bearerIs = (header: string | undefined, token: Redacted.Redacted<string>) 
  * connection's peer is loopback) and are a 404 to anyone else: counters of settlements and
  * identity checks are nobody else's business.
  */
-export const metricsRoute = (pool: DatabasePool["Type"]) =>
-  Effect.map(metricsToken, (token) =>
-    Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+export const metricsRoute = (pool: Pick<DatabasePool["Type"], "usage">) =>
+  Effect.map(metricsToken, (token) => {
+    const processText = processMetrics()
+    return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
       if (Option.isSome(token)) {
         return bearerIs(request.headers.authorization, token.value)
-          ? metricsResponse(pool)
+          ? metricsResponse(pool, processText)
           : Effect.succeed(
               HttpServerResponse.unsafeJson(
                 { error: "/metrics needs the METRICS_TOKEN bearer token", code: Unauthorized.code },
@@ -240,7 +289,7 @@ export const metricsRoute = (pool: DatabasePool["Type"]) =>
             )
       }
       return fromLoopback(request)
-        ? metricsResponse(pool)
+        ? metricsResponse(pool, processText)
         : Effect.succeed(
             HttpServerResponse.unsafeJson(
               { error: "/metrics is served to this machine only while METRICS_TOKEN is unset", code: NotFound.code },
@@ -248,4 +297,4 @@ export const metricsRoute = (pool: DatabasePool["Type"]) =>
             )
           )
     })
-  )
+  })

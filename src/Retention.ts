@@ -7,7 +7,11 @@
  *   expired): kept that long for investigation;
  * - identity-webhook deliveries: after KYC_WEBHOOK_RETENTION (30 days). A delivery's id makes a
  *   replay count once; a replay older than the webhooks' 5-minute timestamp tolerance is refused
- *   as stale anyway, so the retention is bounded below by that tolerance.
+ *   as stale anyway, so the retention is bounded below by that tolerance;
+ * - events (GET /me/events): after EVENTS_RETENTION (7 days); a stream asked to resume before the
+ *   oldest kept one answers 410 EVENT_ID_EXPIRED;
+ * - the event-stream registrations of a replica whose heartbeat (every EVENTS_HEARTBEAT) is four
+ *   heartbeats, and at least a minute, old: that replica is gone; and its heartbeat row.
  *
  * Every RETENTION_INTERVAL each replica tries to take (or renew) the job's lease in the database;
  * the one that holds it runs the job, the others skip it, and when the holder dies another replica
@@ -19,6 +23,7 @@ import { randomUUID } from "node:crypto"
 import { Clock, Config, ConfigError, Duration, Effect, Either } from "effect"
 import { backgroundLoop } from "./BackgroundLoop.js"
 import { durationConfig } from "./Config.js"
+import { eventSettings } from "./events/EventSettings.js"
 import { WEBHOOK_TOLERANCE_MS } from "./kyc/Webhook.js"
 import { type Prunable, RetentionRepo } from "./RetentionRepo.js"
 
@@ -29,8 +34,11 @@ const BATCH = 1_000
 const MAX_BATCHES = 50
 /** How long after its expiry a challenge is kept. */
 const CHALLENGE_RETENTION = Duration.days(1)
+/** The least a replica's event heartbeat may be late before its stream registrations count as gone. */
+const STALE_STREAM_MIN_MS = 60_000
 
 const retentionSettings = Config.all({
+  events: eventSettings,
   interval: durationConfig("RETENTION_INTERVAL", "10 minutes"),
   webhookRetention: durationConfig("KYC_WEBHOOK_RETENTION", "30 days").pipe(
     Config.mapOrFail((retention) =>
@@ -78,18 +86,26 @@ export class Retention extends Effect.Service<Retention>()("app/Retention", {
     const run = Effect.gen(function* () {
       if (!(yield* repo.holdLease(JOB, holder, leaseSeconds))) return undefined
       const now = yield* Clock.currentTimeMillis
+      // A replica refreshes its heartbeat every EVENTS_HEARTBEAT: four missed, it is gone.
+      const staleReplicas = new Date(
+        now - Math.max(4 * Duration.toMillis(settings.events.heartbeat), STALE_STREAM_MIN_MS)
+      )
       const pruned: Pruned = {
         sessions: yield* prune("sessions", new Date(now)),
         challenges: yield* prune("challenges", new Date(now - Duration.toMillis(CHALLENGE_RETENTION))),
         webhookDeliveries: yield* prune(
           "webhookDeliveries",
           new Date(now - Duration.toMillis(settings.webhookRetention))
-        )
+        ),
+        events: yield* prune("events", new Date(now - Duration.toMillis(settings.events.retention))),
+        eventStreams: yield* prune("eventStreams", staleReplicas),
+        eventReplicas: yield* prune("eventReplicas", staleReplicas)
       }
-      if (pruned.sessions + pruned.challenges + pruned.webhookDeliveries > 0) {
+      if (Object.values(pruned).some((deleted) => deleted > 0)) {
         yield* Effect.logInfo(
           `retention: deleted ${pruned.sessions} expired session(s), ${pruned.challenges} challenge(s), ` +
-            `${pruned.webhookDeliveries} webhook deliver(ies)`
+            `${pruned.webhookDeliveries} webhook deliver(ies), ${pruned.events} event(s), ` +
+            `${pruned.eventStreams} stale event-stream registration(s)`
         )
       }
       return pruned

@@ -4,7 +4,7 @@ import { Effect } from "effect"
 import { repository } from "./Sql.js"
 
 /** The tables the job prunes, each with the rows that are past keeping at `cutoff`. */
-export type Prunable = "sessions" | "challenges" | "webhookDeliveries"
+export type Prunable = "sessions" | "challenges" | "webhookDeliveries" | "events" | "eventStreams" | "eventReplicas"
 
 export class RetentionRepo extends Effect.Service<RetentionRepo>()("app/RetentionRepo", {
   effect: Effect.gen(function* () {
@@ -25,18 +25,31 @@ export class RetentionRepo extends Effect.Service<RetentionRepo>()("app/Retentio
     /**
      * Deletes at most `limit` rows of `table` that are past keeping at `cutoff`, in one short
      * statement, and answers how many went: expired sessions, challenges expired before `cutoff`
-     * (a used one was used before it expired), webhook deliveries received before `cutoff`.
+     * (a used one was used before it expired), webhook deliveries received before `cutoff`, events
+     * written before `cutoff` (a user's oldest go first), the event-stream registrations of replicas
+     * whose heartbeat is older than `cutoff` (they are gone), and those replicas' heartbeats.
      */
     const deleteBatch = (table: Prunable, cutoff: Date, limit: number) => {
-      const doomed =
-        table === "sessions"
-          ? sql`SELECT ctid FROM sessions WHERE expires_at <= ${cutoff} LIMIT ${limit}`
-          : table === "challenges"
-            ? sql`SELECT ctid FROM auth_challenges WHERE expires_at < ${cutoff} LIMIT ${limit}`
-            : sql`SELECT ctid FROM kyc_webhook_deliveries WHERE received_at < ${cutoff} LIMIT ${limit}`
-      const name = { sessions: "sessions", challenges: "auth_challenges", webhookDeliveries: "kyc_webhook_deliveries" }[
-        table
-      ]
+      const doomed = {
+        sessions: () => sql`SELECT ctid FROM sessions WHERE expires_at <= ${cutoff} LIMIT ${limit}`,
+        challenges: () => sql`SELECT ctid FROM auth_challenges WHERE expires_at < ${cutoff} LIMIT ${limit}`,
+        webhookDeliveries: () =>
+          sql`SELECT ctid FROM kyc_webhook_deliveries WHERE received_at < ${cutoff} LIMIT ${limit}`,
+        events: () => sql`SELECT ctid FROM events WHERE created_at < ${cutoff} LIMIT ${limit}`,
+        eventStreams: () =>
+          sql`SELECT c.ctid FROM event_connections c
+              WHERE NOT EXISTS (SELECT 1 FROM event_replicas r WHERE r.id = c.replica AND r.seen_at >= ${cutoff})
+              LIMIT ${limit}`,
+        eventReplicas: () => sql`SELECT ctid FROM event_replicas WHERE seen_at < ${cutoff} LIMIT ${limit}`
+      }[table]()
+      const name = {
+        sessions: "sessions",
+        challenges: "auth_challenges",
+        webhookDeliveries: "kyc_webhook_deliveries",
+        events: "events",
+        eventStreams: "event_connections",
+        eventReplicas: "event_replicas"
+      }[table]
       return sql<{ deleted: number }>`
         WITH gone AS (DELETE FROM ${sql(name)} WHERE ctid = ANY(ARRAY(${doomed})) RETURNING 1)
         SELECT count(*)::int AS deleted FROM gone`.pipe(Effect.map(([row]) => row?.deleted ?? 0))

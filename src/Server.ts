@@ -42,6 +42,7 @@ import {
 import { AgentEnabledApi, Api, ClientApi, CoreApi, MerchantEnabledApi } from "./Api.js"
 import {
   BadRequest,
+  type ChainUnavailable,
   DatabaseUnavailable,
   HeadersTooLarge,
   InternalError,
@@ -66,6 +67,9 @@ import { ChainClient } from "./chain/ChainClient.js"
 import { DatabasePool } from "./Database.js"
 import { withDevnet } from "./devnet/Api.js"
 import { DevnetHttpLive } from "./devnet/Http.js"
+import { EventStreams } from "./events/EventStreams.js"
+import { Events } from "./events/Events.js"
+import { CloseEventStreamsFirst, EventsHttpLive } from "./events/Http.js"
 import { HealthHttpLive } from "./health/Http.js"
 import { KycHttpLive, KycSandboxHttpLive, KycWebhookHttpLive } from "./kyc/Http.js"
 import { Kyc } from "./kyc/Kyc.js"
@@ -73,12 +77,14 @@ import { KycConfig } from "./kyc/KycConfig.js"
 import { KycProvider } from "./kyc/KycProvider.js"
 import { SandboxDeskLive } from "./kyc/SandboxDesk.js"
 import { LandingLive } from "./Landing.js"
+import { describeError } from "./Launch.js"
 import { jsonLineLogger, writeLogLine } from "./LogSink.js"
 import { metricsRoute, requestMetrics, routeTemplates, statusOfExit } from "./Metrics.js"
 import { MarketHttpLive } from "./market/Http.js"
 import { Market, MarketRefreshLive } from "./market/Market.js"
 import { MerchantHttpLive } from "./merchant/Http.js"
 import { Merchant, SettlementReconcilerLive } from "./merchant/Merchant.js"
+import { OutagesLive, reportUnavailable } from "./Outages.js"
 import { NOSNIFF, scriptedPageCsp } from "./PageSecurity.js"
 import { RateLimiter } from "./RateLimit.js"
 import {
@@ -190,13 +196,19 @@ const ErrorNormalizerLive = HttpApiBuilder.middleware(
                 const decode = error as { message: string; issues: ReadonlyArray<DecodeIssue> }
                 return Effect.fail(new BadRequest({ error: describeIssues(decode.issues, decode.message) }))
               }
+              case "ChainUnavailable":
+                return Effect.zipRight(
+                  reportUnavailable("chain", (error as ChainUnavailable).error, "request"),
+                  Effect.failCause(cause)
+                )
               default:
                 if (!isDatabaseUnavailable(error)) return Effect.failCause(cause)
             }
           }
           const fault = Option.orElse(Cause.dieOption(cause), () => failure)
           if (Option.isSome(fault) && isDatabaseUnavailable(fault.value)) {
-            return Effect.logWarning("database unavailable", cause).pipe(
+            // counted in the outage, not logged per request (Outages.ts)
+            return reportUnavailable("database", describeError(fault.value), "request").pipe(
               Effect.zipRight(Effect.fail(new DatabaseUnavailable({ error: "the database did not answer in time" })))
             )
           }
@@ -403,9 +415,15 @@ const ServeLive = Layer.unwrapEffect(
 )
 
 /** The domain services, each with its own repositories; the ports they use come from outside. */
-const DomainLive = Layer.mergeAll(Account.Default, Agent.Default, AgentLoop.Default, RateLimiter.Default).pipe(
+const DomainLive = Layer.mergeAll(
+  Account.Default,
+  Agent.Default,
+  AgentLoop.Default,
+  RateLimiter.Default,
+  EventStreams.Default
+).pipe(
   Layer.provideMerge(Layer.mergeAll(Auth.Default, Kyc.Default, SandboxDeskLive, Statement.Default, Market.Default)),
-  Layer.provideMerge(Cards.Default),
+  Layer.provideMerge(Layer.merge(Cards.Default, Events.Default)),
   Layer.provide(KycConfig.layer)
 )
 
@@ -420,6 +438,7 @@ const CoreLive = Layer.mergeAll(
   StatementHttpLive,
   StrategyHttpLive,
   DevnetHttpLive,
+  EventsHttpLive,
   ErrorNormalizerLive,
   MarketRefreshLive,
   RetentionLive.pipe(Layer.provide(Retention.Default))
@@ -467,7 +486,9 @@ const CorsLive = Layer.unwrapEffect(
         "content-type",
         "payment-signature",
         "access-control-expose-headers",
-        "x-request-id"
+        "x-request-id",
+        // A browser resuming GET /me/events with fetch.
+        "last-event-id"
       ],
       exposedHeaders: ["payment-required", "payment-response", "x-request-id", "www-authenticate"],
       maxAge: 600
@@ -539,6 +560,7 @@ export const httpLive = <A, E, R>(server: Layer.Layer<A | HttpServer.HttpServer,
   ServeLive.pipe(
     Layer.merge(AnnounceAddress),
     Layer.merge(StartupSummary),
+    Layer.merge(CloseEventStreamsFirst),
     Layer.provideMerge(server),
     Layer.provide([
       HttpApiScalar.layer({ path: "/docs", scalar: offlineScalar }),
@@ -551,6 +573,8 @@ export const httpLive = <A, E, R>(server: Layer.Layer<A | HttpServer.HttpServer,
     Layer.provide(ApiLive),
     // The domain services are in the app's context too: tests and tools reach them (the agent loop's tick).
     Layer.provideMerge(DomainLive),
+    // Below everything that reports to it: one outage tracker for the whole app.
+    Layer.provideMerge(OutagesLive),
     Layer.provide(ServerAddress.layer)
   )
 

@@ -1,35 +1,29 @@
 /**
  * The live event stream (`GET /me/events`), the one place the app reads it: screens subscribe with
- * `onLiveEvent` and never poll. Events are the API's own (src/events/Api.ts): `ready` first (the
- * identity-check state, the card's balance), then `kyc`, `payment`, `refill`, `decision` and
- * `strategy` as changes commit.
+ * `onLiveEvent` and never poll. It is the typed client's reader (`eventStream` in src/Client.ts:
+ * `fetch` with the bearer token in the Authorization header, each event decoded with the API's
+ * schemas) which resumes by itself after a dropped connection with `Last-Event-ID`, so every event
+ * arrives once. Events: `ready` first (the identity-check state, the card's balance), then `kyc`,
+ * `payment`, `refill`, `decision` and `strategy` as changes commit.
  *
- * Until the service's stream lands (issue 19), the app says live updates are unavailable and screens
- * offer their Refresh buttons instead.
+ * When the reader gives up: a refused token or a sign-out elsewhere ends the session; a position
+ * the service no longer keeps (410) makes the screens re-read what they show and the stream start
+ * afresh; a stream replaced by the account's newer ones (too many open tabs) says so.
  */
+import { FetchHttpClient } from "@effect/platform"
 import { signal } from "@preact/signals"
-import type { DecisionItem, Strategy } from "../src/agent/Api.js"
-import type { ActivityItem } from "../src/cards/Api.js"
-import type { Card } from "../src/cards/Card.js"
-import type { KycState } from "../src/kyc/KycState.js"
+import { Effect, Fiber, Stream } from "effect"
+import { type EventStreamError, eventStream, type StreamEvent } from "../src/Client.js"
+import { reconnections } from "./connection.js"
 
-export type LiveEvent =
-  | {
-      readonly event: "ready"
-      readonly id: number
-      readonly data: { readonly kyc: KycState; readonly cardUsd1: number | null; readonly lastEventId: number }
-    }
-  | {
-      readonly event: "kyc"
-      readonly id: number
-      readonly data: { readonly kyc: KycState; readonly card: Card | null }
-    }
-  | { readonly event: "payment" | "refill"; readonly id: number; readonly data: ActivityItem }
-  | { readonly event: "decision"; readonly id: number; readonly data: typeof DecisionItem.Type }
-  | { readonly event: "strategy"; readonly id: number; readonly data: Strategy }
+/** An event that carries news (the stream's own `close` is handled here). */
+export type LiveEvent = Exclude<StreamEvent, { readonly event: "close" }>
 
-/** off: signed out; connecting; open: events arrive; unavailable: this service has no stream. */
-export type LiveState = "off" | "connecting" | "open" | "unavailable"
+/**
+ * off: signed out; connecting: waiting for `ready`; open: events arrive; replaced: this tab's
+ * stream was closed for the account's newer ones.
+ */
+export type LiveState = "off" | "connecting" | "open" | "replaced"
 
 export const liveState = signal<LiveState>("off")
 
@@ -43,12 +37,56 @@ export const onLiveEvent = (listener: (event: LiveEvent) => void) => {
   }
 }
 
-/** Opens the signed-in user's stream. */
-export const startLive = (_token: string, _onSignedOut: () => void) => {
-  liveState.value = "unavailable"
+const dispatch = (event: LiveEvent) => {
+  for (const listener of listeners) listener(event)
+}
+
+/** Codes and close reasons after which the session's token no longer works. */
+const SIGNED_OUT = new Set(["UNAUTHORIZED", "signed-out", "session-expired"])
+
+let running: Fiber.RuntimeFiber<void, never> | undefined
+
+const follow = (token: string, onSignedOut: () => void): Effect.Effect<void> =>
+  eventStream({ baseUrl: location.origin, token }).pipe(
+    Stream.runForEach((event) =>
+      Effect.sync(() => {
+        if (event.event === "close") {
+          // The reader reconnects after a shutdown; a final close ends it with an error below.
+          liveState.value = "connecting"
+          return
+        }
+        if (event.event === "ready") liveState.value = "open"
+        dispatch(event)
+      })
+    ),
+    Effect.catchAll((error: EventStreamError) => {
+      if (error.code !== undefined && SIGNED_OUT.has(error.code)) return Effect.sync(onSignedOut)
+      if (error.code === "replaced") return Effect.sync(() => (liveState.value = "replaced"))
+      if (error.status === 410) {
+        // The position is gone: the screens re-read their data, and a new stream starts from now.
+        return Effect.zipRight(
+          Effect.sync(() => {
+            liveState.value = "connecting"
+            reconnections.value += 1
+          }),
+          Effect.suspend(() => follow(token, onSignedOut))
+        )
+      }
+      return Effect.sync(() => (liveState.value = "connecting"))
+    }),
+    Effect.provide(FetchHttpClient.layer)
+  )
+
+/** Opens the signed-in user's stream; `onSignedOut` runs when the service refuses the token. */
+export const startLive = (token: string, onSignedOut: () => void) => {
+  stopLive()
+  liveState.value = "connecting"
+  running = Effect.runFork(follow(token, onSignedOut))
 }
 
 /** Closes the stream (sign-out). */
 export const stopLive = () => {
+  if (running !== undefined) Effect.runFork(Fiber.interrupt(running))
+  running = undefined
   liveState.value = "off"
 }

@@ -66,6 +66,11 @@ const Banners = () => (
         The connection to the service is lost. The app keeps trying and carries on by itself when it is back.
       </div>
     ) : null}
+    {liveState.value === "replaced" ? (
+      <div class="banner lost" role="alert">
+        Live updates stopped in this tab: this account has newer tabs open. Reload the page to resume them here.
+      </div>
+    ) : null}
     {config.devnet && session.value?.wallet.kind === "development" ? (
       <div class="banner development">Signed in with a development key: for this local devnet only.</div>
     ) : null}

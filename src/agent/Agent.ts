@@ -18,10 +18,11 @@ import { Cards } from "../cards/Cards.js"
 import { Statement } from "../cards/Statement.js"
 import type { Address } from "../chain/Address.js"
 import { ChainClient } from "../chain/ChainClient.js"
+import { Events } from "../events/Events.js"
 import type { MarketData, PriceUnavailable } from "../market/Api.js"
 import { Market } from "../market/Market.js"
 import { DEFAULT_PAGE_SIZE } from "../QueryParams.js"
-import { AgentRepo, type StrategyRow } from "./AgentRepo.js"
+import { AgentRepo, decisionItem, type StrategyRow } from "./AgentRepo.js"
 import { type AgentCard, AgentWallet, type AgentWalletError, type WalletHoldings } from "./AgentWallet.js"
 import {
   AgentWalletFailed,
@@ -95,6 +96,7 @@ export class Agent extends Effect.Service<Agent>()("app/Agent", {
     const statement = yield* Statement
     const wallet = yield* AgentWallet
     const chain = yield* ChainClient
+    const events = yield* Events
     const { agentMode } = yield* AppConfig
     const settings = yield* agentSettings
 
@@ -221,7 +223,11 @@ export class Agent extends Effect.Service<Agent>()("app/Agent", {
         )
       )
       const now = new Date(yield* Clock.currentTimeMillis)
-      const row = yield* repo.upsertStrategy({ cardId: card.id, ...strategy, now })
+      // The user's `strategy` event (every stream of the user learns it), in the same transaction.
+      const row = yield* repo.upsertStrategy({ cardId: card.id, ...strategy, now }).pipe(
+        Effect.tap((row) => events.publish(address, { type: "strategy", data: strategyView(row) })),
+        repo.withTransaction
+      )
       // A new card's wallet gets its starting funds once, where the chain has a faucet.
       if (yield* repo.claimFunding(card.id, now)) {
         yield* wallet.fund(agentCard(card)).pipe(
@@ -311,7 +317,7 @@ export class Agent extends Effect.Service<Agent>()("app/Agent", {
         limit: query.limit ?? DEFAULT_PAGE_SIZE,
         before: query.before ?? null
       })
-      return rows.map((row) => ({ ...row, at: row.at.getTime() }))
+      return rows.map(decisionItem)
     })
 
     const session = fromWallet(wallet.session).pipe(Effect.withSpan("Agent.session"))

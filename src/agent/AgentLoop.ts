@@ -23,11 +23,12 @@ import { randomUUID } from "node:crypto"
 import { Clock, Config, ConfigError, Duration, Effect, Either, Metric, Option } from "effect"
 import { formatUnits, getAddress, parseUnits } from "viem"
 import { backgroundLoop } from "../BackgroundLoop.js"
-import { AppConfig, durationConfig } from "../Config.js"
+import { AppConfig, durationConfig, positiveInteger } from "../Config.js"
 import { Statement } from "../cards/Statement.js"
 import type { Address } from "../chain/Address.js"
 import { ChainClient, type Receipt } from "../chain/ChainClient.js"
 import type { StockToken } from "../chain/Tokens.js"
+import { Events } from "../events/Events.js"
 import { agentTickDuration, countAgentDecision } from "../Metrics.js"
 import type { MarketData } from "../market/Api.js"
 import { Market } from "../market/Market.js"
@@ -35,6 +36,7 @@ import {
   AgentRepo,
   type AgentTransaction,
   type ClaimedCard,
+  decisionItem,
   type ExecutingDecision,
   type NewDecision,
   type TransactionStep
@@ -50,12 +52,6 @@ const REFILL_COOLDOWN_MS = 5 * 60_000
 const UNKNOWN_BLOCK_MS = 30 * 60_000
 /** How long the reconciler waits for a receipt before leaving the decision for its next pass. */
 const RECONCILE_RECEIPT_WAIT_MS = 2_000
-
-const positiveInteger = (name: string, fallback: number) =>
-  Config.integer(name).pipe(
-    Config.validate({ message: `Expected ${name} to be a positive integer`, validation: (n) => n > 0 }),
-    Config.withDefault(fallback)
-  )
 
 const loopSettings = Config.all({
   interval: durationConfig("AGENT_INTERVAL", "1 minute"),
@@ -131,6 +127,7 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
     const repo = yield* AgentRepo
     const market = yield* Market
     const statement = yield* Statement
+    const events = yield* Events
     const wallet = yield* AgentWallet
     const chain = yield* ChainClient
     const { agentMode } = yield* AppConfig
@@ -156,6 +153,48 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
     const withSlippage = (amount: bigint) =>
       (amount * BigInt(Math.round((1 - settings.slippage) * 1_000_000))) / 1_000_000n
     const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
+
+    /** Each decision's `decision` event (as the log shows it), for its card's holder. */
+    const publishDecisions = (ids: ReadonlyArray<string>) =>
+      ids.length === 0
+        ? Effect.void
+        : repo.decisionsById(ids).pipe(
+            Effect.flatMap((rows) =>
+              events.publishAll(
+                rows.map(({ address, ...row }) => ({
+                  address,
+                  event: { type: "decision", data: decisionItem(row) } as const
+                }))
+              )
+            )
+          )
+
+    /**
+     * Moves an executing decision to its final status, with its `decision` event (and an executed
+     * refill's `refill` event, the statement item), in one transaction; false when it was final already.
+     */
+    const finishDecision = (
+      id: string,
+      status: "executed" | "failed" | "unknown" | "blocked",
+      error: string | null,
+      at: Date
+    ) =>
+      repo.finishDecision(id, status, error, at).pipe(
+        Effect.tap((finished) =>
+          finished
+            ? publishDecisions([id]).pipe(
+                Effect.zipRight(status === "executed" ? statement.refill(id) : Effect.succeed(Option.none())),
+                Effect.flatMap(
+                  Option.match({
+                    onNone: () => Effect.void,
+                    onSome: ({ item, owner }) => events.publish(owner, { type: "refill", data: item })
+                  })
+                )
+              )
+            : Effect.void
+        ),
+        repo.withTransaction
+      )
 
     // ---------------------------------------------------------------------------------------------
     // Execution: one state machine for the executor and the reconciler
@@ -189,13 +228,13 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
         const at = yield* now
         if (Option.isNone(mined)) {
           if (at.getTime() - tx.createdAt.getTime() < txTimeoutMs) return { kind: "stop" } as StepResult
-          yield* repo.finishDecision(decision.id, "unknown", `the ${tx.step} transaction ${tx.hash} is not mined`, at)
+          yield* finishDecision(decision.id, "unknown", `the ${tx.step} transaction ${tx.hash} is not mined`, at)
           yield* repo.setTradeAfter(decision.cardId, new Date(at.getTime() + UNKNOWN_BLOCK_MS))
           return { kind: "stop" } as StepResult
         }
         if (mined.value.status === "reverted") {
           yield* repo.finishTransaction(decision.id, tx.step, "failed", at)
-          yield* repo.finishDecision(decision.id, "failed", `the ${tx.step} transaction ${tx.hash} reverted`, at)
+          yield* finishDecision(decision.id, "failed", `the ${tx.step} transaction ${tx.hash} reverted`, at)
           return { kind: "stop" } as StepResult
         }
         yield* repo.finishTransaction(decision.id, tx.step, "succeeded", at)
@@ -270,7 +309,7 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
           const recorded = (yield* repo.transactions(decision.id)).find((tx) => tx.step === step)
           if (recorded === undefined && index === 0 && !role.executor) {
             const at = yield* now
-            yield* repo.finishDecision(decision.id, "failed", "interrupted before any transaction was signed", at)
+            yield* finishDecision(decision.id, "failed", "interrupted before any transaction was signed", at)
             return
           }
           const sale = role.executor ? role.sale : Option.none<Sale>()
@@ -280,7 +319,7 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
           done.set(step, result.receipt)
         }
         const at = yield* now
-        if (yield* repo.finishDecision(decision.id, "executed", null, at)) {
+        if (yield* finishDecision(decision.id, "executed", null, at)) {
           if (decision.action === "refill") {
             yield* repo.setTradeAfter(decision.cardId, new Date(at.getTime() + REFILL_COOLDOWN_MS))
           }
@@ -293,7 +332,7 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
         Effect.catchTags({
           DecisionTaken: () => Effect.void,
           AgentWalletError: (error) =>
-            Effect.flatMap(now, (at) => repo.finishDecision(id, walletOutcome(error), error.message, at)).pipe(
+            Effect.flatMap(now, (at) => finishDecision(id, walletOutcome(error), error.message, at)).pipe(
               Effect.zipRight(
                 Effect.logWarning(`agent trade ${walletOutcome(error)}: ${error.message}`).pipe(
                   Effect.annotateLogs("decision.id", id)
@@ -447,7 +486,11 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
       Effect.gen(function* () {
         const outcomes = yield* decideBatch(cards, at)
         const rows = outcomes.flatMap((outcome) => (outcome.row === undefined ? [] : [outcome.row]))
-        const ids = yield* repo.insertDecisions(rows)
+        // The stored decisions' `decision` events, in the transaction that stores them.
+        const ids = yield* repo.insertDecisions(rows).pipe(
+          Effect.tap((stored) => publishDecisions([...stored.values()])),
+          repo.withTransaction
+        )
         // One span per card's decision (stored or, being the same as its last, not), and the counters.
         const tally = new Map<string, number>()
         yield* Effect.forEach(

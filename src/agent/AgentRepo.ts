@@ -1,5 +1,5 @@
 /** SQL for the agent: strategies, their schedule and the decision log. Infrastructure failures die here. */
-import { SqlClient, SqlSchema } from "@effect/sql"
+import { SqlClient, SqlSchema, type Statement as SqlStatement } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { Address } from "../chain/Address.js"
 import { isUniqueViolation, repository, transactionally } from "../Sql.js"
@@ -26,6 +26,9 @@ const DecisionRow = Schema.Struct({
   txs: Schema.Array(Schema.String),
   error: Schema.NullOr(Schema.String)
 })
+
+/** A decision as `GET /agent/decisions` answers it. */
+export const decisionItem = (row: typeof DecisionRow.Type) => ({ ...row, at: row.at.getTime() })
 
 const strategyColumns = "card_id, targets, weekly_spend_usd, time_zone, created_at, updated_at"
 
@@ -139,18 +142,32 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
     const releaseFunding = (cardId: string) =>
       sql`UPDATE agent_strategies SET funded_at = NULL WHERE card_id = ${cardId}`
 
-    /** The card's decisions, newest first, with their transactions in the order they were signed. */
+    /** Decisions as the log shows them (`where` over decisions `d`), with their transactions in signing order. */
+    const decisionRows = (where: SqlStatement.Fragment) => sql`
+      SELECT d.id, d.at, d.action, d.symbol, d.usd, d.reason, d.status, d.error,
+             COALESCE(array_agg(t.hash ORDER BY t.created_at) FILTER (WHERE t.hash IS NOT NULL), '{}') AS txs
+      FROM agent_decisions d LEFT JOIN agent_transactions t ON t.decision_id = d.id
+      WHERE ${where}
+      GROUP BY d.id`
+
+    /** The card's decisions, newest first. */
     const decisions = SqlSchema.findAll({
       Request: Schema.Struct({ cardId: Schema.String, limit: Schema.Number, before: Schema.NullOr(Schema.String) }),
       Result: DecisionRow,
       execute: ({ before, cardId, limit }) => sql`
-        SELECT d.id, d.at, d.action, d.symbol, d.usd, d.reason, d.status, d.error,
-               COALESCE(array_agg(t.hash ORDER BY t.created_at) FILTER (WHERE t.hash IS NOT NULL), '{}') AS txs
-        FROM agent_decisions d LEFT JOIN agent_transactions t ON t.decision_id = d.id
-        WHERE d.card_id = ${cardId} AND (${before}::bigint IS NULL OR d.id < ${before}::bigint)
-        GROUP BY d.id
+        ${decisionRows(sql`d.card_id = ${cardId} AND (${before}::bigint IS NULL OR d.id < ${before}::bigint)`)}
         ORDER BY d.id DESC
         LIMIT ${limit}`
+    })
+
+    /** The given decisions, each with the address of its card's holder. */
+    const decisionsById = SqlSchema.findAll({
+      Request: Schema.Array(Schema.String),
+      Result: Schema.Struct({ ...DecisionRow.fields, address: Address }),
+      execute: (ids) => sql`
+        SELECT r.*, c.address FROM (${decisionRows(sql`d.id = ANY(${ids}::bigint[])`)}) r
+        JOIN agent_decisions d ON d.id = r.id::bigint JOIN cards c ON c.id = d.card_id
+        ORDER BY r.id::bigint`
     })
 
     /**
@@ -302,6 +319,7 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
         claimFunding,
         releaseFunding,
         decisions,
+        decisionsById,
         claimDue,
         advance,
         latestDecisions,

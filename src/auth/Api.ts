@@ -78,7 +78,8 @@ export class AuthApi extends HttpApiGroup.make("auth")
       .annotate(
         OpenApi.Description,
         "Exchanges the signed challenge for a 30-day bearer token, with the account's identity-check state and " +
-          "card. The signature may be an EOA's or a contract wallet's (ERC-1271, checked on chain)."
+          "card. The signature may be an EOA's, a deployed smart account's (ERC-1271, checked on chain) or an " +
+          "ERC-6492 signature of a smart account not deployed yet (checked in simulation; nothing is deployed)."
       )
   )
   .annotate(OpenApi.Title, "Sign-in")

@@ -58,7 +58,8 @@ export class Auth extends Effect.Service<Auth>()("app/Auth", {
       chain.verifyMessage(address, message, signature).pipe(
         Effect.timeoutFail({ duration: chainTimeout, onTimeout: () => "timeout" as const }),
         Effect.catchAll((cause) =>
-          Effect.logWarning("sign-in: the chain did not answer", cause).pipe(
+          // counted in the chain's outage from the 503 (Outages.ts); the detail at debug level
+          Effect.logDebug("sign-in: the chain did not answer", cause).pipe(
             Effect.zipRight(new ChainUnavailable({ error: "the chain did not answer in time; try again" }))
           )
         )

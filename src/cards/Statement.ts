@@ -4,9 +4,9 @@
  * tables that own those facts.
  */
 
-import { SqlClient, SqlSchema } from "@effect/sql"
-import { Effect, Schema } from "effect"
-import type { Address } from "../chain/Address.js"
+import { SqlClient, SqlSchema, type Statement as SqlStatement } from "@effect/sql"
+import { Effect, Option, Schema } from "effect"
+import { Address } from "../chain/Address.js"
 import { ChainClient } from "../chain/ChainClient.js"
 import { DEFAULT_PAGE_SIZE } from "../QueryParams.js"
 import { ActivityItem } from "./Api.js"
@@ -20,11 +20,41 @@ const ItemRow = Schema.Struct({
   tx: Schema.String
 })
 
+/** A statement item from its stored facts; USD amounts are kept in millionths. */
+export const activityItem = (row: {
+  readonly id: string
+  readonly type: "payment" | "refill"
+  readonly at: Date
+  readonly amountMicros: bigint
+  readonly description: string
+  readonly tx: string
+}) =>
+  new ActivityItem({
+    id: row.id,
+    type: row.type,
+    at: row.at.getTime(),
+    usd: Number(row.amountMicros) / 1_000_000,
+    description: row.description,
+    tx: row.tx
+  })
+
 export class Statement extends Effect.Service<Statement>()("app/Statement", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     // USD1 atomic units per millionth of a dollar.
     const atomicPerMicro = (10n ** BigInt(Math.max(0, (yield* ChainClient).usd1.decimals - 6))).toString()
+
+    /** The executed refills that `where` selects (over decisions `d` and cards `c`), as items. */
+    const refills = (where: SqlStatement.Fragment) => sql`
+      SELECT 'refill-' || d.id AS id, 'refill' AS type, t.updated_at AS at,
+             (t.amount / ${atomicPerMicro}::numeric)::bigint AS amount_micros,
+             CASE WHEN d.symbol = 'USD1' THEN 'Agent refill from the agent wallet''s USD1'
+                  ELSE 'Agent refill: sold ' || d.symbol END AS description,
+             t.hash AS tx, c.address AS owner
+      FROM agent_decisions d
+      JOIN cards c ON c.id = d.card_id
+      JOIN agent_transactions t ON t.decision_id = d.id AND t.step = 'send' AND t.status = 'succeeded'
+      WHERE d.action = 'refill' AND d.status = 'executed' AND ${where}`
 
     const page = SqlSchema.findAll({
       Request: Schema.Struct({ address: Schema.String, limit: Schema.Number, before: Schema.NullOr(Schema.String) }),
@@ -32,17 +62,10 @@ export class Statement extends Effect.Service<Statement>()("app/Statement", {
       // A cursor that is not one of the caller's items yields an empty page, never another's data.
       execute: ({ address, limit, before }) => sql`
         WITH items AS (
-          SELECT id, 'payment' AS type, paid_at AS at, amount_micros, description, tx
+          SELECT id, 'payment' AS type, paid_at AS at, amount_micros, description, tx, payer AS owner
           FROM orders WHERE payer = ${address} AND status = 'paid'
           UNION ALL
-          SELECT 'refill-' || d.id, 'refill', t.updated_at, (t.amount / ${atomicPerMicro}::numeric)::bigint,
-                 CASE WHEN d.symbol = 'USD1' THEN 'Agent refill from the agent wallet''s USD1'
-                      ELSE 'Agent refill: sold ' || d.symbol END,
-                 t.hash
-          FROM agent_decisions d
-          JOIN cards c ON c.id = d.card_id
-          JOIN agent_transactions t ON t.decision_id = d.id AND t.step = 'send' AND t.status = 'succeeded'
-          WHERE c.address = ${address} AND d.action = 'refill' AND d.status = 'executed'
+          ${refills(sql`c.address = ${address}`)}
         ),
         cursor AS (SELECT at, id FROM items WHERE id = ${before})
         SELECT items.* FROM items
@@ -58,17 +81,19 @@ export class Statement extends Effect.Service<Statement>()("app/Statement", {
       const rows = yield* page({ address, limit: query.limit ?? DEFAULT_PAGE_SIZE, before: query.before ?? null }).pipe(
         Effect.orDie
       )
-      return rows.map(
-        (row) =>
-          new ActivityItem({
-            id: row.id,
-            type: row.type,
-            at: row.at.getTime(),
-            usd: Number(row.amountMicros) / 1_000_000,
-            description: row.description,
-            tx: row.tx
-          })
-      )
+      return rows.map(activityItem)
+    })
+
+    const refillRow = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: Schema.Struct({ ...ItemRow.fields, owner: Address }),
+      execute: (decisionId) => sql`${refills(sql`d.id = ${decisionId}::bigint`)}`
+    })
+
+    /** An executed refill's statement item and whose card it went to; none unless executed. */
+    const refill = Effect.fn("Statement.refill")(function* (decisionId: string) {
+      const row = yield* refillRow(decisionId).pipe(Effect.orDie)
+      return Option.map(row, (found) => ({ owner: found.owner, item: activityItem(found) }))
     })
 
     const paymentRows = SqlSchema.findAll({
@@ -92,6 +117,6 @@ export class Statement extends Effect.Service<Statement>()("app/Statement", {
       return byPayer as ReadonlyMap<string, ReadonlyArray<{ readonly at: number; readonly usd: number }>>
     })
 
-    return { activity, payments }
+    return { activity, refill, payments }
   })
 }) {}

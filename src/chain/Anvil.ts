@@ -1,14 +1,17 @@
 /**
  * The anvil process of the embedded devnet: the binary from `@foundry-rs/anvil`, spawned directly on
- * a free local port under a watchdog (see EmbeddedServer.ts). With a state folder its chain state is
- * loaded at start and dumped every few seconds and at exit, and its pid is recorded so that a start
- * stops an anvil a previous run left behind before touching the state.
+ * a free local port under a watchdog and supervised (see EmbeddedServer.ts): an anvil that exits on
+ * its own is started again on the same port, so clients keep their URL. With a state folder its
+ * chain state is loaded at start and dumped every few seconds and at exit (a hard kill loses what
+ * came after the last dump), and its pid is recorded so that a start stops an anvil a previous run
+ * left behind before touching the state.
  */
 import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises"
 import { createRequire } from "node:module"
 import * as path from "node:path"
 import { Duration, Effect, type Scope } from "effect"
-import { EmbeddedServerError, startServer, stopLeftover } from "../EmbeddedServer.js"
+import { freePort } from "../EmbeddedPostgres.js"
+import { EmbeddedServerError, startServer, stopLeftover, superviseServer } from "../EmbeddedServer.js"
 
 const SERVER = "anvil"
 const LISTEN_TIMEOUT = Duration.seconds(10)
@@ -21,6 +24,11 @@ export interface AnvilOptions {
   readonly chainId: number
   /** Keep the chain state (`anvil-state.json`) and the pid file here. Omit for an ephemeral chain. */
   readonly stateDir?: string
+  /**
+   * Brings the chain back to what its users expect after a restart (its contracts, when the state
+   * file lost them); a failure counts as a failed restart.
+   */
+  readonly recover?: (rpcUrl: string) => Effect.Effect<void, EmbeddedServerError>
 }
 
 const failure = (where: string, reason: string, cause?: unknown) =>
@@ -80,18 +88,19 @@ export const startAnvil = (options: AnvilOptions): Effect.Effect<string, Embedde
         catch: (cause) => failure(stateDir, `cannot create the state folder: ${causeText(cause)}`, cause)
       })
       yield* stopLeftoverAnvil(pidFile, stateFile)
-      yield* quarantineUnreadableState(stateFile)
       // runs after anvil stopped (finalizers run in reverse)
       yield* Effect.addFinalizer(() => Effect.promise(() => rm(pidFile, { force: true }).catch(() => undefined)))
     }
-    const server = yield* startServer({
+    // chosen once: a restart listens where clients already connect
+    const port = yield* freePort
+    const server = startServer({
       server: SERVER,
       binary,
       args: [
         "--host",
         "127.0.0.1",
         "--port",
-        "0",
+        String(port),
         "--chain-id",
         String(options.chainId),
         ...(stateFile === undefined ? [] : ["--state", stateFile, "--state-interval", String(STATE_INTERVAL_SECONDS)])
@@ -100,9 +109,21 @@ export const startAnvil = (options: AnvilOptions): Effect.Effect<string, Embedde
       readyTimeout: LISTEN_TIMEOUT,
       stopSignal: "SIGTERM",
       stopGrace: STOP_GRACE
+    }).pipe(
+      Effect.tap((running) =>
+        pidFile === undefined
+          ? Effect.void
+          : Effect.promise(() => writeFile(pidFile, `${running.pid}\n`).catch(() => undefined))
+      )
+    )
+    const rpcUrl = `http://127.0.0.1:${port}`
+    const { recover } = options
+    yield* superviseServer({
+      server: SERVER,
+      path: stateFile ?? "(ephemeral)",
+      // a state file torn by the hard kill is moved aside, as at any start
+      start: stateFile === undefined ? server : Effect.zipRight(quarantineUnreadableState(stateFile), server),
+      ...(recover === undefined ? {} : { recover: () => recover(rpcUrl) })
     })
-    if (pidFile !== undefined) {
-      yield* Effect.promise(() => writeFile(pidFile, `${server.pid}\n`).catch(() => undefined))
-    }
-    return `http://${server.ready[1]}`
+    return rpcUrl
   }).pipe(Effect.withSpan("Anvil.start"))

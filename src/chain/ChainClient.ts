@@ -162,6 +162,15 @@ export interface ChainClientShape {
   readonly authorizationState: (authorizer: Address, nonce: Hex) => Effect.Effect<boolean, ChainError>
   /** The transaction in which the authorizer's nonce was used (its `AuthorizationUsed` event), if any. */
   readonly authorizationUsedIn: (authorizer: Address, nonce: Hex) => Effect.Effect<Option.Option<Hash>, ChainError>
+  /**
+   * Whether the payer signed the EIP-3009 authorization under the USD1 domain: an EOA locally, a
+   * contract wallet through ERC-1271, a smart account not deployed yet through ERC-6492 (deployed in
+   * simulation only). A chain that does not answer is a `ChainError`, never "not signed".
+   */
+  readonly authorizationSigned: (
+    authorization: TransferAuthorization,
+    signature: Hex
+  ) => Effect.Effect<boolean, ChainError>
   /** USD1's EIP-712 DOMAIN_SEPARATOR; none when the token does not expose it. */
   readonly usd1DomainSeparator: Effect.Effect<Option.Option<Hex>, ChainError>
 

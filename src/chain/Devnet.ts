@@ -29,13 +29,14 @@ import {
   type Transport
 } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
-import type { EmbeddedServerError } from "../EmbeddedServer.js"
+import { EmbeddedServerError } from "../EmbeddedServer.js"
 import { Address as AddressSchema } from "./Address.js"
 import { startAnvil } from "./Anvil.js"
 import {
   DemoExchangeArtifact,
   MulticallArtifact,
   PriceFeedArtifact,
+  SmartAccountFactoryArtifact,
   StockTokenArtifact,
   Usd1Artifact
 } from "./contracts/artifacts.js"
@@ -60,6 +61,8 @@ export interface Devnet {
   readonly chainId: number
   readonly usd1: Address
   readonly exchange: Address
+  /** A `SmartAccountFactory`: counterfactual ERC-4337 smart accounts (ERC-1271, ERC-6492) for tests and demos. */
+  readonly accountFactory: Address
   readonly stocks: ReadonlyArray<DevnetStock>
   /** anvil account 0: owner of all contracts and minter */
   readonly deployerKey: Hex
@@ -193,18 +196,25 @@ export const sendAsDeployer = (
 
 /**
  * 1: the first layout, whose exchange could only sell. 2: the exchange also buys (it mints the stock
- * tokens). A version-1 state gets a new exchange on start; everything else is kept.
+ * tokens). 3: a smart-account factory. On start a version-1 state gets a new exchange, an older one
+ * than 3 the factory; everything else is kept.
  */
-const MANIFEST_VERSION = 2
+const MANIFEST_VERSION = 3
 
 const Manifest = Schema.Struct({
-  version: Schema.Literal(1, MANIFEST_VERSION),
+  version: Schema.Literal(1, 2, MANIFEST_VERSION),
   chainId: Schema.Number,
   usd1: AddressSchema,
   exchange: AddressSchema,
+  /** Absent before version 3. */
+  accountFactory: Schema.optional(AddressSchema),
   stocks: Schema.Array(Schema.Struct({ symbol: Schema.String, address: AddressSchema, feed: AddressSchema }))
 })
 type Manifest = typeof Manifest.Type
+/** A manifest of the current layout. */
+type CurrentManifest = Manifest & { readonly accountFactory: Address }
+const isCurrent = (manifest: Manifest): manifest is CurrentManifest =>
+  manifest.version === MANIFEST_VERSION && manifest.accountFactory !== undefined
 
 const ManifestJson = Schema.parseJson(Manifest, { space: 2 })
 
@@ -345,14 +355,14 @@ const exchangeSteps = (manifest: Pick<Manifest, "usd1" | "exchange" | "stocks">)
   mintUsd1Step(manifest.usd1, manifest.exchange, DEVNET_EXCHANGE_USD1)
 ]
 
-const deploy = (devnet: Endpoint): Effect.Effect<Manifest, DevnetError> =>
+const accountFactoryStep = deployStep("deploy SmartAccountFactory", encodeDeployData(SmartAccountFactoryArtifact))
+
+const deploy = (devnet: Endpoint): Effect.Effect<CurrentManifest, DevnetError> =>
   Effect.gen(function* () {
     const startNonce = yield* deployerNonce(devnet)
     // Every transaction gets an explicit, sequential nonce, so the addresses are known up front.
     const stockCount = DEVNET_STOCK_FIXTURES.length
-    const manifest: Manifest = {
-      version: MANIFEST_VERSION,
-      chainId: devnet.chainId,
+    const base = {
       usd1: createdAt(startNonce),
       exchange: createdAt(startNonce + 1 + 2 * stockCount),
       stocks: DEVNET_STOCK_FIXTURES.map((s, i) => ({
@@ -361,7 +371,7 @@ const deploy = (devnet: Endpoint): Effect.Effect<Manifest, DevnetError> =>
         feed: createdAt(startNonce + 1 + stockCount + i)
       }))
     }
-    yield* sendSetup(devnet, startNonce, [
+    const steps: ReadonlyArray<SetupStep> = [
       deployStep("deploy USD1", encodeDeployData(Usd1Artifact)),
       ...DEVNET_STOCK_FIXTURES.map((s) =>
         deployStep(`deploy ${s.ticker}`, encodeDeployData({ ...StockTokenArtifact, args: [s.name, s.ticker] }))
@@ -372,26 +382,44 @@ const deploy = (devnet: Endpoint): Effect.Effect<Manifest, DevnetError> =>
           encodeDeployData({ ...PriceFeedArtifact, args: [`${s.ticker} / USD`, toFeedAnswer(s.initialPrice)] })
         )
       ),
-      ...exchangeSteps(manifest),
+      ...exchangeSteps(base),
       ...ANVIL_ACCOUNT_KEYS.map((key) =>
-        mintUsd1Step(manifest.usd1, privateKeyToAccount(key).address, DEVNET_ACCOUNT_USD1)
-      )
-    ])
+        mintUsd1Step(base.usd1, privateKeyToAccount(key).address, DEVNET_ACCOUNT_USD1)
+      ),
+      // last, so that the contracts above stay where they were before the factory existed
+      accountFactoryStep
+    ]
+    yield* sendSetup(devnet, startNonce, steps)
+    const manifest: CurrentManifest = {
+      version: MANIFEST_VERSION,
+      chainId: devnet.chainId,
+      ...base,
+      accountFactory: createdAt(startNonce + steps.length - 1)
+    }
     return manifest
   }).pipe(Effect.withSpan("Devnet.deploy"))
 
 /**
  * Brings a manifest of an older layout up to date: a version-1 exchange cannot buy, so a new one
- * replaces it (registered, minter of every stock, with its own USD1 liquidity). Tokens, feeds and
- * balances stay.
+ * replaces it (registered, minter of every stock, with its own USD1 liquidity); a state older than
+ * version 3 gets the smart-account factory. Tokens, feeds and balances stay.
  */
-const upgrade = (devnet: Endpoint, manifest: Manifest): Effect.Effect<Manifest, DevnetError> =>
+const upgrade = (devnet: Endpoint, manifest: Manifest): Effect.Effect<CurrentManifest, DevnetError> =>
   Effect.gen(function* () {
-    if (manifest.version === MANIFEST_VERSION) return manifest
+    if (isCurrent(manifest)) return manifest
     const startNonce = yield* deployerNonce(devnet)
-    const upgraded: Manifest = { ...manifest, version: MANIFEST_VERSION, exchange: createdAt(startNonce) }
-    yield* sendSetup(devnet, startNonce, exchangeSteps(upgraded))
-    yield* Effect.logInfo(`devnet upgraded: a new exchange that also buys replaces ${manifest.exchange}`)
+    const exchange = manifest.version === 1 ? createdAt(startNonce) : manifest.exchange
+    const newExchange = manifest.version === 1 ? exchangeSteps({ ...manifest, exchange }) : []
+    yield* sendSetup(devnet, startNonce, [...newExchange, accountFactoryStep])
+    const upgraded: CurrentManifest = {
+      ...manifest,
+      version: MANIFEST_VERSION,
+      exchange,
+      accountFactory: createdAt(startNonce + newExchange.length)
+    }
+    yield* Effect.logInfo(`devnet upgraded from layout ${manifest.version} to ${MANIFEST_VERSION}`).pipe(
+      Effect.annotateLogs({ exchange, accountFactory: upgraded.accountFactory })
+    )
     return upgraded
   }).pipe(Effect.withSpan("Devnet.upgrade"))
 
@@ -420,7 +448,12 @@ const manifestIsLive = (devnet: Endpoint, manifest: Manifest) =>
       DEVNET_STOCK_FIXTURES.every((f, i) => manifest.stocks[i]?.symbol === f.ticker)
     if (!sameStocks) return false
     const client = publicClientFor(devnet)
-    const addresses = [manifest.usd1, manifest.exchange, ...manifest.stocks.flatMap((s) => [s.address, s.feed])]
+    const addresses = [
+      manifest.usd1,
+      manifest.exchange,
+      ...(manifest.accountFactory === undefined ? [] : [manifest.accountFactory]),
+      ...manifest.stocks.flatMap((s) => [s.address, s.feed])
+    ]
     const codes = yield* attempt("cannot read contract code", () =>
       Promise.all(addresses.map((address) => client.getCode({ address })))
     )
@@ -458,6 +491,26 @@ const refreshStaleFeeds = (devnet: Devnet) =>
     if (stale.length > 0) yield* Effect.logInfo(`refreshed ${stale.length} stale devnet price feed(s)`)
   })
 
+/**
+ * After anvil restarted (supervised, see Anvil.ts): its state file normally still holds every
+ * contract. A state lost altogether (no dump yet, or a torn one moved aside) means a fresh chain,
+ * where deploying again from the deployer's first nonce puts every contract back at the same
+ * address (with the initial balances); otherwise the devnet cannot be what its users know.
+ */
+const restoreContracts = (devnet: Endpoint, expected: CurrentManifest) =>
+  Effect.gen(function* () {
+    if (yield* manifestIsLive(devnet, expected)) return yield* placeMulticall(devnet)
+    const again = yield* deploy(devnet)
+    yield* placeMulticall(devnet)
+    const addresses = (m: CurrentManifest) => JSON.stringify([m.usd1, m.exchange, m.accountFactory, m.stocks])
+    if (addresses(again) !== addresses(expected)) {
+      return yield* new DevnetError({
+        message: "its state was lost, and its contracts cannot be deployed at the same addresses again"
+      })
+    }
+    yield* Effect.logWarning("the devnet lost its state: its contracts were deployed again; balances start afresh")
+  }).pipe(Effect.withSpan("Devnet.restoreContracts"))
+
 // ---------------------------------------------------------------------------------------------------
 // startDevnet
 
@@ -471,9 +524,21 @@ export const startDevnet = (
   Effect.gen(function* () {
     const started = Date.now()
     const stateDir = options?.stateDir === undefined ? undefined : path.resolve(options.stateDir)
+    // What a restarted anvil must hold again: known once the contracts are deployed (before that, a
+    // lost anvil fails this start).
+    let deployed: CurrentManifest | undefined
     const rpcUrl = yield* startAnvil({
       chainId: DEVNET_CHAIN_ID,
-      ...(stateDir === undefined ? {} : { stateDir })
+      ...(stateDir === undefined ? {} : { stateDir }),
+      recover: (url) =>
+        deployed === undefined
+          ? Effect.void
+          : restoreContracts({ rpcUrl: url, chainId: DEVNET_CHAIN_ID }, deployed).pipe(
+              Effect.mapError(
+                (error) =>
+                  new EmbeddedServerError({ server: "devnet", path: stateDir ?? "(ephemeral)", reason: error.message })
+              )
+            )
     })
     const endpoint = { rpcUrl, chainId: DEVNET_CHAIN_ID }
 
@@ -484,6 +549,7 @@ export const startDevnet = (
       [reusable ? upgrade(endpoint, existing.value) : deploy(endpoint), placeMulticall(endpoint)],
       { concurrency: 2 }
     )
+    deployed = manifest
     const outcome = !reusable ? "fresh" : manifest === Option.getOrUndefined(existing) ? "reused" : "upgraded"
     if (manifestFile !== undefined && outcome !== "reused") yield* writeManifest(manifestFile, manifest)
 
@@ -492,6 +558,7 @@ export const startDevnet = (
       chainId: DEVNET_CHAIN_ID,
       usd1: manifest.usd1,
       exchange: manifest.exchange,
+      accountFactory: manifest.accountFactory,
       stocks: DEVNET_STOCK_FIXTURES.map((fixture, i) => {
         const deployed = manifest.stocks[i]!
         return {
@@ -515,6 +582,7 @@ export const startDevnet = (
         rpcUrl,
         usd1: devnet.usd1,
         exchange: devnet.exchange,
+        accountFactory: devnet.accountFactory,
         deployment: outcome,
         stateDir: stateDir ?? "(ephemeral)",
         ms: Date.now() - started

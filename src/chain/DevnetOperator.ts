@@ -1,11 +1,16 @@
 /**
- * Operator helpers for a running devnet: feed prices, trading pauses and mints, each signed by the
- * deployer key (the owner of every devnet contract). Run them one at a time per devnet: they take the
- * deployer's next nonce.
+ * Operator helpers for a running devnet: feed prices, trading pauses, mints and smart accounts, each
+ * signed by the deployer key (the owner of every devnet contract). Run them one at a time per devnet:
+ * they take the deployer's next nonce.
  */
 import { Effect, Option } from "effect"
-import type { Address, Hash } from "viem"
-import { PriceFeedArtifact, StockTokenArtifact, Usd1Artifact } from "./contracts/artifacts.js"
+import { type Address, encodeFunctionData, type Hash, type Hex, serializeErc6492Signature } from "viem"
+import {
+  PriceFeedArtifact,
+  SmartAccountFactoryArtifact,
+  StockTokenArtifact,
+  Usd1Artifact
+} from "./contracts/artifacts.js"
 import {
   attempt,
   type Devnet,
@@ -88,3 +93,50 @@ export const mintUsd1 = (devnet: Devnet, to: Address, amount: bigint): Effect.Ef
   sendAsDeployer(devnet, "mint USD1", (wallet) =>
     wallet.writeContract({ address: devnet.usd1, abi: Usd1Artifact.abi, functionName: "mint", args: [to, amount] })
   ).pipe(Effect.withSpan("Devnet.mintUsd1", { attributes: { to } }))
+
+/** An owner's smart account of the devnet's factory: deployed or not, its address is known. */
+export interface SmartAccountRef {
+  readonly owner: Address
+  /** Tells one owner's accounts apart. */
+  readonly salt: bigint
+}
+
+/** The address of the owner's smart account (`SmartAccountFactory.getAddress`), deployed or not. */
+export const smartAccountAddress = (devnet: Devnet, account: SmartAccountRef): Effect.Effect<Address, DevnetError> =>
+  attempt("cannot read the smart account address", () =>
+    publicClientFor(devnet).readContract({
+      address: devnet.accountFactory,
+      abi: SmartAccountFactoryArtifact.abi,
+      functionName: "getAddress",
+      args: [account.owner, account.salt]
+    })
+  )
+
+/**
+ * The owner's signature as an ERC-6492 signature of its not-yet-deployed account: wrapped with the
+ * factory call that deploys it, so that a verifier can deploy it in simulation.
+ */
+export const counterfactualSignature = (devnet: Devnet, account: SmartAccountRef, ownerSignature: Hex): Hex =>
+  serializeErc6492Signature({
+    address: devnet.accountFactory,
+    data: encodeFunctionData({
+      abi: SmartAccountFactoryArtifact.abi,
+      functionName: "createAccount",
+      args: [account.owner, account.salt]
+    }),
+    signature: ownerSignature
+  })
+
+/** Deploys the owner's smart account (idempotent) and answers its address. */
+export const createSmartAccount = (devnet: Devnet, account: SmartAccountRef): Effect.Effect<Address, DevnetError> =>
+  Effect.gen(function* () {
+    yield* sendAsDeployer(devnet, "create a smart account", (wallet) =>
+      wallet.writeContract({
+        address: devnet.accountFactory,
+        abi: SmartAccountFactoryArtifact.abi,
+        functionName: "createAccount",
+        args: [account.owner, account.salt]
+      })
+    )
+    return yield* smartAccountAddress(devnet, account)
+  }).pipe(Effect.withSpan("Devnet.createSmartAccount", { attributes: { owner: account.owner } }))

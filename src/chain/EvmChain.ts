@@ -28,6 +28,7 @@ import {
   getAddress,
   type Hash,
   type Hex,
+  hashTypedData,
   hexToBigInt,
   hexToNumber,
   isAddressEqual,
@@ -38,6 +39,7 @@ import {
   parseEther,
   parseEventLogs,
   RpcRequestError,
+  recoverAddress,
   recoverMessageAddress,
   toFunctionSelector,
   toHex
@@ -60,9 +62,11 @@ import {
 import { DemoExchangeArtifact, PriceFeedArtifact, StockTokenArtifact, Usd1Artifact } from "./contracts/artifacts.js"
 import { ChainDeployment } from "./Deployment.js"
 import { DEVNET_DEPLOYER_KEY } from "./Devnet.js"
+import { transferWithAuthorizationTypedData } from "./Eip3009.js"
 import { isUnreachable, jsonRpcClient } from "./JsonRpc.js"
 import { chunksOf, MULTICALL_CHUNK, MULTICALL3_ADDRESS, rowsOf } from "./Multicall.js"
 import { sendQueues } from "./SendQueues.js"
+import { checkChain } from "./StartupCheck.js"
 
 /** viem's error text, with the node's own words and a revert reason when there is one. */
 export const errorText = (cause: unknown): string => {
@@ -260,6 +264,10 @@ export const EvmChain = Layer.scoped(
 
     const read = <A>(what: string, method: string, params: ReadonlyArray<unknown>) =>
       chainCall(what, (signal) => reads.request<A>(method, params, signal))
+
+    // A configured chain only: the embedded devnet's contracts are ours, checked when it starts.
+    // Not a failure anything could handle: the start ends with its one line (Launch.ts).
+    if (!deployment.local) yield* checkChain({ chainId, usd1: usd1.address }, read).pipe(Effect.orDie)
 
     /** The gas the call needs, sent by `from`; a refusal (a revert) is `CallReverted`, nothing sent. */
     const simulate = (from: Address, call: Call) =>
@@ -461,14 +469,19 @@ export const EvmChain = Layer.scoped(
       )
 
     /**
-     * Whether `address` signed `message`: recovered locally for an EOA; otherwise checked on chain by
-     * viem (ERC-1271, ERC-6492, ERC-8010). viem reads a failed call as "not signed", so its calls are
-     * watched: a node that did not answer is a `ChainError`, never a verdict. A malformed signature
-     * is "not signed".
+     * Whether `address` made the signature: recovered locally (`recover`) for an EOA; otherwise
+     * checked on chain by viem (`onChain`: ERC-1271, ERC-6492, ERC-8010). viem reads a failed call as
+     * "not signed", so its calls are watched: a node that did not answer is a `ChainError`, never a
+     * verdict. A malformed signature is "not signed".
      */
-    const verifyMessage = (address: Address, message: string, signature: Hex) =>
-      chainCall("verify message", async (signal) => {
-        const signer = await recoverMessageAddress({ message, signature }).catch(() => undefined)
+    const signedBy = (
+      what: string,
+      address: Address,
+      recover: () => Promise<Address>,
+      onChain: (client: ReturnType<typeof viemOver>) => Promise<boolean>
+    ) =>
+      chainCall(what, async (signal) => {
+        const signer = await recover().catch(() => undefined)
         if (signer !== undefined && isAddressEqual(signer, address)) return true
         let unanswered: unknown
         const watched = viemOver((method, params) =>
@@ -477,10 +490,28 @@ export const EvmChain = Layer.scoped(
             throw error
           })
         )
-        const valid = await watched.verifyMessage({ address, message, signature }).catch(() => false)
+        const valid = await onChain(watched).catch(() => false)
         if (!valid && unanswered !== undefined) throw unanswered
         return valid
       })
+
+    const verifyMessage = (address: Address, message: string, signature: Hex) =>
+      signedBy(
+        "verify message",
+        address,
+        () => recoverMessageAddress({ message, signature }),
+        (client) => client.verifyMessage({ address, message, signature })
+      )
+
+    const authorizationSigned = (authorization: TransferAuthorization, signature: Hex) => {
+      const hash = hashTypedData(transferWithAuthorizationTypedData(authorization, { chainId, usd1 }))
+      return signedBy(
+        "verify authorization",
+        authorization.from,
+        () => recoverAddress({ hash, signature }),
+        (client) => client.verifyHash({ address: authorization.from, hash, signature })
+      )
+    }
 
     /**
      * `transferWithAuthorization`'s calldata: a 65-byte signature as (v, r, s), anything else as
@@ -819,6 +850,7 @@ export const EvmChain = Layer.scoped(
       balances,
       authorizationState,
       authorizationUsedIn,
+      authorizationSigned,
       usd1DomainSeparator,
       transferWithAuthorization,
       rebroadcast,

@@ -379,6 +379,7 @@ const make = (options: InMemoryChainOptions) =>
         Effect.map(Ref.get(state), (current) =>
           Option.fromNullable(current.authorizations.get(key(authorizer, nonce)))
         ),
+      authorizationSigned,
       usd1DomainSeparator: Effect.succeedNone,
       transferWithAuthorization,
       rebroadcast: () => Effect.succeed("known" as const),

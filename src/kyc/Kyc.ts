@@ -24,6 +24,7 @@ import { NotFound } from "../ApiError.js"
 import { AppConfig } from "../Config.js"
 import { Cards } from "../cards/Cards.js"
 import type { Address } from "../chain/Address.js"
+import { Events } from "../events/Events.js"
 import { countKycTransition } from "../Metrics.js"
 import { KycAlreadyApproved, KycDuplicate, KycProviderFailed } from "./Api.js"
 import { KycProvider, type SessionUpdate } from "./KycProvider.js"
@@ -46,6 +47,7 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
     const repo = yield* KycRepo
     const cards = yield* Cards
     const provider = yield* KycProvider
+    const events = yield* Events
     const { webOrigins, appUrl } = yield* AppConfig
 
     const timed = <A>(
@@ -59,12 +61,18 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
         })
       )
 
-    /** A user's state moved: an info line with the ids (never the document) and the transitions counter. */
+    /**
+     * A user's state moved (inside the transaction that moves it): the user's `kyc` event, an info
+     * line with the ids (never the document) and the transitions counter.
+     */
     const transition = (address: Address, from: KycState, to: KycState, sessionId: string) =>
-      Effect.logInfo(`identity check: ${from} -> ${to}`).pipe(
-        Effect.annotateLogs({ "user.address": address, "kyc.provider": provider.name, "kyc.session_id": sessionId }),
-        Effect.zipRight(countKycTransition(from, to))
-      )
+      events
+        .publish(address, { type: "kyc", data: { kyc: to } })
+        .pipe(
+          Effect.zipRight(Effect.logInfo(`identity check: ${from} -> ${to}`)),
+          Effect.annotateLogs({ "user.address": address, "kyc.provider": provider.name, "kyc.session_id": sessionId }),
+          Effect.zipRight(countKycTransition(from, to))
+        )
 
     /** An approval needs the verified document; fetch it from the provider when the event lacks it. */
     const withDocument = (update: SessionUpdate) =>

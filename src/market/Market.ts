@@ -18,7 +18,9 @@ import { NotFound } from "../ApiError.js"
 import { backgroundLoop } from "../BackgroundLoop.js"
 import { durationConfig } from "../Config.js"
 import type { Address } from "../chain/Address.js"
+import { ChainError } from "../chain/ChainClient.js"
 import { type StockToken, TokenRegistry } from "../chain/Tokens.js"
+import { reportUnavailable } from "../Outages.js"
 import type { CloseRef, MarketData, TokenMarket } from "./Api.js"
 import { PriceUnavailable } from "./Api.js"
 import { type AdHocClosure, defaultAdHocClosures, isIsoDate, type MarketStatus, marketStatusAt } from "./Calendar.js"
@@ -231,9 +233,12 @@ export class Market extends Effect.Service<Market>()("app/Market", {
           }),
           Effect.catchTag("PriceFeedError", (error) =>
             Effect.zipRight(
-              Effect.logWarning("price feed read failed").pipe(
-                Effect.annotateLogs({ symbol: token.symbol, reason: error.message })
-              ),
+              // a feed on a chain that does not answer is that outage, counted once (Outages.ts)
+              error.cause instanceof ChainError
+                ? reportUnavailable("chain", `price feed: ${error.message}`, "request")
+                : Effect.logWarning("price feed read failed").pipe(
+                    Effect.annotateLogs({ symbol: token.symbol, reason: error.message })
+                  ),
               Effect.fail(unavailable(token, "the price feed failed"))
             )
           )
@@ -318,7 +323,10 @@ export class Market extends Effect.Service<Market>()("app/Market", {
                 message: `${token.symbol}: no answer within ${Duration.format(settings.readTimeout)}`
               })
             }),
-            Effect.mapError((error) => error.message),
+            Effect.mapError((error) => ({
+              reason: error.message,
+              chainDown: "cause" in error && error.cause instanceof ChainError
+            })),
             Effect.either,
             Effect.map((result) => [token, result] as const)
           ),
@@ -335,9 +343,17 @@ export class Market extends Effect.Service<Market>()("app/Market", {
       const recorded = yield* recordCloseRefs(observed)
       yield* loadCloseRefs
       yield* Effect.annotateCurrentSpan({ "market.refreshed": observed.length, "market.failed": failed.length })
-      if (failed.length > 0) {
+      // Feeds on a chain that does not answer are that outage, counted once per refresh (Outages.ts).
+      const chainDown = failed.filter(([, failure]) => failure.chainDown)
+      if (chainDown.length > 0) {
+        yield* reportUnavailable("chain", `price refresh: ${chainDown[0]![1].reason}`, "job")
+      }
+      const otherwise = failed.filter(([, failure]) => !failure.chainDown)
+      if (otherwise.length > 0) {
         yield* Effect.logWarning("price refresh: some feeds failed").pipe(
-          Effect.annotateLogs({ failed: failed.map(([token, reason]) => `${token.symbol} (${reason})`).join("; ") })
+          Effect.annotateLogs({
+            failed: otherwise.map(([token, failure]) => `${token.symbol} (${failure.reason})`).join("; ")
+          })
         )
       }
       if (observed.length === 0 && tokens.length > 0) {
@@ -367,8 +383,14 @@ export class Market extends Effect.Service<Market>()("app/Market", {
   dependencies: [MarketRepo.Default]
 }) {}
 
-/** Refreshes prices every PRICE_REFRESH_INTERVAL, the first time at start-up. */
+/**
+ * Refreshes prices every PRICE_REFRESH_INTERVAL, the first time at start-up. A refresh where no feed
+ * answered was already logged (or counted in the chain's outage) by `refresh`.
+ */
 export const MarketRefreshLive = backgroundLoop(
   "market-refresh",
-  Effect.map(Market, (market) => ({ tick: market.refresh, every: market.settings.refreshInterval }))
+  Effect.map(Market, (market) => ({
+    tick: market.refresh.pipe(Effect.catchTag("PriceUnavailable", () => Effect.void)),
+    every: market.settings.refreshInterval
+  }))
 )

@@ -22,9 +22,12 @@ import { domainSeparator, getAddress, type Hash, type Hex } from "viem"
 import { ChainUnavailable } from "../ApiError.js"
 import { backgroundLoop } from "../BackgroundLoop.js"
 import { AppConfig, durationConfig } from "../Config.js"
+import { activityItem } from "../cards/Statement.js"
 import type { Address } from "../chain/Address.js"
 import { ChainClient, type ChainClientShape, ChainError, receiptShowsTransfer } from "../chain/ChainClient.js"
+import { Events } from "../events/Events.js"
 import { countRevertedSettlement, countSettlement } from "../Metrics.js"
+import { outageOf, reportUnavailable } from "../Outages.js"
 import { Order, OrderAlreadyPaid, OrderExpired, OrderNotFound, PaymentInProgress, PaymentRequired } from "./Api.js"
 import { microsToAtomic, parseAmount } from "./Money.js"
 import { OrderRepo, type OrderRow, type SettlementRow } from "./OrderRepo.js"
@@ -119,6 +122,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
     const repo = yield* OrderRepo
     const chain = yield* ChainClient
     const processor = yield* PaymentProcessor
+    const events = yield* Events
     const { apiUrl, merchantPayTo, chainTimeout } = yield* AppConfig
     const settings = yield* merchantSettings
     const payTo = yield* Effect.orDieWith(merchantPayTo, () => "MERCHANT_PAY_TO is required for the merchant")
@@ -251,6 +255,17 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
             )
           : Effect.void
 
+    /** The payer's `payment` event (a payer who is a user), in the transaction that records the payment. */
+    const publishPayment = (paid: Option.Option<OrderRow>) =>
+      Option.match(paid, {
+        onNone: () => Effect.void,
+        onSome: (order) =>
+          events.publish(order.payer!, {
+            type: "payment",
+            data: activityItem({ ...order, type: "payment", at: order.paidAt!, tx: order.tx! })
+          })
+      })
+
     /**
      * A final state for a settlement and its order; idempotent. Whoever records it (the paying
      * request or the reconciler) says so once.
@@ -263,15 +278,17 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
         const now = new Date(yield* Clock.currentTimeMillis)
         const recorded =
           outcome._tag === "Settled"
-            ? yield* repo.finishSettlement(settlement.id, { status: "succeeded", txHash: outcome.transaction }, now)
+            ? yield* repo
+                .finishSettlement(settlement.id, { status: "succeeded", txHash: outcome.transaction }, now)
+                .pipe(Effect.tap(publishPayment), repo.withTransaction)
             : outcome._tag === "Rejected"
               ? yield* repo.finishSettlement(
                   settlement.id,
                   { status: "failed", txHash: outcome.transaction ?? null, errorReason: outcome.reason },
                   now
                 )
-              : false
-        if (recorded) yield* announceOutcome(settlement, outcome)
+              : Option.none()
+        if (Option.isSome(recorded)) yield* announceOutcome(settlement, outcome)
       })
 
     /**
@@ -462,7 +479,8 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       if (Either.isLeft(window)) return yield* refuse(order, window.left, "PAYMENT_INVALID")
       const verified = yield* withinChainTimeout(processor.verify(payload, requirements)).pipe(
         Effect.catchTag("ChainError", (error) =>
-          Effect.logWarning(`payment not verified: ${error.message}`).pipe(
+          // counted in the chain's outage from the 503 (Outages.ts); the detail at debug level
+          Effect.logDebug(`payment not verified: ${error.message}`).pipe(
             Effect.zipRight(
               new ChainUnavailable({ error: "the chain did not answer in time; nothing was reserved or sent" })
             )
@@ -550,9 +568,16 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       }).pipe(
         Effect.as(true),
         Effect.catchTag("ChainError", (error) =>
-          Effect.logWarning(`reconcile: the chain did not answer (${error.message}); will retry`).pipe(Effect.as(false))
+          reportUnavailable("chain", `reconcile: ${error.message}`, "job").pipe(Effect.as(false))
         ),
-        Effect.catchAllCause((cause) => Effect.logWarning("reconcile: will retry", cause).pipe(Effect.as(true))),
+        Effect.catchAllCause((cause) => {
+          const outage = outageOf(cause)
+          return (
+            Option.isSome(outage)
+              ? reportUnavailable(outage.value.dependency, `reconcile: ${outage.value.reason}`, "job")
+              : Effect.logWarning("reconcile: will retry", cause)
+          ).pipe(Effect.as(true))
+        }),
         Effect.withSpan("Merchant.reconcileOne", { attributes: { "order.id": settlement.orderId } })
       )
 

@@ -1,6 +1,6 @@
 /** SQL for orders and their settlements. Infrastructure failures die here. */
 import { SqlClient, SqlSchema } from "@effect/sql"
-import { Effect, Schema } from "effect"
+import { Array as Arr, Effect, Schema } from "effect"
 import { Address } from "../chain/Address.js"
 import { isUniqueViolation, repository, transactionally } from "../Sql.js"
 import { OrderStatus } from "./Api.js"
@@ -160,7 +160,8 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
     /**
      * Moves an unfinished settlement to a final state and its order with it, in one statement:
      * succeeded pays the settling order (payer, transaction, time), failed reopens it. Idempotent: a
-     * settlement already final changes nothing. True when this call recorded the outcome.
+     * settlement already final changes nothing. Answers the order as this call left it, none when
+     * the outcome was recorded before.
      */
     const finishSettlement = (
       id: number,
@@ -178,7 +179,7 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
               )
               UPDATE orders o SET status = 'paid', payer = done.payer, tx = ${outcome.txHash}, paid_at = ${now}
               FROM done WHERE o.id = done.order_id AND o.status = 'settling'
-              RETURNING o.id`
+              RETURNING o.*`
         : sql`WITH done AS (
                 UPDATE settlements SET status = 'failed', tx_hash = COALESCE(${outcome.txHash}, tx_hash),
                        error_reason = ${outcome.errorReason}, updated_at = ${now}
@@ -186,8 +187,11 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
                 RETURNING order_id
               )
               UPDATE orders o SET status = 'open' FROM done WHERE o.id = done.order_id AND o.status = 'settling'
-              RETURNING o.id`
-      ).pipe(Effect.map((rows) => rows.length > 0))
+              RETURNING o.*`
+      ).pipe(
+        Effect.flatMap((rows) => Schema.decodeUnknown(Schema.Array(OrderRow))(rows)),
+        Effect.map(Arr.head)
+      )
 
     /** This replica is alive (database time, so replicas' clocks need not agree); forgets long-dead ones. */
     const heartbeat = (replica: string) =>

@@ -10,7 +10,7 @@
  */
 import { HttpClient, HttpClientRequest, HttpClientResponse } from "@effect/platform"
 import { Context, Data, Effect, Layer, Option, Schema } from "effect"
-import type { Hash, Hex } from "viem"
+import { type Hash, type Hex, isErc6492Signature, parseErc6492Signature } from "viem"
 import {
   CallReverted,
   ChainClient,
@@ -85,6 +85,21 @@ const reasonForRevert = (message: string, otherwise: string): string => {
   return otherwise
 }
 
+/**
+ * The signature the token checks. An ERC-6492 signature (a smart account's, wrapped with the factory
+ * call that deploys it) is unwrapped: a deployed account checks the owner's signature inside it
+ * through ERC-1271. An account that is not deployed cannot be charged: the token has nothing to ask.
+ */
+const tokenSignature = (signature: Hex): { readonly signature: Hex; readonly counterfactual: boolean } => {
+  if (!isErc6492Signature(signature)) return { signature, counterfactual: false }
+  try {
+    return { signature: parseErc6492Signature(signature).signature, counterfactual: true }
+  } catch {
+    // a 6492 suffix on bytes that do not decode: the token refuses them as they are
+    return { signature, counterfactual: false }
+  }
+}
+
 /** A mined settlement judged: status success and the token's Transfer(from, to, value). */
 const judge = (chain: ChainClientShape, receipt: Receipt, payload: PaymentPayload): SettleOutcome => {
   const { from, to, value } = authorizationOf(payload.payload.authorization)
@@ -122,19 +137,26 @@ export const RelayerProcessor = Layer.effect(
 
     const verify = (payload: PaymentPayload, requirements: PaymentRequirements) =>
       Effect.gen(function* () {
+        const authorization = authorizationOf(payload.payload.authorization)
+        const { signature, counterfactual } = tokenSignature(payload.payload.signature as Hex)
         // One read: the nonce, the balance, and the transfer simulated, which is the token's own
         // check of the signature (an EOA's or a contract wallet's) and of everything else.
-        const check = yield* chain.transferCheck(
-          authorizationOf(payload.payload.authorization),
-          payload.payload.signature as Hex
-        )
+        const check = yield* chain.transferCheck(authorization, signature)
         const refused = (reason: string): Verification => ({ _tag: "Refused", reason })
         if (check.used) return refused(Reason.nonceUsed)
         if (check.balance < BigInt(requirements.amount)) return refused(Reason.insufficientBalance)
-        return Option.match(check.refusal, {
-          onNone: (): Verification => ({ _tag: "Valid", balance: Option.some(check.balance) }),
-          onSome: (refusal) => refused(reasonForRevert(refusal, Reason.simulationFailed))
-        })
+        if (Option.isNone(check.refusal)) return { _tag: "Valid" as const, balance: Option.some(check.balance) }
+        const reason = reasonForRevert(check.refusal.value, Reason.simulationFailed)
+        // A right signature of an account not deployed yet is told apart from a wrong one (on this
+        // failure path only): the payer can fix it by deploying the account.
+        if (
+          counterfactual &&
+          reason === Reason.signature &&
+          (yield* chain.authorizationSigned(authorization, payload.payload.signature as Hex))
+        ) {
+          return refused(Reason.undeployedSmartWallet)
+        }
+        return refused(reason)
       }).pipe(Effect.withSpan("PaymentProcessor.verify"))
 
     const settle = (
@@ -149,7 +171,7 @@ export const RelayerProcessor = Layer.effect(
           chain
             .transferWithAuthorization(
               authorizationOf(payload.payload.authorization),
-              payload.payload.signature as Hex,
+              tokenSignature(payload.payload.signature as Hex).signature,
               (signed) =>
                 record({ hash: signed.hash, raw: signed.raw }).pipe(
                   Effect.tap(() => {

@@ -23,6 +23,8 @@ export const Reason = {
   invalidScheme: "invalid_exact_evm_scheme",
   networkMismatch: "invalid_exact_evm_network_mismatch",
   signature: "invalid_exact_evm_signature",
+  /** An ERC-6492 signature of a smart account not deployed yet (x402 2.10's reason): deploy it, then pay. */
+  undeployedSmartWallet: "invalid_exact_evm_payload_undeployed_smart_wallet",
   recipientMismatch: "invalid_exact_evm_recipient_mismatch",
   validBefore: "invalid_exact_evm_payload_authorization_valid_before",
   validAfter: "invalid_exact_evm_payload_authorization_valid_after",

@@ -3,15 +3,21 @@
  * database and one devnet. Cards are made through the real sign-in and sandbox identity check.
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import { randomBytes } from "node:crypto"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import { createPublicClient, createWalletClient, erc20Abi, http, maxUint256, parseAbiItem, parseUnits } from "viem"
-import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { privateKeyToAccount } from "viem/accounts"
 import { agentWalletKey } from "../../src/agent/ChainAgentWallet.js"
 import { type Devnet, startDevnet } from "../../src/chain/Devnet.js"
 import { mintStock, mintUsd1 } from "../../src/chain/DevnetOperator.js"
-import { callService, devnetServiceEnv, type ServiceProcess, startService, stopService } from "../support/process.js"
+import {
+  callService,
+  devnetServiceEnv,
+  type ServiceProcess,
+  sandboxCardHolder,
+  startService,
+  stopService
+} from "../support/process.js"
 import { devnetRpc as rpc } from "../support/TestChain.js"
 import { queryDatabase as query, temporaryDatabaseUrl } from "../support/TestDatabase.js"
 import { DEFAULT_WAIT, eventually } from "../support/wait.js"
@@ -31,18 +37,7 @@ const serviceEnv = (devnet: Devnet, databaseUrl: string, agent: Record<string, s
 /** A new user signed in, approved by the sandbox provider, with a strategy: answers its token and address. */
 const newCustomer = (service: ServiceProcess, strategy: unknown) =>
   Effect.gen(function* () {
-    const account = privateKeyToAccount(generatePrivateKey())
-    const { message } = (yield* callService(service, "POST", "/auth/challenge", { json: { address: account.address } }))
-      .body
-    const signature = yield* Effect.promise(() => account.signMessage({ message }))
-    const { token } = (yield* callService(service, "POST", "/auth/verify", { json: { message, signature } })).body
-    const { url } = (yield* callService(service, "POST", "/kyc/session", { token })).body
-    const form = new URLSearchParams({
-      fullName: "Replica Holder",
-      documentNumber: randomBytes(5).toString("hex"),
-      outcome: "approve"
-    })
-    yield* Effect.promise(() => fetch(url, { method: "POST", body: form, redirect: "manual" }))
+    const { account, token } = yield* sandboxCardHolder(service)
     yield* eventually(
       `the identity check of ${account.address} to be approved`,
       callService(service, "GET", "/me", { token }),

@@ -8,6 +8,7 @@ import { AppConfig } from "../../src/Config.js"
 import { LocalCardIssuer } from "../../src/cards/CardIssuer.js"
 import { Cards } from "../../src/cards/Cards.js"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
+import { Events } from "../../src/events/Events.js"
 import { Kyc } from "../../src/kyc/Kyc.js"
 import { ScriptedKycProvider } from "../../src/kyc/ScriptedKycProvider.js"
 import { Secrets } from "../../src/Secrets.js"
@@ -18,7 +19,7 @@ import { TestDatabase } from "../support/TestDatabase.js"
 const AuthTest = Account.Default.pipe(
   Layer.provideMerge(Auth.Default),
   Layer.provide(Kyc.Default),
-  Layer.provide(Cards.Default),
+  Layer.provide([Cards.Default, Events.Default]),
   Layer.provide([InMemoryChain.layer(), ScriptedKycProvider.layer(), LocalCardIssuer, Secrets.ephemeral]),
   Layer.provideMerge(TestDatabase),
   Layer.provide(AppConfig.layer),

@@ -31,6 +31,7 @@ layer(testServer({}, { chain: InMemoryChain.layer() }), { excludeTestServices: t
           "/market/tokens/{token}",
           "/me",
           "/me/activity",
+          "/me/events",
           "/ready",
           "/strategy"
         ].sort()

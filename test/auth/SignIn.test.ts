@@ -3,9 +3,10 @@ import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
 import { ParsedMessage } from "@spruceid/siwe-parser"
 import { Effect } from "effect"
-import { createPublicClient, createWalletClient, getAddress, http } from "viem"
-import { type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts"
-import { SmartWalletArtifact } from "../../src/chain/contracts/artifacts.js"
+import { getAddress } from "viem"
+import type { PrivateKeyAccount } from "viem/accounts"
+import { publicClientFor } from "../../src/chain/Devnet.js"
+import { counterfactualSignature, createSmartAccount, smartAccountAddress } from "../../src/chain/DevnetOperator.js"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
 import { newAccount, sessionCount, signIn } from "../support/auth.js"
 import { bearer, send } from "../support/http.js"
@@ -118,36 +119,59 @@ layer(testServer(), { excludeTestServices: true })("sign-in over HTTP", (it) => 
     })
   )
 
-  it.effect("an ERC-1271 contract wallet signs in with its owner's signature", () =>
+  it.effect("a deployed smart account (ERC-1271) signs in with its owner's signature", () =>
     Effect.gen(function* () {
       const devnet = yield* TestDevnet
       const owner = newAccount()
-      const deployer = createWalletClient({
-        account: privateKeyToAccount(devnet.deployerKey),
-        transport: http(devnet.rpcUrl)
-      })
-      const reader = createPublicClient({ transport: http(devnet.rpcUrl) })
-      const hash = yield* Effect.promise(() =>
-        deployer.deployContract({
-          chain: null,
-          abi: SmartWalletArtifact.abi,
-          bytecode: SmartWalletArtifact.bytecode,
-          args: [owner.address]
-        })
-      )
-      const wallet = (yield* Effect.promise(() => reader.waitForTransactionReceipt({ hash }))).contractAddress!
+      const wallet = yield* createSmartAccount(devnet, { owner: owner.address, salt: 1n }).pipe(Effect.orDie)
 
       const message = yield* challenge(wallet)
+      const before = yield* sessionCount
       const forged = yield* send("POST", "/auth/verify", {
         json: { message, signature: yield* sign(newAccount(), message) }
       })
       expect(forged.status).toBe(401)
       expect(forged.body.code).toBe("INVALID_SIGNATURE")
+      expect(yield* sessionCount).toBe(before)
       const verified = yield* send("POST", "/auth/verify", {
         json: { message, signature: yield* sign(owner, message) }
       })
       expect(verified.status).toBe(200)
       expect(verified.body.address).toBe(getAddress(wallet))
+    })
+  )
+
+  it.effect("a smart account not deployed yet signs in with an ERC-6492 signature, and stays undeployed", () =>
+    Effect.gen(function* () {
+      const devnet = yield* TestDevnet
+      const owner = newAccount()
+      const account = { owner: owner.address, salt: 0n }
+      const wallet = yield* smartAccountAddress(devnet, account).pipe(Effect.orDie)
+      const codeOf = Effect.promise(() => publicClientFor(devnet).getCode({ address: wallet }))
+
+      const message = yield* challenge(wallet)
+      const before = yield* sessionCount
+      for (const signature of [
+        // another key's signature, wrapped for the right factory call
+        counterfactualSignature(devnet, account, yield* sign(newAccount(), message)),
+        // the owner's, wrapped with another owner's account: the deployed account is not `wallet`
+        counterfactualSignature(devnet, { owner: newAccount().address, salt: 0n }, yield* sign(owner, message)),
+        // the owner's bare signature: nothing at `wallet` can check it yet
+        yield* sign(owner, message)
+      ]) {
+        const refused = yield* send("POST", "/auth/verify", { json: { message, signature } })
+        expect(refused.status).toBe(401)
+        expect(refused.body.code).toBe("INVALID_SIGNATURE")
+      }
+      expect(yield* sessionCount).toBe(before)
+
+      const verified = yield* send("POST", "/auth/verify", {
+        json: { message, signature: counterfactualSignature(devnet, account, yield* sign(owner, message)) }
+      })
+      expect(verified.status).toBe(200)
+      expect(verified.body.address).toBe(getAddress(wallet))
+      // checked in simulation: signing in deploys nothing
+      expect(yield* codeOf).toBeUndefined()
     })
   )
 

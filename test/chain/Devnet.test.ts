@@ -29,7 +29,13 @@ import {
   Usd1Artifact
 } from "../../src/chain/contracts/artifacts.js"
 import { type Devnet, DevnetError, devnetChain, startDevnet } from "../../src/chain/Devnet.js"
-import { mintStock, mintUsd1, setStockPaused, setStockPrice } from "../../src/chain/DevnetOperator.js"
+import {
+  mintStock,
+  mintUsd1,
+  setStockPaused,
+  setStockPrice,
+  smartAccountAddress
+} from "../../src/chain/DevnetOperator.js"
 import { MULTICALL3_ADDRESS } from "../../src/chain/Multicall.js"
 import type { EmbeddedServerError } from "../../src/EmbeddedServer.js"
 import { TestDevnet } from "../support/TestChain.js"
@@ -952,96 +958,106 @@ describe("devnet lifecycle", () => {
     }).pipe(Effect.scoped)
   )
 
-  it.live("a state of the first layout gets an exchange that also buys, and the Multicall3 code again", () =>
-    Effect.gen(function* () {
-      const stateDir = yield* Effect.acquireRelease(
-        Effect.promise(() => mkdtemp(path.join(tmpdir(), "devnet-upgrade-"))),
-        (dir) => Effect.promise(() => rm(dir, { recursive: true, force: true }))
-      )
-      const manifestFile = path.join(stateDir, "devnet.json")
-      const holder = addressOf(generatePrivateKey())
-      const first = yield* withDevnet({ stateDir }, (devnet) =>
-        Effect.gen(function* () {
-          yield* mintUsd1(devnet, holder, usd1("3"))
-          // as a chain from before the Multicall3 code was placed
-          const testClient = createTestClient({
-            mode: "anvil",
-            chain: devnetChain(devnet),
-            transport: http(devnet.rpcUrl)
+  it.live(
+    "a state of the first layout gets an exchange that also buys, the account factory and the Multicall3 code",
+    () =>
+      Effect.gen(function* () {
+        const stateDir = yield* Effect.acquireRelease(
+          Effect.promise(() => mkdtemp(path.join(tmpdir(), "devnet-upgrade-"))),
+          (dir) => Effect.promise(() => rm(dir, { recursive: true, force: true }))
+        )
+        const manifestFile = path.join(stateDir, "devnet.json")
+        const holder = addressOf(generatePrivateKey())
+        const first = yield* withDevnet({ stateDir }, (devnet) =>
+          Effect.gen(function* () {
+            yield* mintUsd1(devnet, holder, usd1("3"))
+            // as a chain from before the Multicall3 code was placed
+            const testClient = createTestClient({
+              mode: "anvil",
+              chain: devnetChain(devnet),
+              transport: http(devnet.rpcUrl)
+            })
+            yield* Effect.promise(() => testClient.setCode({ address: MULTICALL3_ADDRESS, bytecode: "0x" }))
+            return devnet
           })
-          yield* Effect.promise(() => testClient.setCode({ address: MULTICALL3_ADDRESS, bytecode: "0x" }))
-          return devnet
-        })
-      )
-      // as the manifest of the first layout
-      const old = JSON.parse(yield* Effect.promise(() => readFile(manifestFile, "utf8")))
-      expect(old.version).toBe(2)
-      yield* Effect.promise(() => writeFile(manifestFile, JSON.stringify({ ...old, version: 1 })))
+        )
+        // as the manifest of the first layout
+        const old = JSON.parse(yield* Effect.promise(() => readFile(manifestFile, "utf8")))
+        expect(old.version).toBe(3)
+        const { accountFactory: _, ...firstLayout } = old
+        yield* Effect.promise(() => writeFile(manifestFile, JSON.stringify({ ...firstLayout, version: 1 })))
 
-      const second = yield* withDevnet({ stateDir }, (devnet) =>
-        Effect.gen(function* () {
-          const { client } = clientsFor(devnet)
-          expect(devnet.exchange).not.toBe(first.exchange)
-          expect({ usd1: devnet.usd1, stocks: devnet.stocks }).toEqual({ usd1: first.usd1, stocks: first.stocks })
-          expect(yield* balanceOf(devnet, devnet.usd1, holder)).toBe(usd1("3"))
-          expect(yield* Effect.promise(() => client.getCode({ address: MULTICALL3_ADDRESS }))).toBe(
-            MulticallArtifact.deployedBytecode
-          )
-          expect(yield* balanceOf(devnet, devnet.usd1, devnet.exchange)).toBe(usd1("10000000"))
-          for (const s of devnet.stocks) {
-            const [feed, minter] = yield* Effect.promise(() =>
-              Promise.all([
-                client.readContract({
-                  address: devnet.exchange,
-                  abi: DemoExchangeArtifact.abi,
-                  functionName: "feedOf",
-                  args: [s.address]
-                }),
-                client.readContract({
-                  address: s.address,
-                  abi: StockTokenArtifact.abi,
-                  functionName: "isMinter",
-                  args: [devnet.exchange]
-                })
-              ])
+        const second = yield* withDevnet({ stateDir }, (devnet) =>
+          Effect.gen(function* () {
+            const { client } = clientsFor(devnet)
+            expect(devnet.exchange).not.toBe(first.exchange)
+            expect(devnet.accountFactory).not.toBe(first.accountFactory)
+            const owner = addressOf(generatePrivateKey())
+            expect(yield* smartAccountAddress(devnet, { owner, salt: 0n })).toMatch(/^0x[0-9a-fA-F]{40}$/)
+            expect({ usd1: devnet.usd1, stocks: devnet.stocks }).toEqual({ usd1: first.usd1, stocks: first.stocks })
+            expect(yield* balanceOf(devnet, devnet.usd1, holder)).toBe(usd1("3"))
+            expect(yield* Effect.promise(() => client.getCode({ address: MULTICALL3_ADDRESS }))).toBe(
+              MulticallArtifact.deployedBytecode
             )
-            expect([feed, minter]).toEqual([s.feed, true])
-          }
-          // the new exchange sells stock for USD1
-          const buyer = clientsFor(devnet).wallet(key(devnet, 4))
-          const approve = yield* Effect.promise(() =>
-            buyer.writeContract({
-              address: devnet.usd1,
-              abi: Usd1Artifact.abi,
-              functionName: "approve",
-              args: [devnet.exchange, usd1("181")]
-            })
-          )
-          yield* Effect.promise(() => client.waitForTransactionReceipt({ hash: approve }))
-          const nvda = stock(devnet, "NVDA").address
-          const bought = yield* Effect.promise(() =>
-            buyer.writeContract({
-              address: devnet.exchange,
-              abi: DemoExchangeArtifact.abi,
-              functionName: "buy",
-              args: [nvda, usd1("181"), shares("1"), holder]
-            })
-          )
-          expect((yield* Effect.promise(() => client.waitForTransactionReceipt({ hash: bought }))).status).toBe(
-            "success"
-          )
-          expect(yield* balanceOf(devnet, nvda, holder)).toBe(shares("1"))
-          return devnet
+            expect(yield* balanceOf(devnet, devnet.usd1, devnet.exchange)).toBe(usd1("10000000"))
+            for (const s of devnet.stocks) {
+              const [feed, minter] = yield* Effect.promise(() =>
+                Promise.all([
+                  client.readContract({
+                    address: devnet.exchange,
+                    abi: DemoExchangeArtifact.abi,
+                    functionName: "feedOf",
+                    args: [s.address]
+                  }),
+                  client.readContract({
+                    address: s.address,
+                    abi: StockTokenArtifact.abi,
+                    functionName: "isMinter",
+                    args: [devnet.exchange]
+                  })
+                ])
+              )
+              expect([feed, minter]).toEqual([s.feed, true])
+            }
+            // the new exchange sells stock for USD1
+            const buyer = clientsFor(devnet).wallet(key(devnet, 4))
+            const approve = yield* Effect.promise(() =>
+              buyer.writeContract({
+                address: devnet.usd1,
+                abi: Usd1Artifact.abi,
+                functionName: "approve",
+                args: [devnet.exchange, usd1("181")]
+              })
+            )
+            yield* Effect.promise(() => client.waitForTransactionReceipt({ hash: approve }))
+            const nvda = stock(devnet, "NVDA").address
+            const bought = yield* Effect.promise(() =>
+              buyer.writeContract({
+                address: devnet.exchange,
+                abi: DemoExchangeArtifact.abi,
+                functionName: "buy",
+                args: [nvda, usd1("181"), shares("1"), holder]
+              })
+            )
+            expect((yield* Effect.promise(() => client.waitForTransactionReceipt({ hash: bought }))).status).toBe(
+              "success"
+            )
+            expect(yield* balanceOf(devnet, nvda, holder)).toBe(shares("1"))
+            return devnet
+          })
+        )
+        expect(JSON.parse(yield* Effect.promise(() => readFile(manifestFile, "utf8")))).toMatchObject({
+          version: 3,
+          exchange: second.exchange,
+          accountFactory: second.accountFactory
         })
-      )
-      expect(JSON.parse(yield* Effect.promise(() => readFile(manifestFile, "utf8")))).toMatchObject({
-        version: 2,
-        exchange: second.exchange
-      })
-      // up to date: the next start reuses it as it is
-      const third = yield* withDevnet({ stateDir }, Effect.succeed)
-      expect(third.exchange).toBe(second.exchange)
-    }).pipe(Effect.scoped)
+        // up to date: the next start reuses it as it is
+        const third = yield* withDevnet({ stateDir }, Effect.succeed)
+        expect({ exchange: third.exchange, accountFactory: third.accountFactory }).toEqual({
+          exchange: second.exchange,
+          accountFactory: second.accountFactory
+        })
+      }).pipe(Effect.scoped)
   )
 
   it.live("an unusable stateDir fails with an EmbeddedServerError naming anvil and the folder", () =>

@@ -16,9 +16,9 @@ import {
   type SignedTransaction,
   type TransferAuthorization
 } from "../../src/chain/ChainClient.js"
-import { SmartWalletArtifact } from "../../src/chain/contracts/artifacts.js"
 import { DEVNET_RELAYER_KEY } from "../../src/chain/Deployment.js"
 import { ANVIL_ACCOUNT_KEYS, publicClientFor, walletClientFor } from "../../src/chain/Devnet.js"
+import { counterfactualSignature, createSmartAccount, smartAccountAddress } from "../../src/chain/DevnetOperator.js"
 import { transferWithAuthorizationTypedData } from "../../src/chain/Eip3009.js"
 import { ChainProxy, proxiedTestChain, TestDevnet, withNode } from "../support/TestChain.js"
 
@@ -68,19 +68,35 @@ layer(proxiedTestChain("1 second"), { excludeTestServices: true, timeout: "120 s
         const chain = yield* ChainClient
         const devnet = yield* TestDevnet
         const owner = privateKeyToAccount(generatePrivateKey())
-        const deployed = yield* Effect.promise(() =>
-          walletClientFor(devnet, devnet.deployerKey).deployContract({
-            abi: SmartWalletArtifact.abi,
-            bytecode: SmartWalletArtifact.bytecode,
-            args: [owner.address]
-          })
-        )
-        const wallet = getAddress((yield* mined(deployed)).contractAddress!)
+        const account = { owner: owner.address, salt: 0n }
+        const wallet = yield* smartAccountAddress(devnet, account)
         const message = "sign in to the card app"
         const signature = yield* Effect.promise(() => owner.signMessage({ message }))
         const forged = yield* Effect.promise(() => privateKeyToAccount(generatePrivateKey()).signMessage({ message }))
 
+        // Not deployed yet: ERC-6492 (the factory call deploys it in simulation); its owner's bare
+        // signature proves nothing yet.
+        expect(yield* chain.verifyMessage(wallet, message, counterfactualSignature(devnet, account, signature))).toBe(
+          true
+        )
+        expect(yield* chain.verifyMessage(wallet, message, counterfactualSignature(devnet, account, forged))).toBe(
+          false
+        )
+        expect(yield* chain.verifyMessage(wallet, message, signature)).toBe(false)
+        for (const mode of ["stall", "refuse"] as const) {
+          const failed = yield* withNode(
+            mode,
+            Effect.flip(chain.verifyMessage(wallet, message, counterfactualSignature(devnet, account, signature)))
+          )
+          expect(failed).toBeInstanceOf(ChainError)
+        }
+
+        // Deployed: ERC-1271, with a bare or still wrapped signature.
+        expect(yield* createSmartAccount(devnet, account)).toBe(wallet)
         expect(yield* chain.verifyMessage(wallet, message, signature)).toBe(true)
+        expect(yield* chain.verifyMessage(wallet, message, counterfactualSignature(devnet, account, signature))).toBe(
+          true
+        )
         expect(yield* chain.verifyMessage(wallet, message, forged)).toBe(false)
         for (const mode of ["stall", "refuse"] as const) {
           const failed = yield* withNode(mode, Effect.flip(chain.verifyMessage(wallet, message, signature)))

@@ -8,6 +8,7 @@ import { runToExit } from "../support/process.js"
 const STEPS = [
   "start the service",
   "sign in with the card key",
+  "open the event stream",
   "identity check on the sandbox page",
   "card issued",
   "set the agent's strategy",

@@ -57,13 +57,13 @@ layer(
       expect(spec.info.contact?.name).toBeTruthy()
       expect(spec.info.license).toEqual({ name: "Proprietary", identifier: "LicenseRef-Proprietary" })
       const operations = Object.values(spec.paths).flatMap((item) => Object.values(item as object))
-      // 24, and the devnet faucet (a devnet runs here).
-      expect(operations.length).toBe(25)
+      // 25, and the devnet faucet (a devnet runs here).
+      expect(operations.length).toBe(26)
       for (const operation of operations) {
         expect(operation.summary, operation.operationId).toMatch(/\w/)
         expect(operation.description, operation.operationId).toMatch(/\w/)
       }
-      expect(spec.tags.length).toBe(12)
+      expect(spec.tags.length).toBe(13)
       for (const tag of spec.tags) expect(tag.description, tag.name).toMatch(/\w/)
     })
   )
@@ -107,6 +107,7 @@ layer(
           ["POST /kyc/session", required],
           ["POST /devnet/faucet", required],
           ["GET /me/activity", required],
+          ["GET /me/events", required],
           ["PUT /strategy", required],
           ["GET /strategy", required],
           ["GET /portfolio", optional],
@@ -116,6 +117,39 @@ layer(
         ].sort()
       )
       expect(spec.components.securitySchemes.bearer).toEqual({ type: "http", scheme: "bearer" })
+    })
+  )
+
+  it.effect("the event stream answers text/event-stream, each frame typed: event, id and JSON data", () =>
+    Effect.gen(function* () {
+      const spec = yield* servedDocument
+      const stream = spec.paths["/me/events"].get
+      expect(stream.responses["200"].content).toEqual({
+        "text/event-stream": { schema: { $ref: "#/components/schemas/EventStreamFrame" } }
+      })
+      expect(Object.keys(stream.responses)).toEqual(expect.arrayContaining(["200", "400", "401", "410", "503"]))
+      expect(
+        stream.parameters.map((parameter: { in: string; name: string }) => `${parameter.in} ${parameter.name}`)
+      ).toEqual(expect.arrayContaining(["header last-event-id", "query lastEventId"]))
+      const schemas = spec.components.schemas
+      const frames: ReadonlyArray<{ $ref: string }> = schemas.EventStreamFrame.anyOf
+      const names = frames.map((frame) => frame.$ref.replace("#/components/schemas/", ""))
+      expect(names).toEqual([
+        "ReadyFrame",
+        "KycFrame",
+        "PaymentFrame",
+        "RefillFrame",
+        "DecisionFrame",
+        "StrategyFrame",
+        "CloseFrame"
+      ])
+      expect(schemas.KycFrame.properties).toMatchObject({
+        event: { enum: ["kyc"] },
+        id: { type: "string" },
+        data: { $ref: "#/components/schemas/KycEvent" }
+      })
+      expect(schemas.PaymentFrame.properties.data).toEqual({ $ref: "#/components/schemas/ActivityItem" })
+      expect(schemas.KycEvent.properties.card).toBeDefined()
     })
   )
 

@@ -3,6 +3,8 @@
  * check returns to, and the Prometheus metrics after a paid order (on the in-memory chain: this is
  * about our counting, not the chain).
  */
+import { spawnSync } from "node:child_process"
+import { existsSync } from "node:fs"
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { parseUnits } from "viem"
@@ -14,6 +16,12 @@ import { testServer } from "../support/TestServer.js"
 import { signPayment } from "../support/x402.js"
 
 const merchant = newAccount()
+
+/** Prometheus' own linter (Debian's `prometheus` package); CI installs it, elsewhere its test is skipped. */
+const PROMTOOL = "/usr/bin/promtool"
+const withoutPromtool = !existsSync(PROMTOOL) && (process.env.CI ?? "") === ""
+if (withoutPromtool)
+  console.warn(`Operations.test.ts: the promtool check is skipped: no ${PROMTOOL} (apt-get install prometheus)`)
 
 /** The value of one series in Prometheus text, e.g. `merchant_settlements_total{outcome="settled"}`. */
 const sample = (text: string, series: string) => {
@@ -69,6 +77,31 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }, { chain: InMemoryChain.l
       expect(sample(text, 'db_pool_connections{state="total"}')).toBeGreaterThan(0)
       expect(sample(text, 'db_pool_connections{state="waiting"}')).toBe(0)
     })
+  )
+
+  it.effect.skipIf(withoutPromtool)(
+    "/metrics passes promtool check metrics, with the process metrics beside ours",
+    () =>
+      Effect.gen(function* () {
+        yield* send("GET", "/health")
+        const text = (yield* send("GET", "/metrics")).body as string
+        const check = spawnSync(PROMTOOL, ["check", "metrics"], { input: text, encoding: "utf8" })
+        expect(`${check.stdout}${check.stderr}`.trim()).toBe("")
+        expect(check.status).toBe(0)
+        for (const series of [
+          "process_cpu_seconds_total",
+          "process_resident_memory_bytes",
+          "process_start_time_seconds",
+          "process_open_fds",
+          "nodejs_heap_size_used_bytes",
+          "nodejs_eventloop_lag_p99_seconds"
+        ]) {
+          expect(sample(text, series), series).toBeGreaterThanOrEqual(0)
+        }
+        // Effect's own fiber counters, in Prometheus' terms: counted up, or a gauge when it goes down.
+        expect(text).toContain("# TYPE effect_fiber_started_total counter")
+        expect(text).toContain("# TYPE effect_fiber_active gauge")
+      })
   )
 
   it.effect("a path outside the API is counted under one label, whatever it is", () =>

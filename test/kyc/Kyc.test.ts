@@ -9,6 +9,7 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { AppConfig } from "../../src/Config.js"
 import { LocalCardIssuer } from "../../src/cards/CardIssuer.js"
 import { Cards } from "../../src/cards/Cards.js"
+import { Events } from "../../src/events/Events.js"
 import { KycProviderFailed } from "../../src/kyc/Api.js"
 import { Kyc, RECONCILE_INTERVAL_MS } from "../../src/kyc/Kyc.js"
 import { KycProvider, type SessionReport } from "../../src/kyc/KycProvider.js"
@@ -52,7 +53,7 @@ const FakeProvider = Layer.succeed(
 )
 
 const KycTest = Kyc.DefaultWithoutDependencies.pipe(
-  Layer.provide([KycRepo.Default, Cards.Default, FakeProvider]),
+  Layer.provide([KycRepo.Default, Cards.Default, Events.Default, FakeProvider]),
   Layer.provide([LocalCardIssuer, Secrets.layer]),
   Layer.provideMerge(TestDatabase),
   Layer.provide(AppConfig.layer),

@@ -12,6 +12,7 @@ import { privateKeyToAccount } from "viem/accounts"
 import { AppConfig } from "../../src/Config.js"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
+import { Events } from "../../src/events/Events.js"
 import { Merchant } from "../../src/merchant/Merchant.js"
 import { PaymentProcessor, type SettleOutcome } from "../../src/merchant/PaymentProcessor.js"
 import { TestDatabase } from "../support/TestDatabase.js"
@@ -43,7 +44,7 @@ const StallingProcessor = Layer.effect(
 )
 
 const MerchantTest = Merchant.Default.pipe(
-  Layer.provide(StallingProcessor),
+  Layer.provide([StallingProcessor, Events.Default]),
   Layer.provideMerge(TestDatabase),
   Layer.provide(InMemoryChain.layer()),
   Layer.provide(AppConfig.layer),

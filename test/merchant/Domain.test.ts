@@ -3,6 +3,7 @@ import { Cause, ConfigProvider, Effect, Exit, Layer } from "effect"
 import { AppConfig } from "../../src/Config.js"
 import { ChainDeployment } from "../../src/chain/Deployment.js"
 import { EvmChain } from "../../src/chain/EvmChain.js"
+import { Events } from "../../src/events/Events.js"
 import { Merchant } from "../../src/merchant/Merchant.js"
 import { RelayerProcessor } from "../../src/merchant/PaymentProcessor.js"
 import { TestDevnetDeployment } from "../support/TestChain.js"
@@ -11,7 +12,7 @@ import { TestDatabase } from "../support/TestDatabase.js"
 /** The merchant over the test devnet, announcing the given EIP-712 domain for USD1. */
 const merchantWithDomain = (name: string, version: string) =>
   Merchant.Default.pipe(
-    Layer.provide(RelayerProcessor),
+    Layer.provide([RelayerProcessor, Events.Default]),
     Layer.provide(EvmChain),
     Layer.provide(
       Layer.effect(

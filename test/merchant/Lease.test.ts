@@ -9,6 +9,7 @@ import { ConfigProvider, Effect, Layer, Option } from "effect"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { AppConfig } from "../../src/Config.js"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
+import { Events } from "../../src/events/Events.js"
 import { Merchant } from "../../src/merchant/Merchant.js"
 import { OrderRepo } from "../../src/merchant/OrderRepo.js"
 import { RelayerProcessor } from "../../src/merchant/PaymentProcessor.js"
@@ -16,7 +17,7 @@ import { TestDatabase } from "../support/TestDatabase.js"
 import { signPayment } from "../support/x402.js"
 
 const MerchantTest = Layer.merge(Merchant.Default, OrderRepo.Default).pipe(
-  Layer.provide(RelayerProcessor),
+  Layer.provide([RelayerProcessor, Events.Default]),
   Layer.provideMerge(TestDatabase),
   Layer.provide(InMemoryChain.layer()),
   Layer.provide(AppConfig.layer),

@@ -12,6 +12,7 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { AppConfig } from "../../src/Config.js"
 import { ChainClient, type ChainClientShape, type SignedTransaction } from "../../src/chain/ChainClient.js"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
+import { Events } from "../../src/events/Events.js"
 import { Merchant } from "../../src/merchant/Merchant.js"
 import { RelayerProcessor } from "../../src/merchant/PaymentProcessor.js"
 import { TestDatabase } from "../support/TestDatabase.js"
@@ -42,7 +43,7 @@ const FirstRelayStarved = Layer.scopedContext(
 )
 
 const MerchantTest = Merchant.Default.pipe(
-  Layer.provide(RelayerProcessor),
+  Layer.provide([RelayerProcessor, Events.Default]),
   Layer.provideMerge(FirstRelayStarved),
   Layer.provideMerge(TestDatabase),
   Layer.provide(AppConfig.layer),

@@ -16,10 +16,15 @@ import {
   parseUnits
 } from "viem"
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts"
-import { SmartWalletArtifact, Usd1Artifact } from "../../src/chain/contracts/artifacts.js"
+import { Usd1Artifact } from "../../src/chain/contracts/artifacts.js"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
-import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
-import type { PaymentRequirements } from "../../src/merchant/X402.js"
+import {
+  counterfactualSignature,
+  createSmartAccount,
+  mintUsd1,
+  smartAccountAddress
+} from "../../src/chain/DevnetOperator.js"
+import { encodeHeader, type PaymentRequirements } from "../../src/merchant/X402.js"
 import { send } from "../support/http.js"
 import { awaitBroadcast } from "../support/settlements.js"
 import { TestDevnet } from "../support/TestChain.js"
@@ -127,35 +132,70 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
     })
   )
 
-  it.effect("an ERC-1271 contract wallet pays with its owner's signature", () =>
+  it.effect("a smart account pays: ERC-1271 once deployed, a clear refusal before; wrong signatures refused", () =>
     Effect.gen(function* () {
-      const { devnet, client } = yield* chainReader
+      const { devnet } = yield* chainReader
       const owner = privateKeyToAccount(generatePrivateKey())
-      const deployer = createWalletClient({
-        account: privateKeyToAccount(devnet.deployerKey),
-        transport: http(devnet.rpcUrl)
-      })
-      const deployed = yield* Effect.promise(() =>
-        deployer.deployContract({
-          chain: null,
-          abi: SmartWalletArtifact.abi,
-          bytecode: SmartWalletArtifact.bytecode,
-          args: [owner.address]
-        })
-      )
-      const wallet = (yield* Effect.promise(() => client.waitForTransactionReceipt({ hash: deployed })))
-        .contractAddress!
+      const account = { owner: owner.address, salt: 7n }
+      const wallet = yield* smartAccountAddress(devnet, account).pipe(Effect.orDie)
       yield* mintUsd1(devnet, wallet, parseUnits("10", 18)).pipe(Effect.orDie)
+      const asWallet = { ...owner, address: wallet } as PrivateKeyAccount
+      /** A payment from the wallet signed by `signer`, its signature optionally wrapped (ERC-6492). */
+      const payment = (requirements: PaymentRequirements, signer: PrivateKeyAccount, wrapped: boolean) =>
+        Effect.promise(() => signPayment(asWallet, requirements, { signer })).pipe(
+          Effect.map(({ payload }) =>
+            encodeHeader({
+              ...payload,
+              payload: {
+                ...payload.payload,
+                signature: wrapped
+                  ? counterfactualSignature(devnet, account, payload.payload.signature as Hex)
+                  : payload.payload.signature
+              }
+            })
+          )
+        )
+      const refusedWith = (id: string, header: string, reason: string) =>
+        Effect.gen(function* () {
+          const sent = yield* relayerSent
+          const refused = yield* payWith(id, header)
+          expect(refused.status).toBe(402)
+          expect(refused.body).toMatchObject({ error: reason, code: "PAYMENT_INVALID" })
+          expect(decodeHeader(refused.headers["payment-required"])).toMatchObject({ error: reason })
+          expect(yield* relayerSent).toBe(sent)
+          expect((yield* send("GET", `/merchant/orders/${id}`)).body.status).toBe("open")
+        })
 
-      const order = yield* createOrder("4")
-      const requirements = yield* requirementsOf(order.id)
-      const { header } = yield* Effect.promise(() =>
-        signPayment({ ...owner, address: wallet } as PrivateKeyAccount, requirements, { signer: owner })
+      // Not deployed: the token has no account to ask. A right ERC-6492 signature is told so; a
+      // wrong one, or the owner's bare signature, is a wrong signature.
+      const early = yield* createOrder("4")
+      const earlyRequirements = yield* requirementsOf(early.id)
+      yield* refusedWith(
+        early.id,
+        yield* payment(earlyRequirements, owner, true),
+        "invalid_exact_evm_payload_undeployed_smart_wallet"
       )
-      const paid = yield* payWith(order.id, header)
+      const stranger = privateKeyToAccount(generatePrivateKey())
+      yield* refusedWith(early.id, yield* payment(earlyRequirements, stranger, true), "invalid_exact_evm_signature")
+      yield* refusedWith(early.id, yield* payment(earlyRequirements, owner, false), "invalid_exact_evm_signature")
+
+      // Deployed: the token asks the account (ERC-1271), whether the client still wraps or not.
+      yield* createSmartAccount(devnet, account).pipe(Effect.orDie)
+      yield* refusedWith(early.id, yield* payment(earlyRequirements, stranger, false), "invalid_exact_evm_signature")
+      yield* refusedWith(early.id, yield* payment(earlyRequirements, stranger, true), "invalid_exact_evm_signature")
+      const merchantBefore = yield* usd1Balance(merchant.address)
+      const paid = yield* payWith(early.id, yield* payment(earlyRequirements, owner, false))
       expect(paid.status).toBe(200)
       expect(paid.body).toMatchObject({ status: "paid", payer: getAddress(wallet) })
-      expect(yield* usd1Balance(wallet)).toBe(parseUnits("6", 18))
+      const later = yield* createOrder("2.5")
+      const wrappedPaid = yield* payWith(later.id, yield* payment(yield* requirementsOf(later.id), owner, true))
+      expect(wrappedPaid.status).toBe(200)
+      expect(decodeHeader(wrappedPaid.headers["payment-response"])).toMatchObject({
+        success: true,
+        payer: getAddress(wallet)
+      })
+      expect(yield* usd1Balance(wallet)).toBe(parseUnits("3.5", 18))
+      expect(yield* usd1Balance(merchant.address)).toBe(merchantBefore + parseUnits("6.5", 18))
     })
   )
 

@@ -274,6 +274,11 @@ export const sendRaw = (port: number, agent: Agent, request: FuzzRequest, limitM
     const outgoing = httpRequest(
       { host: "127.0.0.1", port, agent, method: request.method, path: request.path, headers: request.headers },
       (response) => {
+        // An event stream (GET /me/events) stays open by design: its 200 and headers are the answer.
+        if (response.statusCode === 200 && response.headers["content-type"]?.startsWith("text/event-stream")) {
+          outgoing.destroy()
+          return finish({ request: describe, status: 200, body: "", hung: false })
+        }
         const chunks: Array<Buffer> = []
         response.on("data", (chunk: Buffer) => chunks.push(chunk))
         response.on("end", () =>

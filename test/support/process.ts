@@ -1,8 +1,10 @@
 import { type ChildProcess, spawn } from "node:child_process"
+import { randomBytes } from "node:crypto"
 import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import path from "node:path"
 import { type Duration, Effect, Option, Schedule } from "effect"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import type { Devnet } from "../../src/chain/Devnet.js"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
 import { freePort } from "../../src/EmbeddedPostgres.js"
@@ -177,6 +179,23 @@ export const callService = (
     } catch {
       return { status: undefined, body: undefined, headers: undefined, ms: Date.now() - started }
     }
+  })
+
+/**
+ * A new user signed in on a spawned service, whose identity check was started and approved on the
+ * sandbox provider's page (the form submitted as a browser does): answers its key and token.
+ */
+export const sandboxCardHolder = (service: ServiceProcess, fullName = "Replica Holder") =>
+  Effect.gen(function* () {
+    const account = privateKeyToAccount(generatePrivateKey())
+    const { message } = (yield* callService(service, "POST", "/auth/challenge", { json: { address: account.address } }))
+      .body
+    const signature = yield* Effect.promise(() => account.signMessage({ message }))
+    const { token } = (yield* callService(service, "POST", "/auth/verify", { json: { message, signature } })).body
+    const { url } = (yield* callService(service, "POST", "/kyc/session", { token })).body
+    const form = new URLSearchParams({ fullName, documentNumber: randomBytes(5).toString("hex"), outcome: "approve" })
+    yield* Effect.promise(() => fetch(url, { method: "POST", body: form, redirect: "manual" }))
+    return { account, token: token as string }
   })
 
 /** Starts the service (see `spawnService`) and waits until `/health` answers. */

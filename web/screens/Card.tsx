@@ -79,7 +79,7 @@ export const CardScreen = () => {
       <p class="small-print">
         {liveState.value === "open"
           ? "Updated live as payments and refills settle."
-          : "The balance is shown once the live updates connect."}
+          : "The balance appears once the live updates are connected."}
       </p>
       <FaucetButton />
     </section>

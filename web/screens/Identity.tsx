@@ -6,9 +6,8 @@
 import { useSignal } from "@preact/signals"
 import { useEffect, useRef } from "preact/hooks"
 import type { KycState } from "../../src/kyc/KycState.js"
-import { api, loadMe, me, signOut } from "../account.js"
+import { api, me, signOut } from "../account.js"
 import { run } from "../api.js"
-import { liveState } from "../live.js"
 import { Link } from "../router.js"
 import { Button, ErrorNotice, ScreenTitle, useAction } from "../ui.js"
 
@@ -91,11 +90,6 @@ export const Identity = () => {
           </Link>
         ) : null}
         {kyc === "duplicate" ? <Button onClick={signOut}>Sign out</Button> : null}
-        {kyc === "pending" && liveState.value === "unavailable" ? (
-          <Button onClick={() => perform(loadMe)} busy={busy.value}>
-            Check the result
-          </Button>
-        ) : null}
       </div>
     </section>
   )

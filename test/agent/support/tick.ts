@@ -9,13 +9,14 @@ import { AgentLoop } from "../../../src/agent/AgentLoop.js"
 import { AppConfig } from "../../../src/Config.js"
 import { Statement } from "../../../src/cards/Statement.js"
 import { SqlLive } from "../../../src/Database.js"
+import { Events } from "../../../src/events/Events.js"
 import { Market } from "../../../src/market/Market.js"
 import { portsLayer } from "../../../src/Ports.js"
 
 const at = Number(process.env.AGENT_TICK_AT)
 
 const TickLive = AgentLoop.Default.pipe(
-  Layer.provide([Market.Default, Statement.Default]),
+  Layer.provide([Market.Default, Statement.Default, Events.Default]),
   Layer.provide(portsLayer()),
   Layer.provide(SqlLive),
   Layer.provide(AppConfig.layer)

@@ -1,0 +1,56 @@
+/**
+ * Publishing events: what the writers call, in the transaction that makes the change the event tells
+ * of, so that an event exists exactly when its change committed. The data is stored as the API
+ * answers it (the statement item, the decision, the strategy), except a card's face: a `kyc` event
+ * stores the state only and the stream adds the card when it sends the event (card data stays
+ * encrypted at rest).
+ */
+import { Effect, Schema } from "effect"
+import { DecisionItem, Strategy } from "../agent/Api.js"
+import { ActivityItem } from "../cards/Api.js"
+import type { Address } from "../chain/Address.js"
+import type { KycState } from "../kyc/KycState.js"
+import { EventRepo } from "./EventRepo.js"
+
+/** An event as a writer publishes it. */
+export type NewEvent =
+  | { readonly type: "kyc"; readonly data: { readonly kyc: KycState } }
+  | { readonly type: "payment" | "refill"; readonly data: ActivityItem }
+  | { readonly type: "decision"; readonly data: typeof DecisionItem.Type }
+  | { readonly type: "strategy"; readonly data: Strategy }
+
+const encodeActivity = Schema.encodeSync(ActivityItem)
+const encodeDecision = Schema.encodeSync(DecisionItem)
+const encodeStrategy = Schema.encodeSync(Strategy)
+
+/** The JSON the event stores: its data as the API encodes it. */
+const stored = (event: NewEvent): unknown => {
+  switch (event.type) {
+    case "kyc":
+      return { kyc: event.data.kyc }
+    case "payment":
+    case "refill":
+      return encodeActivity(event.data)
+    case "decision":
+      return encodeDecision(event.data)
+    case "strategy":
+      return encodeStrategy(event.data)
+  }
+}
+
+export class Events extends Effect.Service<Events>()("app/Events", {
+  effect: Effect.gen(function* () {
+    const repo = yield* EventRepo
+
+    /** Publishes events, each to its user, in one statement (in the caller's transaction, if any). */
+    const publishAll = (events: ReadonlyArray<{ readonly address: Address; readonly event: NewEvent }>) =>
+      repo
+        .publish(events.map(({ address, event }) => ({ address, type: event.type, data: stored(event) })))
+        .pipe(Effect.withSpan("Events.publish", { attributes: { "events.count": events.length } }))
+
+    const publish = (address: Address, event: NewEvent) => publishAll([{ address, event }])
+
+    return { publish, publishAll }
+  }),
+  dependencies: [EventRepo.Default]
+}) {}

@@ -1,0 +1,408 @@
+/**
+ * Dependencies that fail under the service, on the real service (as `npm start` runs it) under a
+ * request load: the embedded PostgreSQL and the embedded devnet SIGKILLed (restarted, served again,
+ * the service itself never restarted), a devnet that cannot be restarted (the service exits 1 with
+ * one fatal line), and a 20 s database outage (a bounded number of log lines, no stack trace per
+ * request). Each records its figures; they are printed as one table at the end.
+ */
+import { existsSync, readFileSync, statSync } from "node:fs"
+import { createServer } from "node:net"
+import path from "node:path"
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { Effect, Fiber, Ref, Schedule } from "effect"
+import { createPublicClient, type Hex, http, parseAbiItem } from "viem"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { freePort } from "../../src/EmbeddedPostgres.js"
+import { isAlive } from "../../src/EmbeddedServer.js"
+import type { PaymentRequirements } from "../../src/merchant/X402.js"
+import {
+  type Answer,
+  callService,
+  logLines,
+  processesMentioning,
+  type ServiceProcess,
+  startService,
+  temporaryDirectory
+} from "../support/process.js"
+import { startTcpProxy } from "../support/TcpProxy.js"
+import { temporaryDatabaseUrl } from "../support/TestDatabase.js"
+import { eventually } from "../support/wait.js"
+import { signPayment } from "../support/x402.js"
+import { record, table } from "./figures.js"
+import { contractBreaches, payers, statuses } from "./services.js"
+
+afterAll(() => {
+  console.log(`\ndependency figures\n${table()}\n`)
+})
+
+/** An answer and when it came (ms since epoch). */
+interface Timed extends Answer {
+  readonly at: number
+}
+
+/**
+ * Runs `lanes` request loops against the service until `stop`; answers every answer in order.
+ * Each lane calls its request with an increasing counter.
+ */
+const load = (lanes: ReadonlyArray<(i: number) => Effect.Effect<Answer>>) =>
+  Effect.gen(function* () {
+    const running = yield* Ref.make(true)
+    const answers = yield* Ref.make<ReadonlyArray<Timed>>([])
+    const fiber = yield* Effect.fork(
+      Effect.forEach(
+        lanes,
+        (request) =>
+          Effect.iterate(0, {
+            while: () => Effect.runSync(Ref.get(running)),
+            body: (i) =>
+              request(i).pipe(
+                Effect.flatMap((answer) => Ref.update(answers, (all) => [...all, { ...answer, at: Date.now() }])),
+                // a lane that is refused fast must not spin
+                Effect.zipRight(Effect.sleep("20 millis")),
+                Effect.as(i + 1)
+              )
+          }),
+        { concurrency: "unbounded", discard: true }
+      )
+    )
+    return {
+      answers: Ref.get(answers),
+      stop: Ref.set(running, false).pipe(Effect.zipRight(Fiber.join(fiber)), Effect.zipRight(Ref.get(answers)))
+    }
+  })
+
+/** Waits until `observe` sees something (test/support/wait.ts); a failed wait shows the service's last output. */
+const awaitSeen = <A>(what: string, service: ServiceProcess, observe: Effect.Effect<A | undefined>) =>
+  eventually(what, observe, (seen) => seen !== undefined, { explain: () => service.output().slice(-4000) }).pipe(
+    Effect.map((seen) => seen as A)
+  )
+
+type LogLine = Record<string, unknown> & {
+  readonly message: string
+  readonly logLevel: string
+  readonly timestamp: string
+}
+
+const lines = (service: ServiceProcess) => logLines(service.output()) as ReadonlyArray<LogLine>
+
+/** Per-request lines: the access log's, and the orders' own ("order created", "order paid"). */
+const perRequest = (line: LogLine) =>
+  line.message === "Sent HTTP response" || /^order (created|paid)$/.test(line.message)
+
+/** Lines other than per-request ones, written at or after `since` (ms). */
+const eventsSince = (service: ServiceProcess, since: number) =>
+  lines(service).filter((line) => !perRequest(line) && Date.parse(line.timestamp) >= since)
+
+/** The first line whose message starts with `prefix`, once written. */
+const lineStarting = (service: ServiceProcess, prefix: string) =>
+  Effect.sync(() => lines(service).find((line) => line.message.startsWith(prefix)))
+
+/** The pid on a pid file's first line (PostgreSQL's postmaster.pid, the devnet's anvil.pid). */
+const pidIn = (file: string) => Number(readFileSync(file, "utf8").split("\n")[0])
+
+/** The embedded devnet's RPC URL and USD1, from its start-up line. */
+const devnetOf = (service: ServiceProcess) => {
+  const ready = lines(service).find((line) => line.message.startsWith("devnet ready at "))
+  const annotations = ready?.annotations as { readonly rpcUrl: string; readonly usd1: Hex } | undefined
+  if (annotations === undefined) throw new Error("no devnet start-up line")
+  return annotations
+}
+
+/** USD1 transfers to `to` on the service's embedded devnet. */
+const transfersTo = (service: ServiceProcess, to: Hex) => {
+  const devnet = devnetOf(service)
+  return Effect.promise(() =>
+    createPublicClient({ transport: http(devnet.rpcUrl) }).getLogs({
+      address: devnet.usd1,
+      event: parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)"),
+      args: { to },
+      fromBlock: 0n
+    })
+  )
+}
+
+/** A service on embedded defaults (its own PostgreSQL and devnet under a fresh DATA_DIR). */
+const embeddedService = (extra: Record<string, string> = {}) =>
+  Effect.gen(function* () {
+    const dataDir = yield* temporaryDirectory("card-service-deps-")
+    const port = String(yield* freePort)
+    const merchant = privateKeyToAccount(generatePrivateKey()).address
+    const service = yield* startService({
+      PORT: port,
+      API_URL: `http://127.0.0.1:${port}`,
+      DATA_DIR: dataDir,
+      MERCHANT_PAY_TO: merchant,
+      RATE_LIMIT_ORDERS: "1000000",
+      RATE_LIMIT_SIGNIN: "1000000",
+      LOG_LEVEL: "Info",
+      ...extra
+    })
+    return { service, dataDir, merchant }
+  })
+
+const createOrder = (service: ServiceProcess, amount = "1.25") =>
+  callService(service, "POST", "/merchant/orders", { json: { amount, description: "dependency test" } })
+
+/** Creates an order and pays it with `payer`'s signature: the pay answer (or the order's refusal). */
+const orderAndPay = (service: ServiceProcess, payer: (typeof payers)[number]) =>
+  Effect.gen(function* () {
+    const created = yield* createOrder(service)
+    if (created.status !== 200) return created
+    const offer = yield* callService(service, "GET", `/merchant/orders/${created.body.id}/pay`)
+    const requirements = offer.body?.accepts?.[0] as PaymentRequirements | undefined
+    if (requirements === undefined) return offer
+    const signed = yield* Effect.promise(() => signPayment(payer, requirements))
+    return yield* callService(service, "POST", `/merchant/orders/${created.body.id}/pay`, {
+      headers: { "payment-signature": signed.header }
+    })
+  })
+
+const ms = (value: number) => `${Math.round(value)} ms`
+
+describe("dependencies that fail under the service", () => {
+  it.scopedLive(
+    "the embedded PostgreSQL SIGKILLed under load: restarted on its data, database routes served again",
+    () =>
+      Effect.gen(function* () {
+        const { service, dataDir } = yield* embeddedService()
+        const before = yield* createOrder(service)
+        expect(before.status).toBe(200)
+        const traffic = yield* load([
+          () => createOrder(service),
+          () => callService(service, "GET", `/merchant/orders/${before.body.id}`),
+          () => callService(service, "GET", `/merchant/orders/${before.body.id}`),
+          () => callService(service, "GET", "/health")
+        ])
+        yield* awaitSeen(
+          "the load is served",
+          service,
+          Effect.map(traffic.answers, (all) => (all.length >= 20 ? true : undefined))
+        )
+
+        const pidFile = path.join(dataDir, "pg", "postmaster.pid")
+        const postmaster = pidIn(pidFile)
+        process.kill(postmaster, "SIGKILL")
+        const killedAt = Date.now()
+        const restarted = yield* awaitSeen(
+          "PostgreSQL is restarted (or the service exited)",
+          service,
+          Effect.map(
+            lineStarting(service, "PostgreSQL restarted"),
+            (line) => line ?? (service.child.exitCode !== null ? ({ message: "exited" } as LogLine) : undefined)
+          )
+        )
+        expect(restarted.message).toMatch(/^PostgreSQL restarted after \d+\.\d s$/)
+        const served = yield* awaitSeen(
+          "a database route answers 200 again",
+          service,
+          Effect.map(callService(service, "GET", `/merchant/orders/${before.body.id}`), (answer) =>
+            answer.status === 200 ? Date.now() : undefined
+          )
+        )
+        const answers = yield* traffic.stop
+
+        const during = answers.filter((answer) => answer.at >= killedAt)
+        const events = eventsSince(service, killedAt)
+        record("postgres kill: requests after the kill", during.length)
+        record("postgres kill: statuses after the kill", statuses(during))
+        record("postgres kill: kill to restarted", ms(Date.parse(restarted.timestamp) - killedAt))
+        record("postgres kill: kill to served again", ms(served - killedAt))
+        record("postgres kill: log lines (not per request) after the kill", events.length)
+        for (const line of events) record(`postgres kill: ${line.logLevel}`, line.message.slice(0, 110))
+        expect(contractBreaches(answers)).toEqual([])
+        expect(during.filter((answer) => answer.status !== 200 && answer.status !== 503)).toEqual([])
+        expect(events.filter((line) => line.logLevel === "ERROR").map((line) => line.message)).toEqual([
+          "PostgreSQL exited unexpectedly: it was killed by SIGKILL; restarting it"
+        ])
+        expect(events.filter((line) => line.logLevel === "FATAL")).toEqual([])
+        expect(events.filter((line) => "cause" in line)).toEqual([])
+        // the same service, on the same data, with a new postmaster
+        expect(service.child.exitCode).toBe(null)
+        expect(pidIn(pidFile)).not.toBe(postmaster)
+        expect(isAlive(pidIn(pidFile))).toBe(true)
+        expect((yield* callService(service, "GET", "/ready")).status).toBe(200)
+      })
+  )
+
+  it.scopedLive(
+    "the embedded devnet SIGKILLed under load: restarted from its state on the same port, payments settle again",
+    () =>
+      Effect.gen(function* () {
+        const { service, dataDir, merchant } = yield* embeddedService()
+        const first = yield* orderAndPay(service, payers[0]!)
+        expect(first.status).toBe(200)
+        const paidAt = Date.now()
+        const stateFile = path.join(dataDir, "chain", "anvil-state.json")
+        // anvil dumps its state every 3 s: the kill comes after a dump that holds the payment
+        yield* awaitSeen(
+          "the devnet state is dumped after the payment",
+          service,
+          Effect.sync(() => (existsSync(stateFile) && statSync(stateFile).mtimeMs > paidAt + 50 ? true : undefined))
+        )
+        const anvil = pidIn(path.join(dataDir, "chain", "anvil.pid"))
+        process.kill(anvil, "SIGKILL")
+        const killedAt = Date.now()
+        const traffic = yield* load([
+          (i) => orderAndPay(service, payers[1 + (i % 3)]!),
+          (i) => orderAndPay(service, payers[4 + (i % 3)]!),
+          () => callService(service, "GET", "/ready")
+        ])
+        const restarted = yield* awaitSeen(
+          "anvil is restarted (or the service exited)",
+          service,
+          Effect.map(
+            lineStarting(service, "anvil restarted"),
+            (line) => line ?? (service.child.exitCode !== null ? ({ message: "exited" } as LogLine) : undefined)
+          )
+        )
+        expect(restarted.message).toMatch(/^anvil restarted after \d+\.\d s$/)
+        const settled = yield* awaitSeen(
+          "a payment is settled again",
+          service,
+          Effect.map(
+            traffic.answers,
+            (all) =>
+              all.find(
+                (answer) =>
+                  answer.at > Date.parse(restarted.timestamp) && answer.status === 200 && answer.body?.status === "paid"
+              )?.at
+          )
+        )
+        const answers = yield* traffic.stop
+        // every payment answered paid is one transfer on chain, and no other transfer reached the merchant
+        const transfers = yield* transfersTo(service, merchant)
+        const paid = answers.filter((answer) => answer.status === 200 && answer.body?.status === "paid").length
+        const events = eventsSince(service, killedAt)
+        record("devnet kill: requests after the kill", answers.length)
+        record("devnet kill: statuses after the kill", statuses(answers))
+        record("devnet kill: kill to restarted", ms(Date.parse(restarted.timestamp) - killedAt))
+        record("devnet kill: kill to a payment settled", ms(settled - killedAt))
+        record("devnet kill: payments answered paid / transfers on chain", `${paid + 1} / ${transfers.length}`)
+        record("devnet kill: log lines (not per request) after the kill", events.length)
+        for (const line of events) record(`devnet kill: ${line.logLevel}`, line.message.slice(0, 110))
+        expect(contractBreaches(answers)).toEqual([])
+        expect(answers.filter((answer) => ![200, 402, 503].includes(answer.status ?? 0))).toEqual([])
+        expect(transfers).toHaveLength(paid + 1)
+        expect(events.filter((line) => line.logLevel === "ERROR").map((line) => line.message)).toEqual([
+          "anvil exited unexpectedly: it was killed by SIGKILL; restarting it"
+        ])
+        expect(events.filter((line) => line.logLevel === "FATAL")).toEqual([])
+        expect(events.filter((line) => "cause" in line)).toEqual([])
+        expect(service.child.exitCode).toBe(null)
+      })
+  )
+
+  it.scopedLive(
+    "a devnet that cannot be restarted (its port taken): exit 1 with one fatal line, nothing left running",
+    () =>
+      Effect.gen(function* () {
+        const { service, dataDir } = yield* embeddedService()
+        const port = Number(new URL(devnetOf(service).rpcUrl).port)
+        process.kill(pidIn(path.join(dataDir, "chain", "anvil.pid")), "SIGKILL")
+        // The port is taken before the first restart (200 ms later), and kept.
+        // it takes the port only: a connection is closed at once (and none holds up its close)
+        const squatter = createServer((socket) => socket.destroy())
+        yield* Effect.acquireRelease(
+          Effect.async<void, string>((resume) => {
+            squatter.once("error", (error) => resume(Effect.fail(String(error))))
+            squatter.listen(port, "127.0.0.1", () => resume(Effect.void))
+          }).pipe(
+            Effect.tapError(() => Effect.sync(() => squatter.removeAllListeners("error"))),
+            Effect.retry(Schedule.spaced("5 millis").pipe(Schedule.upTo("2 seconds"))),
+            Effect.orDieWith(() => new Error(`port ${port} could not be taken before anvil restarted`))
+          ),
+          () =>
+            Effect.async<void>((resume) => {
+              squatter.close(() => resume(Effect.void))
+            })
+        )
+        const startedAt = Date.now()
+        const code = yield* service.exited.pipe(
+          Effect.timeoutFail({
+            duration: "60 seconds",
+            onTimeout: () => new Error("the service did not exit within 60 s")
+          }),
+          Effect.orDie
+        )
+        const exitedMs = Date.now() - startedAt
+        const all = lines(service)
+        const fatal = all.filter((line) => line.logLevel === "FATAL")
+        record("devnet lost: kill to exit", ms(exitedMs))
+        record(
+          "devnet lost: restart attempts logged",
+          all.filter((line) => / did not restart \(\d+ of \d+ failures in a row\)$/.test(line.message)).length
+        )
+        expect(code).toBe(1)
+        expect(fatal).toHaveLength(1)
+        expect(fatal[0]!.message).toMatch(
+          /^stopping: anvil \(.+anvil-state\.json\) exited and could not be restarted: 5 failures in a row; the last: exited with code \d+ before it was ready/
+        )
+        expect(all.filter((line) => line.logLevel === "ERROR").map((line) => line.message)).toEqual([
+          "anvil exited unexpectedly: it was killed by SIGKILL; restarting it"
+        ])
+        // the fatal line is the last; PostgreSQL and the watchdogs went down with the service
+        expect(all.at(-1)?.logLevel).toBe("FATAL")
+        expect(processesMentioning(dataDir)).toEqual([])
+      })
+  )
+
+  it.scopedLive("a 20 s database outage under load: a bounded number of log lines, no stack trace, served again", () =>
+    Effect.gen(function* () {
+      const databaseUrl = yield* temporaryDatabaseUrl
+      const upstream = new URL(databaseUrl)
+      const proxy = yield* startTcpProxy({ host: upstream.hostname, port: Number(upstream.port || 5432) })
+      const { service } = yield* embeddedService({ DATABASE_URL: proxy.url(databaseUrl) })
+      const before = yield* createOrder(service)
+      expect(before.status).toBe(200)
+      const traffic = yield* load([
+        () => createOrder(service),
+        () => callService(service, "GET", `/merchant/orders/${before.body.id}`),
+        () => callService(service, "POST", "/auth/challenge", { json: { address: payers[0]!.address } }),
+        () => callService(service, "GET", `/merchant/orders/${before.body.id}`)
+      ])
+      yield* awaitSeen(
+        "the load to be served",
+        service,
+        Effect.map(traffic.answers, (all) => (all.length >= 20 ? true : undefined))
+      )
+      const cutAt = Date.now()
+      proxy.setMode("refuse")
+      yield* Effect.sleep("20 seconds")
+      proxy.setMode("forward")
+      const back = yield* awaitSeen("the outage is over", service, lineStarting(service, "database available again"))
+      const answers = yield* traffic.stop
+      const during = answers.filter((answer) => answer.at >= cutAt && answer.at <= Date.parse(back.timestamp))
+      const within = (line: LogLine) =>
+        Date.parse(line.timestamp) >= cutAt && Date.parse(line.timestamp) <= Date.parse(back.timestamp)
+      const events = lines(service).filter((line) => within(line) && !perRequest(line))
+      const requestLines = lines(service).filter((line) => within(line) && perRequest(line))
+      record("db outage: length", ms(Date.parse(back.timestamp) - cutAt))
+      record("db outage: requests during it", during.length)
+      record("db outage: statuses during it", statuses(during))
+      record("db outage: per-request log lines (access log, orders)", requestLines.length)
+      record("db outage: other log lines", events.length)
+      for (const line of events) record(`db outage: ${line.logLevel}`, line.message.slice(0, 110))
+      expect(contractBreaches(answers)).toEqual([])
+      expect(during.filter((answer) => answer.status === 503).length).toBeGreaterThan(100)
+      expect(events.filter((line) => "cause" in line)).toEqual([])
+      // one line when it went, a summary every 10 s, one when it came back: nothing else
+      const kinds = events.map((line) =>
+        line.message.startsWith("database unavailable: ")
+          ? "went"
+          : line.message.startsWith("database still unavailable after ")
+            ? "summary"
+            : line.message.startsWith("database available again after ")
+              ? "back"
+              : `other: ${line.logLevel} ${line.message}`
+      )
+      expect(kinds[0]).toBe("went")
+      expect(kinds.at(-1)).toBe("back")
+      expect(kinds.slice(1, -1).every((kind) => kind === "summary")).toBe(true)
+      expect(events.length).toBeLessThanOrEqual(5)
+      expect(back.message).toMatch(
+        /^database available again after \d+\.\d s; meanwhile \d+ requests refused, \d+ background jobs? failed$/
+      )
+      expect((yield* createOrder(service)).status).toBe(200)
+    })
+  )
+})
