@@ -18,7 +18,6 @@ import { randomBytes } from "node:crypto"
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import type { BrowserContext, Page } from "playwright-core"
-import { ClientApi } from "../../src/Api.js"
 import { ChainClient } from "../../src/chain/ChainClient.js"
 import { freePort } from "../../src/EmbeddedPostgres.js"
 import { kycEnv } from "../kyc/helpers.js"
@@ -42,15 +41,6 @@ import {
 } from "../support/webapp.js"
 
 const skip = skipWithoutChromium("Journey.test.ts")
-
-/**
- * Whether the API has the live event stream (issue 19): the tests that watch a page change without
- * reloading (the card after approval, the statement's payment and refill, the identity check's
- * results) need it, and web/live.ts reads it once it is there. Until then they are skipped, saying so.
- */
-const liveEvents = Object.keys(ClientApi.groups).includes("events")
-const skipLive = skip || !liveEvents
-if (!liveEvents) console.warn("Journey.test.ts: the journeys are skipped until GET /me/events is in the API")
 
 // The page's origin must be the service's APP_URL (sign-in domain, the identity check's way back).
 const PORT = await Effect.runPromise(freePort)
@@ -251,11 +241,11 @@ layer(
   ),
   { excludeTestServices: true, timeout: "180 seconds" }
 )("the web app in Chromium", (it) => {
-  it.scoped.skipIf(skipLive)("a new user with a development key: the whole journey", () => journey("development"))
+  it.scoped.skipIf(skip)("a new user with a development key: the whole journey", () => journey("development"))
 
-  it.scoped.skipIf(skipLive)("the same journey with an injected EIP-1193 wallet (EIP-6963)", () => journey("injected"))
+  it.scoped.skipIf(skip)("the same journey with an injected EIP-1193 wallet (EIP-6963)", () => journey("injected"))
 
-  it.scoped.skipIf(skipLive)("declined and duplicate identity checks show their sentences and the retry", () =>
+  it.scoped.skipIf(skip)("declined and duplicate identity checks show their sentences and the retry", () =>
     Effect.gen(function* () {
       const { context, app, page } = yield* freshPage()
       yield* signIn(app, /^Use a development key$/)
@@ -275,7 +265,7 @@ layer(
     })
   )
 
-  it.scoped.skipIf(skipLive)("keyboard only: sign-in with a development key and the strategy's save", () =>
+  it.scoped.skipIf(skip)("keyboard only: sign-in with a development key and the strategy's save", () =>
     Effect.gen(function* () {
       const { app, page } = yield* freshPage()
 
