@@ -133,8 +133,18 @@ export interface WebBuild {
   readonly built: boolean
 }
 
+/** The build this process is making: services started together in one process share it (one esbuild). */
+let inFlight: Promise<WebBuild> | undefined
+
 /** Builds the web app unless its build is current; answers where it is. */
-export const ensureWebBuild = async (root: string = projectRoot()): Promise<WebBuild> => {
+export const ensureWebBuild = (root: string = projectRoot()): Promise<WebBuild> => {
+  inFlight ??= ensure(root).finally(() => {
+    inFlight = undefined
+  })
+  return inFlight
+}
+
+const ensure = async (root: string): Promise<WebBuild> => {
   const dir = path.join(root, WEB_OUT)
   const current = () => {
     try {
