@@ -24,6 +24,7 @@ import { kycEnv } from "../kyc/helpers.js"
 import { newAccount } from "../support/auth.js"
 import { browser, skipWithoutChromium } from "../support/chromium.js"
 import { testServer } from "../support/TestServer.js"
+import { eventually } from "../support/wait.js"
 import {
   type AppPage,
   checkScreen,
@@ -164,11 +165,18 @@ const journey = (wallet: "development" | "injected") =>
     expect(yield* promise(() => page.locator("#targets-message").count())).toBe(0)
 
     // The portfolio chart: one bar per holding for the weights and one for the targets.
-    const chart = page.locator("#portfolio-chart[data-bars]")
-    yield* promise(() => chart.waitFor())
-    const holdings = yield* promise(() => page.locator("table.holdings tbody tr").count())
-    expect(holdings).toBeGreaterThanOrEqual(2)
-    expect(yield* promise(() => chart.getAttribute("data-bars"))).toBe(`${holdings},${holdings}`)
+    // Read together in the page (the wallet's funding may still be landing when the screen first reads it).
+    const drawn = yield* eventually(
+      "the chart to draw a pair of bars per row of the holdings table",
+      promise(
+        () =>
+          page.evaluate(
+            "({ bars: document.querySelector('#portfolio-chart')?.dataset.bars, rows: document.querySelectorAll('table.holdings tbody tr').length })"
+          ) as Promise<{ readonly bars?: string; readonly rows: number }>
+      ),
+      ({ bars, rows }) => rows >= 2 && bars === `${rows},${rows}`
+    )
+    expect(drawn.rows).toBeGreaterThanOrEqual(2)
     // A preview at a chosen time: what the agent would decide then, and why.
     yield* promise(() => page.getByLabel(/^Date and time/).fill("2026-11-27T12:45"))
     yield* press(page, "Preview")

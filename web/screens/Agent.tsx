@@ -5,7 +5,7 @@
  * agent wallet's session.
  */
 import { type Signal, useSignal } from "@preact/signals"
-import { useEffect } from "preact/hooks"
+import { useEffect, useRef } from "preact/hooks"
 import type { Portfolio, Preview, Strategy } from "../../src/agent/Api.js"
 import type { TokenMarket } from "../../src/market/Api.js"
 import { api, me } from "../account.js"
@@ -400,13 +400,18 @@ export const Agent = () => {
   const agentOn = config.agent !== "off"
   const hasCard = me.value?.card !== null && me.value?.card !== undefined
 
+  // Reads overlap (the screen opening, a save, events): only the latest one's answer is shown.
+  const portfolioReads = useRef(0)
   const loadPortfolio = async () => {
     if (!agentOn || !hasCard) return
+    const read = ++portfolioReads.current
     try {
-      portfolio.value = await run(api().agent.portfolio())
+      const answer = await run(api().agent.portfolio())
+      if (read !== portfolioReads.current) return
+      portfolio.value = answer
       portfolioError.value = undefined
     } catch (failure) {
-      portfolioError.value = failure as AppError
+      if (read === portfolioReads.current) portfolioError.value = failure as AppError
     }
   }
 
