@@ -4,10 +4,12 @@
  * (the events table is the truth): after every (re)connection `onListening` runs, so that whatever
  * was published while nobody listened is read from the table.
  *
- * An outage is one WARN when the connection is lost and one INFO when listening again.
+ * A lost connection is reported as the database's unavailability (Outages.ts): the outage's one
+ * WARN, summary and INFO say it, not a line per reconnection.
  */
 import { Deferred, Duration, Effect, Exit, type Scope } from "effect"
 import type pg from "pg"
+import { reportUnavailable } from "../Outages.js"
 
 const FIRST_RETRY = Duration.millis(100)
 const LAST_RETRY = Duration.seconds(5)
@@ -32,7 +34,6 @@ export const listen = (options: ListenerOptions): Effect.Effect<Listener, never,
   Effect.gen(function* () {
     let current: pg.Client | undefined
     let lose: ((reason: string) => void) | undefined
-    let down = false
 
     /** One connection: connects, listens, and answers why it ended. */
     const session = Effect.gen(function* () {
@@ -64,8 +65,6 @@ export const listen = (options: ListenerOptions): Effect.Effect<Listener, never,
       )
       current = client
       lose = end
-      if (down) yield* Effect.logInfo("event listener listening again")
-      down = false
       yield* options.onListening
       return yield* Deferred.await(lost)
     }).pipe(Effect.scoped)
@@ -77,10 +76,8 @@ export const listen = (options: ListenerOptions): Effect.Effect<Listener, never,
         const reason = yield* Effect.merge(session)
         // A connection that lasted gets the first retry again; one that keeps failing waits longer.
         if (Date.now() - started > Duration.toMillis(LAST_RETRY)) wait = FIRST_RETRY
-        if (!down) {
-          down = true
-          yield* Effect.logWarning(`event listener lost its database connection (${reason}); reconnecting`)
-        }
+        // Part of the database's outage, logged once with it (Outages.ts), not a line of its own.
+        yield* reportUnavailable("database", `event listener: ${reason}; reconnecting`, "job")
         yield* Effect.sleep(wait)
         wait = Duration.min(Duration.times(wait, 2), LAST_RETRY)
       }

@@ -35,6 +35,7 @@ import { DatabasePool } from "../Database.js"
 import { Kyc } from "../kyc/Kyc.js"
 import type { KycState } from "../kyc/KycState.js"
 import { countEventsSent, countStreamClosed, recordNotificationLag, setOpenStreams } from "../Metrics.js"
+import { outageOf, reportUnavailable } from "../Outages.js"
 import { type CloseReason, EventIdExpired, EventIdUnknown, StreamsUnavailable } from "./Api.js"
 import { listen } from "./EventListener.js"
 import { EVENTS_CHANNEL, EventRepo, type StoredEvent } from "./EventRepo.js"
@@ -228,9 +229,11 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
           Effect.catchAllCause((cause) =>
             Cause.isInterruptedOnly(cause)
               ? Effect.failCause(cause)
-              : Effect.logWarning("event streams: reading events failed; retrying", cause).pipe(
-                  Effect.zipRight(Effect.sleep(READ_RETRY))
-                )
+              : Option.match(outageOf(cause), {
+                  onNone: () => Effect.logWarning("event streams: reading events failed; retrying", cause),
+                  onSome: ({ dependency, reason }) =>
+                    reportUnavailable(dependency, `event streams: ${reason}; retrying`, "job")
+                }).pipe(Effect.zipRight(Effect.sleep(READ_RETRY)))
           )
         )
       }

@@ -1,5 +1,19 @@
 import { describe, expect, layer } from "@effect/vitest"
-import { Cause, ConfigProvider, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Ref, TestClock } from "effect"
+import {
+  Cause,
+  Chunk,
+  Clock,
+  ConfigProvider,
+  Deferred,
+  Duration,
+  Effect,
+  Exit,
+  Fiber,
+  Layer,
+  Option,
+  Ref,
+  TestClock
+} from "effect"
 import { type StockToken, TokenRegistry } from "../../src/chain/Tokens.js"
 import { Market, MarketRefreshLive } from "../../src/market/Market.js"
 import { ScriptedPriceFeed } from "../../src/market/ScriptedPriceFeed.js"
@@ -180,6 +194,17 @@ describe("the scheduled refresh", () => {
         eventually(`${n} feed reads`, Ref.get(script.calls), (calls) => calls >= n, { every: "5 millis" })
       )
 
+    /**
+     * Waits until the loop, its run over, sleeps until the next one (a clock moved before that
+     * would pass unseen by it).
+     */
+    const loopAsleep = Effect.gen(function* () {
+      const next = (yield* Clock.currentTimeMillis) + 5_000
+      yield* eventually("the refresh loop to wait for its next run", TestClock.sleeps(), (sleeps) =>
+        Chunk.some(sleeps, (at) => at === next)
+      )
+    })
+
     it.scoped("runs at start-up and every interval, and survives failed and crashing runs", () =>
       Effect.gen(function* () {
         yield* TestClock.setTime(NOW)
@@ -190,10 +215,12 @@ describe("the scheduled refresh", () => {
         yield* Layer.build(MarketRefreshLive)
         expect(yield* callsReach(2)).toBe(2) // first run, at once: both tokens fail
         yield* Ref.set(script.behaviour, "die")
+        yield* loopAsleep
         yield* TestClock.adjust("5 seconds")
         expect(yield* callsReach(4)).toBe(4) // second run: a defect, logged
         yield* Ref.set(script.behaviour, "answer")
         yield* Ref.set(script.price, 77)
+        yield* loopAsleep
         yield* TestClock.adjust("5 seconds")
         expect(yield* callsReach(6)).toBe(6) // the loop is still alive
         const market = yield* Market
