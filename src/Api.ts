@@ -19,6 +19,7 @@ import { AccountApi } from "./account/Api.js"
 import { AgentApi, StrategyApi } from "./agent/Api.js"
 import { AuthApi } from "./auth/Api.js"
 import { StatementApi } from "./cards/Api.js"
+import { DevnetApi } from "./devnet/Api.js"
 import { EventsApi, StreamEvent } from "./events/Api.js"
 import { HealthApi } from "./health/Api.js"
 import { KycApi, KycSandboxApi, KycWebhookApi } from "./kyc/Api.js"
@@ -64,3 +65,9 @@ export class AgentEnabledApi extends CoreApi.add(AgentApi) {}
 
 /** Every group, whatever is enabled: handlers are built against it, and it is served when all are on. */
 export class Api extends MerchantEnabledApi.add(AgentApi) {}
+
+/**
+ * Every group, the embedded devnet's faucet too: what the typed client and the request metrics know
+ * (Server.ts adds the devnet group to the API in force only while the embedded devnet runs).
+ */
+export class ClientApi extends Api.add(DevnetApi) {}

@@ -16,7 +16,7 @@
  */
 import { HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
 import type { Effect } from "effect"
-import { Api } from "./Api.js"
+import { ClientApi } from "./Api.js"
 
 export interface ClientOptions {
   /** The service's base URL, e.g. `http://localhost:3000`. */
@@ -26,7 +26,7 @@ export interface ClientOptions {
 }
 
 export const makeClient = (options: ClientOptions) =>
-  HttpApiClient.make(Api, {
+  HttpApiClient.make(ClientApi, {
     baseUrl: options.baseUrl,
     ...(options.token === undefined
       ? {}

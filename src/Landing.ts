@@ -19,8 +19,11 @@ const page = `<!doctype html>
 <h1>${SERVICE_NAME} <small>${SERVICE_VERSION}</small></h1>
 <p>The backend of the payment-card app: sign-in with a wallet, identity check and card, statement,
 the refill agent, market data and a demo merchant paid over x402.</p>
+<p><a href="/app"><strong>Open the card app</strong></a>: sign in with a wallet, pass the identity check, see the
+card and its statement, set the agent's strategy and pay the demo merchant.</p>
 <p>Finished an identity check? You can return to the app now.</p>
 <ul>
+<li><a href="/app">The card app</a></li>
 <li><a href="/docs">API reference</a></li>
 <li><a href="/openapi.json">OpenAPI document</a></li>
 <li><a href="/health">Health</a></li>

@@ -15,6 +15,23 @@ export const NOSNIFF = { "x-content-type-options": "nosniff" } as const
  */
 export const STATIC_PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'"
 
+/**
+ * The web app's page (/app): its own script and stylesheet files only, `data:` images (wallets'
+ * EIP-6963 icons), requests to this origin only, never framed, no `<base>`, no form submission.
+ */
+export const APP_PAGE_CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "font-src 'self'",
+  "connect-src 'self'",
+  "manifest-src 'self'",
+  "frame-ancestors 'none'",
+  "base-uri 'none'",
+  "form-action 'none'"
+].join("; ")
+
 /** `<script>` elements without `src`: their attributes and text. */
 const INLINE_SCRIPT = /<script\b([^>]*)>([\s\S]*?)<\/script\s*>/gi
 /** A `type` a browser runs (none, a JavaScript MIME type, or `module`); others are data blocks. */

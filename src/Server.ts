@@ -39,7 +39,7 @@ import {
   LogLevel,
   Option
 } from "effect"
-import { AgentEnabledApi, Api, CoreApi, MerchantEnabledApi } from "./Api.js"
+import { AgentEnabledApi, Api, ClientApi, CoreApi, MerchantEnabledApi } from "./Api.js"
 import {
   BadRequest,
   type ChainUnavailable,
@@ -56,6 +56,7 @@ import { AccountHttpLive } from "./account/Http.js"
 import { Agent } from "./agent/Agent.js"
 import { AgentLoop, AgentLoopLive } from "./agent/AgentLoop.js"
 import { AgentHttpLive, StrategyHttpLive } from "./agent/Http.js"
+import { WebAppLive } from "./app/WebApp.js"
 import { Auth } from "./auth/Auth.js"
 import { AuthHttpLive } from "./auth/Http.js"
 import { AppConfig, type AppSettings, durationConfig } from "./Config.js"
@@ -64,6 +65,8 @@ import { StatementHttpLive } from "./cards/Http.js"
 import { Statement } from "./cards/Statement.js"
 import { ChainClient } from "./chain/ChainClient.js"
 import { DatabasePool } from "./Database.js"
+import { withDevnet } from "./devnet/Api.js"
+import { DevnetHttpLive } from "./devnet/Http.js"
 import { EventStreams } from "./events/EventStreams.js"
 import { Events } from "./events/Events.js"
 import { CloseEventStreamsFirst, EventsHttpLive } from "./events/Http.js"
@@ -223,8 +226,8 @@ const ErrorNormalizerLive = HttpApiBuilder.middleware(
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/
 
-const routeOf = routeTemplates(Api)
-const payloadKindOf = payloadKinds(Api)
+const routeOf = routeTemplates(ClientApi)
+const payloadKindOf = payloadKinds(ClientApi)
 
 /** A `{error, code}` response written before routing, for one of the declared errors. */
 const refusal = (error: { readonly code: string; readonly status: number }, message: string) =>
@@ -434,6 +437,7 @@ const CoreLive = Layer.mergeAll(
   MarketHttpLive,
   StatementHttpLive,
   StrategyHttpLive,
+  DevnetHttpLive,
   EventsHttpLive,
   ErrorNormalizerLive,
   MarketRefreshLive,
@@ -446,16 +450,22 @@ const MerchantLive = Layer.merge(MerchantHttpLive, SettlementReconcilerLive).pip
 const AgentLive = Layer.merge(AgentHttpLive, AgentLoopLive)
 
 /**
- * The API in force: the core, plus the merchant when `MERCHANT_PAY_TO` is set and the agent unless
- * it is off. Its OpenAPI document (/openapi.json, /docs) names API_URL as the server.
+ * The API in force: the core, plus the merchant when `MERCHANT_PAY_TO` is set, the agent unless
+ * it is off, and the devnet faucet while the embedded devnet runs (a chain that can mint). Its
+ * OpenAPI document (/openapi.json, /docs) names API_URL as the server.
  */
 const ApiLive = Layer.unwrapEffect(
-  Effect.map(AppConfig, (config) => {
+  Effect.gen(function* () {
+    const config = yield* AppConfig
     const merchant = Option.isSome(config.merchantPayTo)
     const agent = config.agentMode !== "off"
+    const devnet = Option.isSome((yield* ChainClient).faucet)
     const served = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(
       api: HttpApi.HttpApi<Id, Groups, E, R>
-    ) => HttpApiBuilder.api(api.annotate(OpenApi.Servers, [{ url: config.apiUrl, description: "API_URL" }]))
+    ) =>
+      HttpApiBuilder.api(
+        withDevnet(api, devnet).annotate(OpenApi.Servers, [{ url: config.apiUrl, description: "API_URL" }])
+      )
     return merchant && agent
       ? served(Api).pipe(Layer.provide([MerchantLive, AgentLive]))
       : merchant
@@ -552,7 +562,12 @@ export const httpLive = <A, E, R>(server: Layer.Layer<A | HttpServer.HttpServer,
     Layer.merge(StartupSummary),
     Layer.merge(CloseEventStreamsFirst),
     Layer.provideMerge(server),
-    Layer.provide([HttpApiScalar.layer({ path: "/docs", scalar: offlineScalar }), LandingLive, MetricsRouteLive]),
+    Layer.provide([
+      HttpApiScalar.layer({ path: "/docs", scalar: offlineScalar }),
+      LandingLive,
+      WebAppLive,
+      MetricsRouteLive
+    ]),
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
     Layer.provide(CorsLive),
     Layer.provide(ApiLive),

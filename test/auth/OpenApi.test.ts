@@ -20,6 +20,8 @@ layer(testServer({}, { chain: InMemoryChain.layer() }), { excludeTestServices: t
           "/auth/challenge",
           "/auth/signout",
           "/auth/verify",
+          // The in-memory chain mints, as the embedded devnet does.
+          "/devnet/faucet",
           "/health",
           "/kyc/sandbox/{sessionId}",
           "/kyc/session",

@@ -14,12 +14,13 @@ export const TEST_APP_URL = "https://app.example.com"
 
 type ChainLayer = PortLayers["chain"]
 
-/** The production Node server (its timeouts and parser handling) on a free port, and a client for it. */
-const NodeServerTest = HttpServer.layerTestClient.pipe(
-  Layer.provide(NodeHttpClient.layerWithoutAgent),
-  Layer.provide(NodeHttpClient.makeAgentLayer({ keepAlive: false })),
-  Layer.provideMerge(nodeServerLayer({ port: 0, host: "127.0.0.1" }))
-)
+/** The production Node server (its timeouts and parser handling) on `port` (0: a free one), and a client for it. */
+const nodeServerTest = (port: number) =>
+  HttpServer.layerTestClient.pipe(
+    Layer.provide(NodeHttpClient.layerWithoutAgent),
+    Layer.provide(NodeHttpClient.makeAgentLayer({ keepAlive: false })),
+    Layer.provideMerge(nodeServerLayer({ port, host: "127.0.0.1" }))
+  )
 
 /** What the given layers offer, e.g. `InMemoryChain` beside the `ChainClient` it implements. */
 type Offered<P> = {
@@ -32,7 +33,8 @@ type DefaultChain<P> = P extends { readonly chain: unknown } ? never : Layer.Lay
 /**
  * The real HTTP application on a free port over a throwaway database, with the environment given as
  * a map and its own temporary DATA_DIR, served by the production Node server (its limits and parser
- * handling). Ports are the configured defaults except those given; the
+ * handling) on a free port, or on `PORT` when the environment gives one (a browser test whose
+ * APP_URL must name the server). Ports are the configured defaults except those given; the
  * chain is a fresh devnet unless replaced. Provides the `HttpClient` pointed at the server, the
  * `SqlClient`, and whatever the port layers offer the test (`TestDevnet`, `InMemoryChain`,
  * `ScriptedKycProvider`, ...).
@@ -66,7 +68,7 @@ export const testServer = <const P extends Partial<PortLayers> = {}, D = never>(
       }
       // Port layers may need other ports (a wallet the chain): each is built once, in the ports.
       const portLayer = portsLayer({ ...ports, chain })
-      return httpLive(NodeServerTest).pipe(
+      return httpLive(nodeServerTest(Number(env.PORT ?? 0))).pipe(
         Layer.provide(portLayer),
         Layer.provideMerge(Layer.mergeAll(...(given as [ChainLayer])).pipe(Layer.provide(portLayer))),
         Layer.provideMerge(database),

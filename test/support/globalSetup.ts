@@ -2,6 +2,9 @@
  * One PostgreSQL server for the whole run; every test file creates its own throwaway database
  * on it. `TEST_DATABASE_URL` names an existing server (CI uses the machine's); without it an
  * embedded PostgreSQL is started in a temporary directory and removed afterwards.
+ *
+ * The web app is built here once (dist/web/, reused while web/ is unchanged), so that the test
+ * servers that start in parallel find it built rather than each building it.
  */
 import { chmodSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -9,9 +12,11 @@ import path from "node:path"
 import { Effect, Exit, Redacted, Scope } from "effect"
 import type {} from "vitest"
 import type { TestProject } from "vitest/node"
+import { ensureWebBuild } from "../../src/app/WebBuild.js"
 import { startEmbeddedPostgres } from "../../src/EmbeddedPostgres.js"
 
 export default async function setup(project: TestProject) {
+  await ensureWebBuild()
   const given = process.env.TEST_DATABASE_URL
   if (given !== undefined && given !== "") {
     project.provide("adminDatabaseUrl", given)
