@@ -103,7 +103,11 @@ export class Auth extends Effect.Service<Auth>()("app/Auth", {
       const now = yield* Clock.currentTimeMillis
       if (Option.isNone(session) || session.value.expiresAt.getTime() <= now) return yield* invalid
       yield* Effect.annotateCurrentSpan("user.address", session.value.address)
-      return { address: session.value.address, sessionId: Buffer.from(tokenHash).toString("hex") }
+      return {
+        address: session.value.address,
+        sessionId: Buffer.from(tokenHash).toString("hex"),
+        userCreatedAt: session.value.userCreatedAt
+      }
     })
 
     return { challenge, verify, authenticate }

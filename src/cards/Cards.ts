@@ -51,11 +51,13 @@ export class Cards extends Effect.Service<Cards>()("app/Cards", {
     }
 
     /** The user's card, opened for its owner; none before approval. */
+    /** A card's row opened for its owner (the row read by whoever reads the owner's standing). */
+    const reveal = (row: CardRow) =>
+      Effect.zipRight(Effect.annotateCurrentSpan("card.id", row.id), Effect.orDie(Effect.try(() => open(row))))
+
     const forOwner = Effect.fn("Cards.forOwner")(function* (address: Address) {
       const row = yield* repo.findByAddress(address)
-      if (Option.isNone(row)) return Option.none<Card>()
-      yield* Effect.annotateCurrentSpan("card.id", row.value.id)
-      return Option.some(yield* Effect.try(() => open(row.value)).pipe(Effect.orDie))
+      return Option.isNone(row) ? Option.none<Card>() : Option.some(yield* reveal(row.value))
     })
 
     /**
@@ -107,7 +109,7 @@ export class Cards extends Effect.Service<Cards>()("app/Cards", {
       return yield* repo.findRef(addressOrId)
     })
 
-    return { forOwner, find, issueOnApproval }
+    return { forOwner, reveal, find, issueOnApproval }
   }),
   dependencies: [CardRepo.Default]
 }) {}

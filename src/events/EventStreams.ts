@@ -25,6 +25,7 @@ import { type HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Cause, Effect, Exit, Option, Runtime, Schema, type Tracer } from "effect"
 import { formatUnits } from "viem"
+import { Standing } from "../account/Standing.js"
 import { forkLoop } from "../BackgroundLoop.js"
 import { AppConfig } from "../Config.js"
 import { Card } from "../cards/Card.js"
@@ -92,6 +93,7 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
   scoped: Effect.gen(function* () {
     const repo = yield* EventRepo
     const kyc = yield* Kyc
+    const standings = yield* Standing
     const cards = yield* Cards
     const chain = yield* ChainClient
     const pool = yield* DatabasePool
@@ -425,7 +427,7 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
         })
       }
       // Read after the position: whatever changes meanwhile arrives as an event after it.
-      const standing = yield* kyc.standing(user.address)
+      const standing = yield* standings.of(user.address)
       const cardUsd1 = standing.card === null ? null : yield* balanceOf(user.address)
       const id = randomUUID()
       const response = (() => {

@@ -147,20 +147,17 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
         })
       )
 
-    /**
-     * Asks the provider about the user's pending session, at most once per RECONCILE_INTERVAL_MS
-     * (claimed with a timestamp in the user's row, so it holds across replicas). Failures are logged.
-     */
-    const reconcile = (address: Address) =>
+    /** The claim of a look at the provider (KycRepo's `claimDueCheck`): due RECONCILE_INTERVAL_MS after the last. */
+    const claimAt = (address: Address, now: number) => ({
+      address,
+      provider: provider.name,
+      now: new Date(now),
+      cutoff: new Date(now - RECONCILE_INTERVAL_MS)
+    })
+
+    /** Asks the provider about a pending session this replica claimed. Failures are logged. */
+    const askProvider = (address: Address, sessionId: string, now: number) =>
       Effect.gen(function* () {
-        const now = yield* Clock.currentTimeMillis
-        const sessionId = yield* repo.claimCheck(
-          address,
-          provider.name,
-          new Date(now),
-          new Date(now - RECONCILE_INTERVAL_MS)
-        )
-        if (sessionId === undefined) return
         yield* Effect.annotateCurrentSpan("kyc.session_id", sessionId)
         // getSession answers the verified document with an approval; apply refuses one without.
         const report = yield* timed(provider.getSession(sessionId), RECONCILE_TIMEOUT)
@@ -173,6 +170,17 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
         ),
         Effect.withSpan("Kyc.reconcile", { attributes: { "user.address": address, "kyc.provider": provider.name } })
       )
+
+    /**
+     * Asks the provider about the user's pending session, at most once per RECONCILE_INTERVAL_MS
+     * (claimed with a timestamp in the user's row, so it holds across replicas). Failures are logged.
+     */
+    const reconcile = (address: Address) =>
+      Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        const sessionId = yield* repo.claimCheck(claimAt(address, now))
+        if (sessionId !== undefined) yield* askProvider(address, sessionId, now)
+      })
 
     const startSession = Effect.fn("Kyc.startSession")(function* (address: Address, returnUrl: string | undefined) {
       yield* Effect.annotateCurrentSpan({ "user.address": address, "kyc.provider": provider.name })
@@ -249,16 +257,7 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
     })
 
     /** The user's identity-check state and card, after reconciling a pending check when due. */
-    const standing = Effect.fn("Kyc.standing")(function* (address: Address) {
-      yield* Effect.annotateCurrentSpan("user.address", address)
-      yield* reconcile(address)
-      const account = yield* repo.findAccount(address)
-      const card = yield* cards.forOwner(address)
-      const kyc: KycState = Option.match(account, { onNone: () => "none", onSome: (row) => row.status })
-      return { kyc, card: Option.getOrNull(card) }
-    })
-
-    return { startSession, receiveWebhook, standing, reconcile }
+    return { startSession, receiveWebhook, reconcile, claimAt, askProvider }
   }),
   dependencies: [KycRepo.Default]
 }) {}
