@@ -17,6 +17,7 @@ import { Clock, Config, Effect, Option } from "effect"
 import { RateLimited } from "./ApiError.js"
 import { forkLoop } from "./BackgroundLoop.js"
 import { RateLimitRepo } from "./RateLimitRepo.js"
+import { traced } from "./Traced.js"
 
 const WINDOW_MS = 60_000
 /** The bound on how late a replica sees the others' hits (see above). */
@@ -60,7 +61,7 @@ export class RateLimiter extends Effect.Service<RateLimiter>()("app/RateLimiter"
     }
 
     /** Counts one request of the current client against `name`; fails with 429 past the limit. */
-    const consume = Effect.fn("RateLimiter.consume")(function* (name: RateLimitName) {
+    const consume = traced("RateLimiter.consume")(function* (name: RateLimitName) {
       const request = yield* HttpServerRequest.HttpServerRequest
       const now = yield* Clock.currentTimeMillis
       const windowStart = windowOf(now)

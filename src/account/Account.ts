@@ -8,6 +8,7 @@ import { SignInResult } from "../auth/Api.js"
 import { Auth } from "../auth/Auth.js"
 import { AuthRepo } from "../auth/AuthRepo.js"
 import type { Address } from "../chain/Address.js"
+import { traced } from "../Traced.js"
 import { Me } from "./Api.js"
 import { Standing } from "./Standing.js"
 
@@ -17,7 +18,7 @@ export class Account extends Effect.Service<Account>()("app/Account", {
     const users = yield* AuthRepo
     const standing = yield* Standing
 
-    const signIn = Effect.fn("Account.signIn")(function* (message: string, signature: `0x${string}`) {
+    const signIn = traced("Account.signIn")(function* (message: string, signature: `0x${string}`) {
       const session = yield* auth.verify(message, signature)
       // A user created by this sign-in has no identity check and no card yet (both reference the
       // user's row, which no other statement could see): nothing to read or reconcile.
@@ -28,12 +29,12 @@ export class Account extends Effect.Service<Account>()("app/Account", {
     })
 
     /** The user as authenticated (the session's statement read the user too) and where they stand. */
-    const me = Effect.fn("Account.me")(function* (user: { readonly address: Address; readonly userCreatedAt: Date }) {
+    const me = traced("Account.me")(function* (user: { readonly address: Address; readonly userCreatedAt: Date }) {
       const { kyc: state, card } = yield* standing.of(user.address)
       return new Me({ address: user.address, kyc: state, card, createdAt: user.userCreatedAt.getTime() })
     })
 
-    const signOut = Effect.fn("Account.signOut")(function* (sessionId: string) {
+    const signOut = traced("Account.signOut")(function* (sessionId: string) {
       yield* users.deleteSession(Buffer.from(sessionId, "hex"))
     })
 

@@ -9,6 +9,7 @@ import { Cards } from "../cards/Cards.js"
 import type { Address } from "../chain/Address.js"
 import { Kyc } from "../kyc/Kyc.js"
 import type { KycState } from "../kyc/KycState.js"
+import { traced } from "../Traced.js"
 import { AccountRepo } from "./AccountRepo.js"
 
 export class Standing extends Effect.Service<Standing>()("app/Standing", {
@@ -17,7 +18,7 @@ export class Standing extends Effect.Service<Standing>()("app/Standing", {
     const kyc = yield* Kyc
     const cards = yield* Cards
 
-    const of = Effect.fn("Standing.of")(function* (address: Address) {
+    const of = traced("Standing.of")(function* (address: Address) {
       yield* Effect.annotateCurrentSpan("user.address", address)
       const now = yield* Clock.currentTimeMillis
       let found = yield* repo.standing(kyc.claimAt(address, now))

@@ -8,6 +8,7 @@ import { Clock, Effect, Option, Redacted } from "effect"
 import type { Address } from "../chain/Address.js"
 import { normalizeDocumentNumber } from "../kyc/Document.js"
 import { keyedHash, open as openSealed, Secrets, seal } from "../Secrets.js"
+import { traced } from "../Traced.js"
 import { Card } from "./Card.js"
 import { CardIssuer } from "./CardIssuer.js"
 import { CardRepo, type CardRow } from "./CardRepo.js"
@@ -55,7 +56,7 @@ export class Cards extends Effect.Service<Cards>()("app/Cards", {
     const reveal = (row: CardRow) =>
       Effect.zipRight(Effect.annotateCurrentSpan("card.id", row.id), Effect.orDie(Effect.try(() => open(row))))
 
-    const forOwner = Effect.fn("Cards.forOwner")(function* (address: Address) {
+    const forOwner = traced("Cards.forOwner")(function* (address: Address) {
       const row = yield* repo.findByAddress(address)
       return Option.isNone(row) ? Option.none<Card>() : Option.some(yield* reveal(row.value))
     })
@@ -65,7 +66,7 @@ export class Cards extends Effect.Service<Cards>()("app/Cards", {
      * transaction, holding the lock on the user's identity-check row; the unique constraints on
      * user and document hash are the last word under any concurrency.
      */
-    const issueOnApproval = Effect.fn("Cards.issueOnApproval")(function* (request: {
+    const issueOnApproval = traced("Cards.issueOnApproval")(function* (request: {
       readonly address: Address
       readonly fullName: string
       readonly documentNumber: Redacted.Redacted<string>
@@ -105,7 +106,7 @@ export class Cards extends Effect.Service<Cards>()("app/Cards", {
     })
 
     /** A card by its holder's address or its id, without opening its face. */
-    const find = Effect.fn("Cards.find")(function* (addressOrId: string) {
+    const find = traced("Cards.find")(function* (addressOrId: string) {
       return yield* repo.findRef(addressOrId)
     })
 

@@ -37,6 +37,7 @@ import { Kyc } from "../kyc/Kyc.js"
 import type { KycState } from "../kyc/KycState.js"
 import { countEventsSent, countStreamClosed, recordNotificationLag, setOpenStreams } from "../Metrics.js"
 import { outageOf, reportUnavailable } from "../Outages.js"
+import { traced } from "../Traced.js"
 import { type CloseReason, EventIdExpired, EventIdUnknown, StreamsUnavailable } from "./Api.js"
 import { listen } from "./EventListener.js"
 import { EVENTS_CHANNEL, EventRepo, type StoredEvent } from "./EventRepo.js"
@@ -402,7 +403,7 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
      * before any byte is sent: 410 when the events after `requested` are gone or it is not an id of the
      * user, 503 while shutting down or full.
      */
-    const open = Effect.fn("EventStreams.open")(function* (
+    const open = traced("EventStreams.open")(function* (
       user: { readonly address: Address; readonly sessionId: string },
       requested: string | undefined,
       request: HttpServerRequest.HttpServerRequest

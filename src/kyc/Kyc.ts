@@ -26,6 +26,7 @@ import { Cards } from "../cards/Cards.js"
 import type { Address } from "../chain/Address.js"
 import { Events } from "../events/Events.js"
 import { countKycTransition } from "../Metrics.js"
+import { traced } from "../Traced.js"
 import { KycAlreadyApproved, KycDuplicate, KycProviderFailed } from "./Api.js"
 import { KycProvider, type SessionUpdate } from "./KycProvider.js"
 import { KycRepo } from "./KycRepo.js"
@@ -182,7 +183,7 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
         if (sessionId !== undefined) yield* askProvider(address, sessionId, now)
       })
 
-    const startSession = Effect.fn("Kyc.startSession")(function* (address: Address, returnUrl: string | undefined) {
+    const startSession = traced("Kyc.startSession")(function* (address: Address, returnUrl: string | undefined) {
       yield* Effect.annotateCurrentSpan({ "user.address": address, "kyc.provider": provider.name })
       const target = resolveReturnUrl(returnUrl, { webOrigins, appUrl })
       // A pending session the person abandoned may have expired at the provider: learn that first.
@@ -231,7 +232,7 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
       }).pipe(repo.withTransaction)
     })
 
-    const receiveWebhook = Effect.fn("Kyc.receiveWebhook")(function* (
+    const receiveWebhook = traced("Kyc.receiveWebhook")(function* (
       providerName: string,
       body: Uint8Array,
       headers: HeaderBag
