@@ -36,7 +36,7 @@ import {
   startPeer,
   startService
 } from "./harness.js"
-import { healthSection, readSection } from "./http.js"
+import { healthSection, meSection, readSection } from "./http.js"
 import { paySection } from "./pay.js"
 import { signInSection } from "./signin.js"
 import { startupSection } from "./startup.js"
@@ -45,6 +45,7 @@ import { startupSection } from "./startup.js"
 const SECTIONS: ReadonlyArray<Section> = [
   paySection,
   readSection,
+  meSection,
   healthSection,
   signInSection,
   startupSection,

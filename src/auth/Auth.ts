@@ -97,12 +97,13 @@ export class Auth extends Effect.Service<Auth>()("app/Auth", {
     })
 
     const authenticate = traced("Auth.authenticate")(function* (token: string) {
-      const invalid = new Unauthorized({ error: "the bearer token is missing, invalid, expired or revoked" })
-      if (!/^[A-Za-z0-9_-]{43}$/.test(token)) return yield* invalid
+      // Made only when refused: an error's construction (schema check, stack) is not free.
+      const invalid = () => new Unauthorized({ error: "the bearer token is missing, invalid, expired or revoked" })
+      if (!/^[A-Za-z0-9_-]{43}$/.test(token)) return yield* invalid()
       const tokenHash = sha256(token)
       const session = yield* repo.findSession(tokenHash)
       const now = yield* Clock.currentTimeMillis
-      if (Option.isNone(session) || session.value.expiresAt.getTime() <= now) return yield* invalid
+      if (Option.isNone(session) || session.value.expiresAt.getTime() <= now) return yield* invalid()
       yield* Effect.annotateCurrentSpan("user.address", session.value.address)
       return {
         address: session.value.address,
