@@ -12,7 +12,7 @@ import { Effect, type Scope } from "effect"
 import ts from "typescript"
 import { DEVNET_POLL_INTERVAL } from "../src/chain/Deployment.js"
 import { ANVIL_ACCOUNT_KEYS, type Devnet } from "../src/chain/Devnet.js"
-import { freePort } from "../src/EmbeddedPostgres.js"
+import { freePort } from "../src/embedded/EmbeddedPostgres.js"
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 

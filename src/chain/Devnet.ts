@@ -30,7 +30,7 @@ import {
   type Transport
 } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
-import { EmbeddedServerError } from "../EmbeddedServer.js"
+import { EmbeddedServerError } from "../embedded/EmbeddedServer.js"
 import { Address as AddressSchema } from "./Address.js"
 import { startAnvil } from "./Anvil.js"
 import {

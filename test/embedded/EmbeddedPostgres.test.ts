@@ -4,11 +4,11 @@ import path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import pg from "pg"
-import { freePort, PASSWORD_FILE, startEmbeddedPostgres } from "../src/EmbeddedPostgres.js"
-import { isAlive } from "../src/EmbeddedServer.js"
-import { runnableBinaries } from "../src/PostgresBinaries.js"
-import { killProcessesMentioning, processesMentioning, runToExit, temporaryDirectory } from "./support/process.js"
-import { eventually } from "./support/wait.js"
+import { freePort, PASSWORD_FILE, startEmbeddedPostgres } from "../../src/embedded/EmbeddedPostgres.js"
+import { isAlive } from "../../src/embedded/EmbeddedServer.js"
+import { runnableBinaries } from "../../src/embedded/PostgresBinaries.js"
+import { killProcessesMentioning, processesMentioning, runToExit, temporaryDirectory } from "../support/process.js"
+import { eventually } from "../support/wait.js"
 
 const asRoot = process.getuid?.() === 0
 
