@@ -12,7 +12,7 @@ import autocannon from "autocannon"
 import { Effect } from "effect"
 import pg from "pg"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
-import { freePort } from "../src/EmbeddedPostgres.js"
+import { freePort } from "../src/embedded/EmbeddedPostgres.js"
 import { cpuMs, expectJson, MERCHANT, postJson, repoRoot, rssMb } from "./harness.js"
 import { createOrder } from "./pay.js"
 

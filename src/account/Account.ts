@@ -8,7 +8,7 @@ import { SignInResult } from "../auth/Api.js"
 import { Auth } from "../auth/Auth.js"
 import { AuthRepo } from "../auth/AuthRepo.js"
 import type { Address } from "../chain/Address.js"
-import { traced } from "../Traced.js"
+import { traced } from "../observability/Traced.js"
 import { Me } from "./Api.js"
 import { Standing } from "./Standing.js"
 

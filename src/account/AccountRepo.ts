@@ -7,7 +7,7 @@ import { Effect, Schema } from "effect"
 import { CardRow } from "../cards/CardRepo.js"
 import { type ClaimRequest, claimDueCheck } from "../kyc/KycRepo.js"
 import { KycState } from "../kyc/KycState.js"
-import { repository } from "../Sql.js"
+import { repository } from "../storage/Sql.js"
 
 const decodeStanding = Schema.decodeUnknown(
   Schema.Struct({ claimedSessionId: Schema.NullOr(Schema.String), status: Schema.NullOr(KycState) })

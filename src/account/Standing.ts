@@ -9,7 +9,7 @@ import { Cards } from "../cards/Cards.js"
 import type { Address } from "../chain/Address.js"
 import { Kyc } from "../kyc/Kyc.js"
 import type { KycState } from "../kyc/KycState.js"
-import { traced } from "../Traced.js"
+import { traced } from "../observability/Traced.js"
 import { AccountRepo } from "./AccountRepo.js"
 
 export class Standing extends Effect.Service<Standing>()("app/Standing", {

@@ -8,8 +8,8 @@ import { SqlClient, SqlSchema, type Statement as SqlStatement } from "@effect/sq
 import { Effect, Option, Schema } from "effect"
 import { Address } from "../chain/Address.js"
 import { ChainClient } from "../chain/ChainClient.js"
-import { DEFAULT_PAGE_SIZE } from "../QueryParams.js"
-import { traced } from "../Traced.js"
+import { DEFAULT_PAGE_SIZE } from "../http/QueryParams.js"
+import { traced } from "../observability/Traced.js"
 import { ActivityItem } from "./Api.js"
 
 const ItemRow = Schema.Struct({

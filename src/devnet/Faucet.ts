@@ -4,10 +4,10 @@
  */
 import { Duration, Effect, Option } from "effect"
 import { formatUnits } from "viem"
-import { ChainUnavailable } from "../ApiError.js"
 import type { Address } from "../chain/Address.js"
 import { ChainClient } from "../chain/ChainClient.js"
-import { traced } from "../Traced.js"
+import { ChainUnavailable } from "../http/ApiError.js"
+import { traced } from "../observability/Traced.js"
 
 /** What one grant gives, in whole USD1. */
 export const FAUCET_GRANT_USD1 = 100

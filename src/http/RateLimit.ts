@@ -14,10 +14,10 @@
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Clock, Config, Effect, Option } from "effect"
+import { traced } from "../observability/Traced.js"
+import { forkLoop } from "../runtime/BackgroundLoop.js"
 import { RateLimited } from "./ApiError.js"
-import { forkLoop } from "./BackgroundLoop.js"
 import { RateLimitRepo } from "./RateLimitRepo.js"
-import { traced } from "./Traced.js"
 
 const WINDOW_MS = 60_000
 /** The bound on how late a replica sees the others' hits (see above). */
