@@ -6,6 +6,7 @@
  * configuration from outside.
  */
 import { type HttpApi, HttpApiBuilder, type HttpApiGroup, HttpApiScalar, HttpServer, OpenApi } from "@effect/platform"
+import { SqlClient } from "@effect/sql"
 import { Config, Deferred, Effect, Layer, Option } from "effect"
 import { AgentEnabledApi, Api, ClientApi, CoreApi, MerchantEnabledApi } from "./Api.js"
 import { Account } from "./account/Account.js"
@@ -39,7 +40,7 @@ import { Market, MarketRefreshLive } from "./market/Market.js"
 import { MerchantHttpLive } from "./merchant/Http.js"
 import { Merchant, SettlementReconcilerLive } from "./merchant/Merchant.js"
 import { metricsRoute } from "./observability/Metrics.js"
-import { OutagesLive } from "./observability/Outages.js"
+import { outagesLayer } from "./observability/Outages.js"
 import { Retention, RetentionLive } from "./retention/Retention.js"
 import { AppConfig, type AppSettings } from "./runtime/Config.js"
 import { Secrets } from "./runtime/Secrets.js"
@@ -61,6 +62,15 @@ const switchedOff = (config: AppSettings): ReadonlyArray<readonly [RegExp, strin
     ? [[/^\/merchant(\/|$)/, "the demo merchant is off: /merchant/* exists when MERCHANT_PAY_TO is set"] as const]
     : [])
 ]
+
+/** Outages of this service's database and chain, probed with `SELECT 1` and the latest block. */
+const OutagesLive = Layer.unwrapEffect(
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const chain = yield* ChainClient
+    return outagesLayer({ database: sql`SELECT 1`, chain: chain.blockTime })
+  })
+)
 
 /** The error normaliser (`normalizeErrors`), knowing which parts of this app are switched off. */
 const ErrorNormalizerLive = HttpApiBuilder.middleware(
