@@ -38,12 +38,14 @@ import {
 } from "./harness.js"
 import { healthSection, readSection } from "./http.js"
 import { paySection } from "./pay.js"
+import { remoteSection } from "./remote.js"
 import { signInSection } from "./signin.js"
 import { startupSection } from "./startup.js"
 
 /** In report order. */
 const SECTIONS: ReadonlyArray<Section> = [
   paySection,
+  remoteSection,
   readSection,
   healthSection,
   signInSection,
