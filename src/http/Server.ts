@@ -1,7 +1,9 @@
 /**
  * The HTTP server in front of any API: the request pipeline (request ids, body checks, metrics,
  * access logs, response headers), the error normaliser, and the Node server with its limits.
- * It knows no domain: the app (App.ts) hands it the API to serve.
+ * It knows no domain: the app (App.ts) hands it the API to serve. One file because the pipeline
+ * and the Node server are two halves of one front door: both refuse what no handler should see,
+ * with the same `{error, code}` bodies, `nosniff` and message bounds.
  */
 import { createServer, type IncomingMessage, type ServerResponse, STATUS_CODES } from "node:http"
 import type { Duplex } from "node:stream"
