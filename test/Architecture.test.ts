@@ -65,9 +65,7 @@ describe("architecture", () => {
 /** Reaches into another domain that are still to be moved behind its face (the rule holds for any new one). */
 const STILL_TO_MOVE = [
   // Account reads the user row through auth's repository: the row belongs behind Auth.
-  "src/account/Account.ts -> src/auth/AuthRepo.ts: auth/AuthRepo.ts is inside auth/, not its face",
-  // The agent names a card by the repository's CardRef type: it belongs in Card.ts.
-  "src/agent/Agent.ts -> src/cards/CardRepo.ts: cards/CardRepo.ts is inside cards/, not its face"
+  "src/account/Account.ts -> src/auth/AuthRepo.ts: auth/AuthRepo.ts is inside auth/, not its face"
 ]
 
 const graphOf = (edges: Record<string, ReadonlyArray<string>>): ImportGraph => new Map(Object.entries(edges))
