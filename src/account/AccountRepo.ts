@@ -4,8 +4,8 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
-import { CardRow } from "../cards/CardRepo.js"
-import { type ClaimRequest, claimDueCheck } from "../kyc/KycRepo.js"
+import { CardRow } from "../cards/Cards.js"
+import { type ClaimRequest, claimDueCheck } from "../kyc/Kyc.js"
 import { KycState } from "../kyc/KycState.js"
 import { repository } from "../storage/Sql.js"
 

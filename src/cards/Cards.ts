@@ -11,7 +11,10 @@ import { traced } from "../observability/Traced.js"
 import { keyedHash, open as openSealed, Secrets, seal } from "../runtime/Secrets.js"
 import { Card } from "./Card.js"
 import { CardIssuer } from "./CardIssuer.js"
-import { CardRepo, type CardRow } from "./CardRepo.js"
+import { CardRepo, CardRow } from "./CardRepo.js"
+
+/** A card's stored row, as `reveal` takes it from whoever read the owner's standing in one statement. */
+export { CardRow }
 
 /** What an approval did: a new card, the user's existing card, or none because the document holds one. */
 export type IssueOutcome = "issued" | "already-issued" | "duplicate"

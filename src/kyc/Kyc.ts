@@ -34,6 +34,9 @@ import { accountStateOf, advances, canStartSession, type KycState } from "./KycS
 import { resolveReturnUrl } from "./ReturnUrl.js"
 import type { HeaderBag } from "./Webhook.js"
 
+/** The claim of a due look at the provider, as a statement a read of the user's standing embeds. */
+export { type ClaimRequest, claimDueCheck } from "./KycRepo.js"
+
 /** At most one provider call per user per this window, whatever the number of polls and replicas. */
 export const RECONCILE_INTERVAL_MS = 5_000
 /** Creating a session or fetching a decision for a webhook: the caller waits for it. */
