@@ -10,6 +10,7 @@ import { Effect } from "effect"
 import type { PrivateKeyAccount } from "viem/accounts"
 import type { Devnet } from "../src/chain/Devnet.js"
 import { type BenchContext, type CountRow, type Section, serviceEnv, startPeer, startService } from "./harness.js"
+import { bearerOf } from "./http.js"
 import {
   createOrder,
   fundedPayers,
@@ -136,7 +137,7 @@ const countPayments = (
 
 export const countsSection: Section = {
   name: "counts",
-  about: "JSON-RPC calls and SQL statements per payment, sign-in, read and /health, counted by proxies",
+  about: "JSON-RPC calls and SQL statements per payment, sign-in, read, GET /me and /health, counted by proxies",
   run: (ctx: BenchContext) =>
     Effect.gen(function* () {
       const ops = ctx.sizes.countedOps
@@ -188,18 +189,25 @@ export const countsSection: Section = {
       const signInSteps = (["challenge", "verify"] as const).map((step) => [step, recorder.tally(step)] as const)
 
       yield* Effect.promise(async () => {
-        const order = await createOrder(service.baseUrl)
         const read = recorder.fetch(() => "read")
+        const me = recorder.fetch(() => "me")
         const health = recorder.fetch(() => "health")
-        const readAndCheckHealth = async (times: number) => {
+        let order = ""
+        let token = ""
+        const readMeAndHealth = async (times: number) => {
           for (let i = 0; i < times; i++) {
-            await (await read(`${service.baseUrl}/merchant/orders/${order.id}`)).arrayBuffer()
+            await (await read(`${service.baseUrl}/merchant/orders/${order}`)).arrayBuffer()
+            await (await me(`${service.baseUrl}/me`, { headers: { authorization: `Bearer ${token}` } })).arrayBuffer()
             await (await health(`${service.baseUrl}/health`)).arrayBuffer()
           }
         }
         await recorder.warmThen(
-          () => readAndCheckHealth(1),
-          () => readAndCheckHealth(ops)
+          async () => {
+            order = (await createOrder(service.baseUrl)).id
+            token = await bearerOf(service.baseUrl)
+            await readMeAndHealth(1)
+          },
+          () => readMeAndHealth(ops)
         )
       })
 
@@ -215,11 +223,22 @@ export const countsSection: Section = {
         ...rows("x402 pay, reference x402 server: 402 + paid request", referencePay, ops, false),
         ...rows("sign-in, service: challenge + verify", signInSteps, ops, true),
         ...rows("read one order, service", [["read", recorder.tally("read")]], ops, true),
+        ...rows("GET /me, service (a user without a card)", [["me", recorder.tally("me")]], ops, true),
         ...rows("GET /health, service", [["health", recorder.tally("health")]], ops, true)
       ]
       if (idleCalls > 0) {
         counts.push({ flow: "idle service, 1 s (background)", rpc: total(idle.rpc), sql: total(idle.sql), detail: "" })
       }
-      return { ratios: [], counts }
+      const statements = (steps: ReadonlyArray<string>) =>
+        amount(steps.reduce((sum, step) => sum + total(recorder.tally(step).sql), 0) / ops)
+      // Printed under the ratio table, beside the ratios they explain.
+      const checks = [
+        `SQL statements per operation (counted by the proxy): read one order ${statements(["read"])}, ` +
+          `GET /me ${statements(["me"])}, sign-in ${statements(["challenge", "verify"])} ` +
+          `(challenge ${statements(["challenge"])}, verify ${statements(["verify"])}), ` +
+          `create order ${statements(["order"])}, x402 pay ${statements(["402 request", "paid request"])} ` +
+          `(402 ${statements(["402 request"])}, paid request ${statements(["paid request"])}), /health ${statements(["health"])}.`
+      ]
+      return { ratios: [], counts, checks }
     })
 }

@@ -36,7 +36,7 @@ import {
   startPeer,
   startService
 } from "./harness.js"
-import { healthSection, readSection } from "./http.js"
+import { healthSection, meSection, readSection } from "./http.js"
 import { paySection } from "./pay.js"
 import { remoteSection } from "./remote.js"
 import { signInSection } from "./signin.js"
@@ -47,6 +47,7 @@ const SECTIONS: ReadonlyArray<Section> = [
   paySection,
   remoteSection,
   readSection,
+  meSection,
   healthSection,
   signInSection,
   startupSection,

@@ -11,6 +11,7 @@ import { Config, Deferred, Effect, Layer, Option } from "effect"
 import { AgentEnabledApi, Api, ClientApi, CoreApi, MerchantEnabledApi } from "./Api.js"
 import { Account } from "./account/Account.js"
 import { AccountHttpLive } from "./account/Http.js"
+import { Standing } from "./account/Standing.js"
 import { Agent } from "./agent/Agent.js"
 import { AgentLoop, AgentLoopLive } from "./agent/AgentLoop.js"
 import { AgentHttpLive, StrategyHttpLive } from "./agent/Http.js"
@@ -86,6 +87,7 @@ const DomainLive = Layer.mergeAll(
   RateLimiter.Default,
   EventStreams.Default
 ).pipe(
+  Layer.provideMerge(Standing.Default),
   Layer.provideMerge(Layer.mergeAll(Auth.Default, Kyc.Default, SandboxDeskLive, Statement.Default, Market.Default)),
   Layer.provideMerge(Layer.merge(Cards.Default, Events.Default)),
   Layer.provide(KycConfig.layer)

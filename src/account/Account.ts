@@ -8,32 +8,33 @@ import { SignInResult } from "../auth/Api.js"
 import { Auth } from "../auth/Auth.js"
 import { AuthRepo } from "../auth/AuthRepo.js"
 import type { Address } from "../chain/Address.js"
-import { Kyc } from "../kyc/Kyc.js"
+import { traced } from "../observability/Traced.js"
 import { Me } from "./Api.js"
+import { Standing } from "./Standing.js"
 
 export class Account extends Effect.Service<Account>()("app/Account", {
   effect: Effect.gen(function* () {
     const auth = yield* Auth
     const users = yield* AuthRepo
-    const kyc = yield* Kyc
+    const standing = yield* Standing
 
-    const signIn = Effect.fn("Account.signIn")(function* (message: string, signature: `0x${string}`) {
+    const signIn = traced("Account.signIn")(function* (message: string, signature: `0x${string}`) {
       const session = yield* auth.verify(message, signature)
       // A user created by this sign-in has no identity check and no card yet (both reference the
       // user's row, which no other statement could see): nothing to read or reconcile.
       const { kyc: state, card } = session.created
         ? { kyc: "none" as const, card: null }
-        : yield* kyc.standing(session.address)
+        : yield* standing.of(session.address)
       return new SignInResult({ token: session.token, address: session.address, kyc: state, card })
     })
 
-    const me = Effect.fn("Account.me")(function* (address: Address) {
-      const user = yield* users.findUser(address).pipe(Effect.flatMap(Effect.orDieWith(() => "user row missing")))
-      const { kyc: state, card } = yield* kyc.standing(address)
-      return new Me({ address: user.address, kyc: state, card, createdAt: user.createdAt.getTime() })
+    /** The user as authenticated (the session's statement read the user too) and where they stand. */
+    const me = traced("Account.me")(function* (user: { readonly address: Address; readonly userCreatedAt: Date }) {
+      const { kyc: state, card } = yield* standing.of(user.address)
+      return new Me({ address: user.address, kyc: state, card, createdAt: user.userCreatedAt.getTime() })
     })
 
-    const signOut = Effect.fn("Account.signOut")(function* (sessionId: string) {
+    const signOut = traced("Account.signOut")(function* (sessionId: string) {
       yield* users.deleteSession(Buffer.from(sessionId, "hex"))
     })
 

@@ -10,6 +10,6 @@ export const AccountHttpLive = HttpApiBuilder.group(Api, "account", (handlers) =
     const account = yield* Account
     return handlers
       .handle("signout", () => Effect.flatMap(CurrentUser, (user) => account.signOut(user.sessionId)))
-      .handle("me", () => Effect.flatMap(CurrentUser, (user) => account.me(user.address)))
+      .handle("me", () => Effect.flatMap(CurrentUser, (user) => account.me(user)))
   })
 ).pipe(Layer.provide(AuthenticationLive))

@@ -21,6 +21,7 @@ import { BadRequest } from "../http/ApiError.js"
 import { DEFAULT_PAGE_SIZE } from "../http/QueryParams.js"
 import type { MarketData, PriceUnavailable } from "../market/Api.js"
 import { Market } from "../market/Market.js"
+import { traced } from "../observability/Traced.js"
 import { AppConfig, durationConfig } from "../runtime/Config.js"
 import { AgentRepo, decisionItem, type StrategyRow } from "./AgentRepo.js"
 import { type AgentCard, AgentWallet, type AgentWalletError, type WalletHoldings } from "./AgentWallet.js"
@@ -212,7 +213,7 @@ export class Agent extends Effect.Service<Agent>()("app/Agent", {
         }
       )
 
-    const putStrategy = Effect.fn("Agent.putStrategy")(function* (address: Address, body: typeof StrategyBody.Type) {
+    const putStrategy = traced("Agent.putStrategy")(function* (address: Address, body: typeof StrategyBody.Type) {
       const card = yield* cardOf(address)
       yield* Effect.annotateCurrentSpan("card.id", card.id)
       const strategy = yield* validateStrategy(body, (key) => Option.getOrUndefined(market.resolve(key))?.symbol).pipe(
@@ -242,11 +243,11 @@ export class Agent extends Effect.Service<Agent>()("app/Agent", {
       return strategyView(row)
     })
 
-    const getStrategy = Effect.fn("Agent.getStrategy")(function* (address: Address) {
+    const getStrategy = traced("Agent.getStrategy")(function* (address: Address) {
       return strategyView(yield* strategyOf(yield* cardOf(address)))
     })
 
-    const portfolio = Effect.fn("Agent.portfolio")(function* (viewer: Option.Option<Address>) {
+    const portfolio = traced("Agent.portfolio")(function* (viewer: Option.Option<Address>) {
       const card = yield* accountOf(viewer)
       yield* Effect.annotateCurrentSpan("card.id", card.id)
       const strategy = yield* repo.findStrategy(card.id)
@@ -285,7 +286,7 @@ export class Agent extends Effect.Service<Agent>()("app/Agent", {
       })
     })
 
-    const preview = Effect.fn("Agent.preview")(function* (viewer: Option.Option<Address>, at?: number) {
+    const preview = traced("Agent.preview")(function* (viewer: Option.Option<Address>, at?: number) {
       const card = yield* accountOf(viewer)
       yield* Effect.annotateCurrentSpan("card.id", card.id)
       const strategy = yield* strategyOf(card)
@@ -307,7 +308,7 @@ export class Agent extends Effect.Service<Agent>()("app/Agent", {
       return new Preview({ at: instant, mode: agentMode === "live" ? "live" : "dry", decision: decisionView(decision) })
     })
 
-    const decisions = Effect.fn("Agent.decisions")(function* (
+    const decisions = traced("Agent.decisions")(function* (
       viewer: Option.Option<Address>,
       query: { readonly limit?: number; readonly before?: string }
     ) {

@@ -29,7 +29,12 @@ export class ChallengeUnknown extends ApiError(
 /** The signed-in user, provided to bearer endpoints by the `Authentication` middleware. */
 export class CurrentUser extends Context.Tag("app/CurrentUser")<
   CurrentUser,
-  { readonly address: Address; readonly sessionId: string }
+  {
+    readonly address: Address
+    readonly sessionId: string
+    /** The user's first sign-in, read with the session. */
+    readonly userCreatedAt: Date
+  }
 >() {}
 
 export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("app/Authentication", {

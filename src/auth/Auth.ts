@@ -9,6 +9,7 @@ import { Clock, Effect, Option } from "effect"
 import type { Address } from "../chain/Address.js"
 import { ChainClient } from "../chain/ChainClient.js"
 import { ChainUnavailable, Unauthorized } from "../http/ApiError.js"
+import { traced } from "../observability/Traced.js"
 import { AppConfig } from "../runtime/Config.js"
 import { ChallengeExpired, ChallengeUnknown, InvalidSignature } from "./Api.js"
 import { AuthRepo } from "./AuthRepo.js"
@@ -26,7 +27,7 @@ export class Auth extends Effect.Service<Auth>()("app/Auth", {
     const { appUrl, chainTimeout } = yield* AppConfig
     const site = { appUrl, chainId: chain.chainId }
 
-    const challenge = Effect.fn("Auth.challenge")(function* (address: Address) {
+    const challenge = traced("Auth.challenge")(function* (address: Address) {
       const now = yield* Clock.currentTimeMillis
       const issued = buildChallenge(site, address, randomBytes(16).toString("hex"), now)
       yield* repo.insertChallenge({
@@ -43,7 +44,7 @@ export class Auth extends Effect.Service<Auth>()("app/Auth", {
     const used = () => new ChallengeUnknown({ error: "the challenge was already used" })
 
     /** Why the challenge of `message` cannot be used now; a read made only on that failure path. */
-    const unusable = Effect.fn("Auth.unusable")(function* (nonce: string, message: string, now: number) {
+    const unusable = traced("Auth.unusable")(function* (nonce: string, message: string, now: number) {
       const stored = yield* repo.findChallenge(nonce)
       if (Option.isNone(stored) || stored.value.message !== message) return unknown()
       if (stored.value.usedAt !== null) return used()
@@ -70,7 +71,7 @@ export class Auth extends Effect.Service<Auth>()("app/Auth", {
      * sign-in created the user. An EOA's signature is recovered here, so the common sign-in is one
      * statement; any other signature reaches the chain only for a challenge that is still usable.
      */
-    const verify = Effect.fn("Auth.verify")(function* (message: string, signature: `0x${string}`) {
+    const verify = traced("Auth.verify")(function* (message: string, signature: `0x${string}`) {
       const parsed = challengeOf(message)
       if (parsed === undefined) return yield* unknown()
       const { nonce, address } = parsed
@@ -95,15 +96,20 @@ export class Auth extends Effect.Service<Auth>()("app/Auth", {
       return { token, address: session.value.address, created: session.value.created }
     })
 
-    const authenticate = Effect.fn("Auth.authenticate")(function* (token: string) {
-      const invalid = new Unauthorized({ error: "the bearer token is missing, invalid, expired or revoked" })
-      if (!/^[A-Za-z0-9_-]{43}$/.test(token)) return yield* invalid
+    const authenticate = traced("Auth.authenticate")(function* (token: string) {
+      // Made only when refused: an error's construction (schema check, stack) is not free.
+      const invalid = () => new Unauthorized({ error: "the bearer token is missing, invalid, expired or revoked" })
+      if (!/^[A-Za-z0-9_-]{43}$/.test(token)) return yield* invalid()
       const tokenHash = sha256(token)
       const session = yield* repo.findSession(tokenHash)
       const now = yield* Clock.currentTimeMillis
-      if (Option.isNone(session) || session.value.expiresAt.getTime() <= now) return yield* invalid
+      if (Option.isNone(session) || session.value.expiresAt.getTime() <= now) return yield* invalid()
       yield* Effect.annotateCurrentSpan("user.address", session.value.address)
-      return { address: session.value.address, sessionId: Buffer.from(tokenHash).toString("hex") }
+      return {
+        address: session.value.address,
+        sessionId: Buffer.from(tokenHash).toString("hex"),
+        userCreatedAt: session.value.userCreatedAt
+      }
     })
 
     return { challenge, verify, authenticate }

@@ -10,8 +10,12 @@ const ChallengeRow = Schema.Struct({
   usedAt: Schema.NullOr(Schema.DateFromSelf)
 })
 
-const SessionRow = Schema.Struct({ address: Address, expiresAt: Schema.DateFromSelf })
-const UserRow = Schema.Struct({ address: Address, createdAt: Schema.DateFromSelf })
+/** A session with its user's first sign-in (`GET /me` shows it: one statement reads both). */
+const SessionRow = Schema.Struct({
+  address: Address,
+  expiresAt: Schema.DateFromSelf,
+  userCreatedAt: Schema.DateFromSelf
+})
 
 export class AuthRepo extends Effect.Service<AuthRepo>()("app/AuthRepo", {
   effect: Effect.gen(function* () {
@@ -67,16 +71,12 @@ export class AuthRepo extends Effect.Service<AuthRepo>()("app/AuthRepo", {
             SELECT address, EXISTS (SELECT FROM created) AS created FROM opened`
     })
 
-    const findUser = SqlSchema.findOne({
-      Request: Schema.String,
-      Result: UserRow,
-      execute: (address) => sql`SELECT address, created_at FROM users WHERE address = ${address}`
-    })
-
     const findSession = SqlSchema.findOne({
       Request: Schema.Uint8ArrayFromSelf,
       Result: SessionRow,
-      execute: (tokenHash) => sql`SELECT address, expires_at FROM sessions WHERE token_hash = ${tokenHash}`
+      execute: (tokenHash) =>
+        sql`SELECT s.address, s.expires_at, u.created_at AS user_created_at
+            FROM sessions s JOIN users u ON u.address = s.address WHERE s.token_hash = ${tokenHash}`
     })
 
     const deleteSession = (tokenHash: Uint8Array) => sql`DELETE FROM sessions WHERE token_hash = ${tokenHash}`
@@ -86,7 +86,6 @@ export class AuthRepo extends Effect.Service<AuthRepo>()("app/AuthRepo", {
         insertChallenge,
         findChallenge,
         signIn,
-        findUser,
         findSession,
         deleteSession
       })

@@ -7,10 +7,14 @@ import { randomBytes } from "node:crypto"
 import { Clock, Effect, Option, Redacted } from "effect"
 import type { Address } from "../chain/Address.js"
 import { normalizeDocumentNumber } from "../kyc/Document.js"
+import { traced } from "../observability/Traced.js"
 import { keyedHash, open as openSealed, Secrets, seal } from "../runtime/Secrets.js"
 import { Card } from "./Card.js"
 import { CardIssuer } from "./CardIssuer.js"
-import { CardRepo, type CardRow } from "./CardRepo.js"
+import { CardRepo, CardRow } from "./CardRepo.js"
+
+/** A card's stored row, as `reveal` takes it from whoever read the owner's standing in one statement. */
+export { CardRow }
 
 /** What an approval did: a new card, the user's existing card, or none because the document holds one. */
 export type IssueOutcome = "issued" | "already-issued" | "duplicate"
@@ -51,11 +55,13 @@ export class Cards extends Effect.Service<Cards>()("app/Cards", {
     }
 
     /** The user's card, opened for its owner; none before approval. */
-    const forOwner = Effect.fn("Cards.forOwner")(function* (address: Address) {
+    /** A card's row opened for its owner (the row read by whoever reads the owner's standing). */
+    const reveal = (row: CardRow) =>
+      Effect.zipRight(Effect.annotateCurrentSpan("card.id", row.id), Effect.orDie(Effect.try(() => open(row))))
+
+    const forOwner = traced("Cards.forOwner")(function* (address: Address) {
       const row = yield* repo.findByAddress(address)
-      if (Option.isNone(row)) return Option.none<Card>()
-      yield* Effect.annotateCurrentSpan("card.id", row.value.id)
-      return Option.some(yield* Effect.try(() => open(row.value)).pipe(Effect.orDie))
+      return Option.isNone(row) ? Option.none<Card>() : Option.some(yield* reveal(row.value))
     })
 
     /**
@@ -63,7 +69,7 @@ export class Cards extends Effect.Service<Cards>()("app/Cards", {
      * transaction, holding the lock on the user's identity-check row; the unique constraints on
      * user and document hash are the last word under any concurrency.
      */
-    const issueOnApproval = Effect.fn("Cards.issueOnApproval")(function* (request: {
+    const issueOnApproval = traced("Cards.issueOnApproval")(function* (request: {
       readonly address: Address
       readonly fullName: string
       readonly documentNumber: Redacted.Redacted<string>
@@ -103,11 +109,11 @@ export class Cards extends Effect.Service<Cards>()("app/Cards", {
     })
 
     /** A card by its holder's address or its id, without opening its face. */
-    const find = Effect.fn("Cards.find")(function* (addressOrId: string) {
+    const find = traced("Cards.find")(function* (addressOrId: string) {
       return yield* repo.findRef(addressOrId)
     })
 
-    return { forOwner, find, issueOnApproval }
+    return { forOwner, reveal, find, issueOnApproval }
   }),
   dependencies: [CardRepo.Default]
 }) {}

@@ -9,6 +9,7 @@ import { Effect, Option, Schema } from "effect"
 import { Address } from "../chain/Address.js"
 import { ChainClient } from "../chain/ChainClient.js"
 import { DEFAULT_PAGE_SIZE } from "../http/QueryParams.js"
+import { traced } from "../observability/Traced.js"
 import { ActivityItem } from "./Api.js"
 
 const ItemRow = Schema.Struct({
@@ -74,7 +75,7 @@ export class Statement extends Effect.Service<Statement>()("app/Statement", {
         LIMIT ${limit}`
     })
 
-    const activity = Effect.fn("Statement.activity")(function* (
+    const activity = traced("Statement.activity")(function* (
       address: Address,
       query: { readonly limit?: number; readonly before?: string }
     ) {
@@ -91,7 +92,7 @@ export class Statement extends Effect.Service<Statement>()("app/Statement", {
     })
 
     /** An executed refill's statement item and whose card it went to; none unless executed. */
-    const refill = Effect.fn("Statement.refill")(function* (decisionId: string) {
+    const refill = traced("Statement.refill")(function* (decisionId: string) {
       const row = yield* refillRow(decisionId).pipe(Effect.orDie)
       return Option.map(row, (found) => ({ owner: found.owner, item: activityItem(found) }))
     })
@@ -105,7 +106,7 @@ export class Statement extends Effect.Service<Statement>()("app/Statement", {
     })
 
     /** The payments of each card since `since`, in one query: the agent's spending history. */
-    const payments = Effect.fn("Statement.payments")(function* (addresses: ReadonlyArray<Address>, since: number) {
+    const payments = traced("Statement.payments")(function* (addresses: ReadonlyArray<Address>, since: number) {
       const byPayer = new Map<string, Array<{ readonly at: number; readonly usd: number }>>(
         addresses.map((address) => [address, []])
       )

@@ -7,6 +7,7 @@ import { formatUnits } from "viem"
 import type { Address } from "../chain/Address.js"
 import { ChainClient } from "../chain/ChainClient.js"
 import { ChainUnavailable } from "../http/ApiError.js"
+import { traced } from "../observability/Traced.js"
 
 /** What one grant gives, in whole USD1. */
 export const FAUCET_GRANT_USD1 = 100
@@ -19,7 +20,7 @@ export class DevnetFaucet extends Effect.Service<DevnetFaucet>()("app/DevnetFauc
     const { usd1 } = chain
 
     /** Gives `address` FAUCET_GRANT_USD1 and gas; answers its balance after. */
-    const grant = Effect.fn("DevnetFaucet.grant")(function* (address: Address) {
+    const grant = traced("DevnetFaucet.grant")(function* (address: Address) {
       const faucet = yield* Option.match(chain.faucet, {
         onNone: () => new ChainUnavailable({ error: "this chain has no faucet: it is not the embedded devnet" }),
         onSome: Effect.succeed

@@ -28,6 +28,7 @@ import { type HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Cause, Effect, Exit, Option, Runtime, Schema, type Tracer } from "effect"
 import { formatUnits } from "viem"
+import { Standing } from "../account/Standing.js"
 import { Card } from "../cards/Card.js"
 import { Cards } from "../cards/Cards.js"
 import type { Address } from "../chain/Address.js"
@@ -36,6 +37,7 @@ import { Kyc } from "../kyc/Kyc.js"
 import type { KycState } from "../kyc/KycState.js"
 import { countEventsSent, countStreamClosed, recordNotificationLag, setOpenStreams } from "../observability/Metrics.js"
 import { outageOf, reportUnavailable } from "../observability/Outages.js"
+import { traced } from "../observability/Traced.js"
 import { forkLoop } from "../runtime/BackgroundLoop.js"
 import { AppConfig } from "../runtime/Config.js"
 import { DatabasePool } from "../storage/Database.js"
@@ -95,6 +97,7 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
   scoped: Effect.gen(function* () {
     const repo = yield* EventRepo
     const kyc = yield* Kyc
+    const standings = yield* Standing
     const cards = yield* Cards
     const chain = yield* ChainClient
     const pool = yield* DatabasePool
@@ -403,7 +406,7 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
      * before any byte is sent: 410 when the events after `requested` are gone or it is not an id of the
      * user, 503 while shutting down or full.
      */
-    const open = Effect.fn("EventStreams.open")(function* (
+    const open = traced("EventStreams.open")(function* (
       user: { readonly address: Address; readonly sessionId: string },
       requested: string | undefined,
       request: HttpServerRequest.HttpServerRequest
@@ -428,7 +431,7 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
         })
       }
       // Read after the position: whatever changes meanwhile arrives as an event after it.
-      const standing = yield* kyc.standing(user.address)
+      const standing = yield* standings.of(user.address)
       const cardUsd1 = standing.card === null ? null : yield* balanceOf(user.address)
       const id = randomUUID()
       const response = (() => {

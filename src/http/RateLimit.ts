@@ -14,6 +14,7 @@
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Clock, Config, Effect, Option } from "effect"
+import { traced } from "../observability/Traced.js"
 import { forkLoop } from "../runtime/BackgroundLoop.js"
 import { RateLimited } from "./ApiError.js"
 import { RateLimitRepo } from "./RateLimitRepo.js"
@@ -60,7 +61,7 @@ export class RateLimiter extends Effect.Service<RateLimiter>()("app/RateLimiter"
     }
 
     /** Counts one request of the current client against `name`; fails with 429 past the limit. */
-    const consume = Effect.fn("RateLimiter.consume")(function* (name: RateLimitName) {
+    const consume = traced("RateLimiter.consume")(function* (name: RateLimitName) {
       const request = yield* HttpServerRequest.HttpServerRequest
       const now = yield* Clock.currentTimeMillis
       const windowStart = windowOf(now)

@@ -25,6 +25,7 @@ import type { Address } from "../chain/Address.js"
 import { Events } from "../events/Events.js"
 import { NotFound } from "../http/ApiError.js"
 import { countKycTransition } from "../observability/Metrics.js"
+import { traced } from "../observability/Traced.js"
 import { AppConfig } from "../runtime/Config.js"
 import { KycAlreadyApproved, KycDuplicate, KycProviderFailed } from "./Api.js"
 import { KycProvider, type SessionUpdate } from "./KycProvider.js"
@@ -32,6 +33,9 @@ import { KycRepo } from "./KycRepo.js"
 import { accountStateOf, advances, canStartSession, type KycState } from "./KycState.js"
 import { resolveReturnUrl } from "./ReturnUrl.js"
 import type { HeaderBag } from "./Webhook.js"
+
+/** The claim of a due look at the provider, as a statement a read of the user's standing embeds. */
+export { type ClaimRequest, claimDueCheck } from "./KycRepo.js"
 
 /** At most one provider call per user per this window, whatever the number of polls and replicas. */
 export const RECONCILE_INTERVAL_MS = 5_000
@@ -147,20 +151,17 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
         })
       )
 
-    /**
-     * Asks the provider about the user's pending session, at most once per RECONCILE_INTERVAL_MS
-     * (claimed with a timestamp in the user's row, so it holds across replicas). Failures are logged.
-     */
-    const reconcile = (address: Address) =>
+    /** The claim of a look at the provider (KycRepo's `claimDueCheck`): due RECONCILE_INTERVAL_MS after the last. */
+    const claimAt = (address: Address, now: number) => ({
+      address,
+      provider: provider.name,
+      now: new Date(now),
+      cutoff: new Date(now - RECONCILE_INTERVAL_MS)
+    })
+
+    /** Asks the provider about a pending session this replica claimed. Failures are logged. */
+    const askProvider = (address: Address, sessionId: string, now: number) =>
       Effect.gen(function* () {
-        const now = yield* Clock.currentTimeMillis
-        const sessionId = yield* repo.claimCheck(
-          address,
-          provider.name,
-          new Date(now),
-          new Date(now - RECONCILE_INTERVAL_MS)
-        )
-        if (sessionId === undefined) return
         yield* Effect.annotateCurrentSpan("kyc.session_id", sessionId)
         // getSession answers the verified document with an approval; apply refuses one without.
         const report = yield* timed(provider.getSession(sessionId), RECONCILE_TIMEOUT)
@@ -174,7 +175,18 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
         Effect.withSpan("Kyc.reconcile", { attributes: { "user.address": address, "kyc.provider": provider.name } })
       )
 
-    const startSession = Effect.fn("Kyc.startSession")(function* (address: Address, returnUrl: string | undefined) {
+    /**
+     * Asks the provider about the user's pending session, at most once per RECONCILE_INTERVAL_MS
+     * (claimed with a timestamp in the user's row, so it holds across replicas). Failures are logged.
+     */
+    const reconcile = (address: Address) =>
+      Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        const sessionId = yield* repo.claimCheck(claimAt(address, now))
+        if (sessionId !== undefined) yield* askProvider(address, sessionId, now)
+      })
+
+    const startSession = traced("Kyc.startSession")(function* (address: Address, returnUrl: string | undefined) {
       yield* Effect.annotateCurrentSpan({ "user.address": address, "kyc.provider": provider.name })
       const target = resolveReturnUrl(returnUrl, { webOrigins, appUrl })
       // A pending session the person abandoned may have expired at the provider: learn that first.
@@ -223,7 +235,7 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
       }).pipe(repo.withTransaction)
     })
 
-    const receiveWebhook = Effect.fn("Kyc.receiveWebhook")(function* (
+    const receiveWebhook = traced("Kyc.receiveWebhook")(function* (
       providerName: string,
       body: Uint8Array,
       headers: HeaderBag
@@ -249,16 +261,7 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
     })
 
     /** The user's identity-check state and card, after reconciling a pending check when due. */
-    const standing = Effect.fn("Kyc.standing")(function* (address: Address) {
-      yield* Effect.annotateCurrentSpan("user.address", address)
-      yield* reconcile(address)
-      const account = yield* repo.findAccount(address)
-      const card = yield* cards.forOwner(address)
-      const kyc: KycState = Option.match(account, { onNone: () => "none", onSome: (row) => row.status })
-      return { kyc, card: Option.getOrNull(card) }
-    })
-
-    return { startSession, receiveWebhook, standing, reconcile }
+    return { startSession, receiveWebhook, reconcile, claimAt, askProvider }
   }),
   dependencies: [KycRepo.Default]
 }) {}

@@ -31,6 +31,26 @@ export type SessionRow = typeof SessionRow.Type
 
 const SessionKey = Schema.Struct({ provider: Schema.String, sessionId: Schema.String })
 
+/** A look at the provider about a user's pending check, due when the last is older than `cutoff`. */
+export interface ClaimRequest {
+  readonly address: string
+  readonly provider: string
+  readonly now: Date
+  readonly cutoff: Date
+}
+
+/**
+ * Claims the right to ask the provider about the user's pending session: at most one caller per
+ * `cutoff` window wins, whichever replica it runs on. Returns the session to ask about (no row: not
+ * claimed). A statement of its own (`claimCheck`) or part of a larger one (the account's standing).
+ */
+export const claimDueCheck = (sql: SqlClient.SqlClient, { address, provider, now, cutoff }: ClaimRequest) =>
+  sql<{ sessionId: string }>`
+    UPDATE kyc_accounts SET checked_at = ${now}
+    WHERE address = ${address} AND status = 'pending' AND provider = ${provider} AND session_id IS NOT NULL
+      AND (checked_at IS NULL OR checked_at <= ${cutoff})
+    RETURNING session_id`
+
 export class KycRepo extends Effect.Service<KycRepo>()("app/KycRepo", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
@@ -38,13 +58,6 @@ export class KycRepo extends Effect.Service<KycRepo>()("app/KycRepo", {
     const ensureAccount = (address: string, now: Date) =>
       sql`INSERT INTO kyc_accounts ${sql.insert({ address, status: "none", updatedAt: now })}
           ON CONFLICT (address) DO NOTHING`
-
-    const findAccount = SqlSchema.findOne({
-      Request: Schema.String,
-      Result: AccountRow,
-      execute: (address) =>
-        sql`SELECT address, status, provider, session_id FROM kyc_accounts WHERE address = ${address}`
-    })
 
     /** Reads the user's row and locks it until the transaction ends: the per-user critical section. */
     const lockAccount = SqlSchema.findOne({
@@ -69,16 +82,8 @@ export class KycRepo extends Effect.Service<KycRepo>()("app/KycRepo", {
     const setAccountStatus = (address: string, status: KycState, now: Date) =>
       sql`UPDATE kyc_accounts SET status = ${status}, updated_at = ${now} WHERE address = ${address}`
 
-    /**
-     * Claims the right to ask the provider about the user's pending session: at most one caller
-     * per `cutoff` window wins, whichever replica it runs on. Answers the session to ask about.
-     */
-    const claimCheck = (address: string, provider: string, now: Date, cutoff: Date) =>
-      sql<{ sessionId: string }>`
-        UPDATE kyc_accounts SET checked_at = ${now}
-        WHERE address = ${address} AND status = 'pending' AND provider = ${provider} AND session_id IS NOT NULL
-          AND (checked_at IS NULL OR checked_at <= ${cutoff})
-        RETURNING session_id`.pipe(Effect.map((rows) => rows[0]?.sessionId))
+    const claimCheck = (request: ClaimRequest) =>
+      claimDueCheck(sql, request).pipe(Effect.map((rows) => rows[0]?.sessionId))
 
     const insertSession = SqlSchema.void({
       Request: Schema.Struct({
@@ -137,7 +142,6 @@ export class KycRepo extends Effect.Service<KycRepo>()("app/KycRepo", {
     return {
       ...repository("KycRepo", {
         ensureAccount,
-        findAccount,
         lockAccount,
         updateAccount,
         setAccountStatus,

@@ -19,6 +19,7 @@ import { ChainError } from "../chain/ChainClient.js"
 import { type StockToken, TokenRegistry } from "../chain/Tokens.js"
 import { NotFound } from "../http/ApiError.js"
 import { reportUnavailable } from "../observability/Outages.js"
+import { traced } from "../observability/Traced.js"
 import { backgroundLoop } from "../runtime/BackgroundLoop.js"
 import { durationConfig } from "../runtime/Config.js"
 import type { CloseRef, MarketData, TokenMarket } from "./Api.js"
@@ -277,14 +278,14 @@ export class Market extends Effect.Service<Market>()("app/Market", {
      * Market data of one token, by symbol (any case) or address (any case): its price and close
      * reference now, its status at `at` (default now; the agent's preview looks ahead).
      */
-    const marketData = Effect.fn("Market.marketData")(function* (symbolOrAddress: string, at?: number) {
+    const marketData = traced("Market.marketData")(function* (symbolOrAddress: string, at?: number) {
       const token = yield* find(symbolOrAddress)
       yield* Effect.annotateCurrentSpan("token.symbol", token.symbol)
       return yield* dataOf(token, at)
     })
 
     /** One token with its market data, as `GET /market/tokens/{token}` answers it. */
-    const tokenMarket = Effect.fn("Market.tokenMarket")(function* (symbolOrAddress: string) {
+    const tokenMarket = traced("Market.tokenMarket")(function* (symbolOrAddress: string) {
       const token = yield* find(symbolOrAddress)
       yield* Effect.annotateCurrentSpan("token.symbol", token.symbol)
       return tokenMarketOf(token, yield* dataOf(token))
@@ -302,7 +303,7 @@ export class Market extends Effect.Service<Market>()("app/Market", {
     ).pipe(Effect.withSpan("Market.allMarketData"))
 
     /** The calendar's MarketStatus at `at` (default now), without any token state. */
-    const statusAt = Effect.fn("Market.statusAt")(function* (at?: number) {
+    const statusAt = traced("Market.statusAt")(function* (at?: number) {
       return calendarAt(at ?? (yield* Clock.currentTimeMillis))
     })
 

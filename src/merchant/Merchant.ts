@@ -26,6 +26,7 @@ import { Events } from "../events/Events.js"
 import { ChainUnavailable } from "../http/ApiError.js"
 import { countRevertedSettlement, countSettlement } from "../observability/Metrics.js"
 import { outageOf, reportUnavailable } from "../observability/Outages.js"
+import { traced } from "../observability/Traced.js"
 import { backgroundLoop } from "../runtime/BackgroundLoop.js"
 import { AppConfig, durationConfig } from "../runtime/Config.js"
 import { Order, OrderAlreadyPaid, OrderExpired, OrderNotFound, PaymentInProgress, PaymentRequired } from "./Api.js"
@@ -194,7 +195,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
         return order
       })
 
-    const createOrder = Effect.fn("Merchant.createOrder")(function* (input: {
+    const createOrder = traced("Merchant.createOrder")(function* (input: {
       readonly amount: string
       readonly description: string
     }) {
@@ -220,7 +221,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       return toOrder(row, { amountUsd: amount.normalized })
     })
 
-    const getOrder = Effect.fn("Merchant.getOrder")(function* (id: string) {
+    const getOrder = traced("Merchant.getOrder")(function* (id: string) {
       yield* Effect.annotateCurrentSpan("order.id", id)
       return toOrder(yield* load(id))
     })
@@ -429,7 +430,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
         Effect.withSpan("Merchant.settleReserved", { attributes: { "order.id": orderId } })
       )
 
-    const pay = Effect.fn("Merchant.pay")(function* (id: string, header: Option.Option<string>) {
+    const pay = traced("Merchant.pay")(function* (id: string, header: Option.Option<string>) {
       yield* Effect.annotateCurrentSpan("order.id", id)
       const order = yield* load(id)
       if (Option.isNone(header)) {

@@ -1,6 +1,6 @@
 /** Helpers shared by the repositories: what a database failure means at their boundary. */
 import { type SqlClient, SqlError } from "@effect/sql"
-import { Cause, Effect, ParseResult } from "effect"
+import { Cause, Effect, FiberRef, ParseResult } from "effect"
 
 const isSqlError = (error: unknown): error is SqlError.SqlError => error instanceof SqlError.SqlError
 
@@ -53,17 +53,26 @@ export type RepositoryMethods<M extends Record<string, Method>> = {
 }
 
 /**
- * A repository's methods as its callers see them: each runs in a span `<name>.<method>`, and a
- * database or row-decoding failure becomes a defect (a 500, logged), while domain failures a method
- * maps itself (a unique violation that means something) pass through.
+ * A repository's methods as its callers see them: each runs in a span `<name>.<method>` while
+ * tracing is on (no span at all without an exporter, and never a stack trace: it would only point
+ * here), and a database or row-decoding failure becomes a defect (a 500, logged), while domain
+ * failures a method maps itself (a unique violation that means something) pass through.
  */
 export const repository = <M extends Record<string, Method>>(name: string, methods: M): RepositoryMethods<M> =>
   Object.fromEntries(
-    Object.entries(methods).map(([method, run]) => [
-      method,
-      (...args: never[]) =>
-        run(...args).pipe(Effect.catchIf(isInfrastructureFailure, Effect.die), Effect.withSpan(`${name}.${method}`))
-    ])
+    Object.entries(methods).map(([method, run]) => {
+      const span = `${name}.${method}`
+      return [
+        method,
+        (...args: never[]) =>
+          Effect.withFiberRuntime<unknown, unknown, unknown>((fiber) => {
+            const guarded = Effect.catchIf(run(...args), isInfrastructureFailure, Effect.die)
+            return fiber.getFiberRef(FiberRef.currentTracerEnabled)
+              ? Effect.withSpan(guarded, span, { captureStackTrace: false })
+              : guarded
+          })
+      ]
+    })
   ) as unknown as RepositoryMethods<M>
 
 /** Runs an effect in one transaction; a database fault is a defect, domain errors pass through. */

@@ -3,6 +3,7 @@ import { expect, layer } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, TestClock } from "effect"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { Account } from "../../src/account/Account.js"
+import { Standing } from "../../src/account/Standing.js"
 import { Auth, SESSION_TTL_MS } from "../../src/auth/Auth.js"
 import { LocalCardIssuer } from "../../src/cards/CardIssuer.js"
 import { Cards } from "../../src/cards/Cards.js"
@@ -18,7 +19,8 @@ import { TestDatabase } from "../support/TestDatabase.js"
 // The real services over the in-memory chain and the scripted identity provider.
 const AuthTest = Account.Default.pipe(
   Layer.provideMerge(Auth.Default),
-  Layer.provide(Kyc.Default),
+  Layer.provide(Standing.Default),
+  Layer.provideMerge(Kyc.Default),
   Layer.provide([Cards.Default, Events.Default]),
   Layer.provide([InMemoryChain.layer(), ScriptedKycProvider.layer(), LocalCardIssuer, Secrets.ephemeral]),
   Layer.provideMerge(TestDatabase),

@@ -1,11 +1,13 @@
 /**
- * The Kyc service under a test clock with a counting fake provider: the reconciliation window
- * (kept in the database), provider failures and timeouts, and abandoned sessions.
+ * The Kyc service (and a user's standing, which polls it) under a test clock with a counting fake
+ * provider: the reconciliation window (kept in the database), provider failures and timeouts, and
+ * abandoned sessions.
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { ConfigProvider, Deferred, Effect, Fiber, Layer, Option, Redacted, TestClock } from "effect"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { Standing } from "../../src/account/Standing.js"
 import { LocalCardIssuer } from "../../src/cards/CardIssuer.js"
 import { Cards } from "../../src/cards/Cards.js"
 import { Events } from "../../src/events/Events.js"
@@ -52,8 +54,9 @@ const FakeProvider = Layer.succeed(
   })
 )
 
-const KycTest = Kyc.DefaultWithoutDependencies.pipe(
-  Layer.provide([KycRepo.Default, Cards.Default, Events.Default, FakeProvider]),
+const KycTest = Standing.Default.pipe(
+  Layer.provideMerge(Kyc.DefaultWithoutDependencies),
+  Layer.provideMerge(Layer.mergeAll(KycRepo.Default, Cards.Default, Events.Default, FakeProvider)),
   Layer.provide([LocalCardIssuer, Secrets.layer]),
   Layer.provideMerge(TestDatabase),
   Layer.provide(AppConfig.layer),
@@ -86,6 +89,7 @@ layer(KycTest)("Kyc under a test clock", (it) => {
     Effect.gen(function* () {
       yield* TestClock.setTime(NOW)
       const kyc = yield* Kyc
+      const standing = yield* Standing
       const alice = yield* newUser
       const bob = yield* newUser
       const a = sessionOf((yield* kyc.startSession(alice, undefined)).url)
@@ -93,17 +97,17 @@ layer(KycTest)("Kyc under a test clock", (it) => {
       const calls = (id: string) => provider.getCalls.get(id) ?? 0
 
       yield* Effect.all(
-        Array.from({ length: 10 }, (_, i) => kyc.standing(i % 2 === 0 ? alice : bob)),
+        Array.from({ length: 10 }, (_, i) => standing.of(i % 2 === 0 ? alice : bob)),
         { concurrency: "unbounded" }
       )
       expect([calls(a), calls(b)]).toEqual([1, 1])
 
       yield* TestClock.adjust(RECONCILE_INTERVAL_MS - 1)
-      yield* kyc.standing(alice)
+      yield* standing.of(alice)
       expect(calls(a)).toBe(1)
 
       yield* TestClock.adjust(1)
-      yield* Effect.all([kyc.standing(alice), kyc.standing(alice), kyc.standing(alice)], { concurrency: "unbounded" })
+      yield* Effect.all([standing.of(alice), standing.of(alice), standing.of(alice)], { concurrency: "unbounded" })
       expect(calls(a)).toBe(2)
       expect(calls(b)).toBe(1)
     })
@@ -113,18 +117,19 @@ layer(KycTest)("Kyc under a test clock", (it) => {
     Effect.gen(function* () {
       yield* TestClock.setTime(NOW)
       const kyc = yield* Kyc
+      const standing = yield* Standing
       const user = yield* newUser
       const id = sessionOf((yield* kyc.startSession(user, undefined)).url)
       provider.reports.set(id, {
         status: "approved",
         document: Option.some({ fullName: "Evelyn Boyd Granville", documentNumber: Redacted.make("EBG-1924") })
       })
-      const standing = yield* kyc.standing(user)
-      expect(standing.kyc).toBe("approved")
-      expect(standing.card?.holder).toBe("Evelyn Boyd Granville")
-      expect(standing.card?.createdAt).toBe(NOW)
+      const found = yield* standing.of(user)
+      expect(found.kyc).toBe("approved")
+      expect(found.card?.holder).toBe("Evelyn Boyd Granville")
+      expect(found.card?.createdAt).toBe(NOW)
       yield* TestClock.adjust("1 minute")
-      yield* kyc.standing(user)
+      yield* standing.of(user)
       expect(provider.getCalls.get(id)).toBe(1)
     })
   )
@@ -133,10 +138,11 @@ layer(KycTest)("Kyc under a test clock", (it) => {
     Effect.gen(function* () {
       yield* TestClock.setTime(NOW)
       const kyc = yield* Kyc
+      const standing = yield* Standing
       const user = yield* newUser
       const id = sessionOf((yield* kyc.startSession(user, undefined)).url)
       provider.reports.set(id, "fail")
-      expect((yield* kyc.standing(user)).kyc).toBe("pending")
+      expect((yield* standing.of(user)).kyc).toBe("pending")
       expect(provider.getCalls.get(id)).toBe(1)
     })
   )
@@ -145,10 +151,11 @@ layer(KycTest)("Kyc under a test clock", (it) => {
     Effect.gen(function* () {
       yield* TestClock.setTime(NOW)
       const kyc = yield* Kyc
+      const standing = yield* Standing
       const user = yield* newUser
       const id = sessionOf((yield* kyc.startSession(user, undefined)).url)
       provider.reports.set(id, { status: "approved", document: Option.none() })
-      expect(yield* kyc.standing(user)).toEqual({ kyc: "pending", card: null })
+      expect(yield* standing.of(user)).toEqual({ kyc: "pending", card: null })
     })
   )
 
@@ -156,6 +163,7 @@ layer(KycTest)("Kyc under a test clock", (it) => {
     Effect.gen(function* () {
       yield* TestClock.setTime(NOW)
       const kyc = yield* Kyc
+      const standing = yield* Standing
       const user = yield* newUser
       const first = (yield* kyc.startSession(user, undefined)).url
       expect((yield* kyc.startSession(user, undefined)).url).toBe(first)
@@ -163,7 +171,7 @@ layer(KycTest)("Kyc under a test clock", (it) => {
       yield* TestClock.adjust(RECONCILE_INTERVAL_MS)
       const second = (yield* kyc.startSession(user, undefined)).url
       expect(second).not.toBe(first)
-      expect((yield* kyc.standing(user)).kyc).toBe("pending")
+      expect((yield* standing.of(user)).kyc).toBe("pending")
     })
   )
 
@@ -171,6 +179,7 @@ layer(KycTest)("Kyc under a test clock", (it) => {
     Effect.gen(function* () {
       yield* TestClock.setTime(NOW)
       const kyc = yield* Kyc
+      const standing = yield* Standing
       const user = yield* newUser
       const called = yield* Deferred.make<void>()
       provider.hang = called
@@ -183,7 +192,7 @@ layer(KycTest)("Kyc under a test clock", (it) => {
       const error = yield* Effect.flip(Fiber.join(fiber))
       provider.hang = undefined
       expect(error._tag).toBe("KycProviderFailed")
-      expect(yield* kyc.standing(user)).toEqual({ kyc: "none", card: null })
+      expect(yield* standing.of(user)).toEqual({ kyc: "none", card: null })
     })
   )
 })

@@ -18,7 +18,8 @@ export const PLATFORM = ["embedded", "http", "observability", "runtime", "storag
  * its API is made of. Anything else in a domain's folder is its own business.
  */
 export const FACES: Readonly<Record<string, ReadonlyArray<string>>> = {
-  account: ["Api.ts", "Account.ts"],
+  // Standing.ts: where a user stands, which the event stream's first frame shows too.
+  account: ["Api.ts", "Account.ts", "Standing.ts"],
   agent: ["Api.ts", "Agent.ts"],
   app: ["WebApp.ts"],
   // Http.ts: the authentication middleware every group that needs a session is built with.

@@ -1,0 +1,97 @@
+/**
+ * The service of a checkout started as `npm start` runs it (scripts/start.mjs), for the profile and
+ * compare tools: on the machine's PostgreSQL (DATABASE_URL, default postgres@127.0.0.1:5432, a
+ * throwaway database per start, dropped at the stop) with an embedded devnet and the demo merchant
+ * on; and the load of one route (`read`: one order; `me`: a fresh user's bearer; `health`).
+ */
+import { spawn } from "node:child_process"
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import path from "node:path"
+import autocannon from "autocannon"
+import { Effect } from "effect"
+import pg from "pg"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { freePort } from "../src/embedded/EmbeddedPostgres.js"
+import { cpuMs, expectJson, MERCHANT, postJson, repoRoot, rssMb } from "./harness.js"
+import { createOrder } from "./pay.js"
+
+const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
+let started = 0
+
+export const startLocalService = async (options: { readonly root?: string; readonly profile?: boolean } = {}) => {
+  const dir = mkdtempSync(path.join(tmpdir(), "card-service-local-"))
+  const database = `local_${process.pid}_${started++}`
+  const admin = new pg.Client({ connectionString: adminUrl })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE ${database}`)
+  const databaseUrl = new URL(adminUrl)
+  databaseUrl.pathname = `/${database}`
+  const port = await Effect.runPromise(freePort)
+  const baseUrl = `http://127.0.0.1:${port}`
+  const server = spawn(
+    process.execPath,
+    [
+      ...(options.profile ? ["--cpu-prof", `--cpu-prof-dir=${dir}`] : []),
+      "--max-semi-space-size=2",
+      "scripts/start.mjs"
+    ],
+    {
+      cwd: options.root ?? repoRoot,
+      stdio: ["ignore", "ignore", "inherit"],
+      env: {
+        PATH: process.env.PATH,
+        HOME: process.env.HOME,
+        PORT: String(port),
+        DATA_DIR: dir,
+        DATABASE_URL: databaseUrl.href,
+        MERCHANT_PAY_TO: MERCHANT,
+        RATE_LIMIT_ORDERS: "1000000000",
+        RATE_LIMIT_SIGNIN: "1000000000",
+        SHUTDOWN_GRACE: "2 seconds"
+      }
+    }
+  )
+  const exited = new Promise<void>((resolve) => server.once("exit", () => resolve()))
+  for (let ready = false; !ready; ) {
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    ready = await fetch(`${baseUrl}/health`).then(
+      (response) => response.ok,
+      () => false
+    )
+  }
+  const pid = server.pid!
+  return {
+    baseUrl,
+    dir,
+    cpuMs: () => cpuMs(pid),
+    rssMb: () => rssMb(pid),
+    /** Stops the service and drops its database; answers when it exited. */
+    stop: async () => {
+      server.kill("SIGTERM")
+      await exited
+      const at = performance.now()
+      await admin.query(`DROP DATABASE ${database} WITH (FORCE)`)
+      await admin.end()
+      return at
+    }
+  }
+}
+
+/** An autocannon run of `seconds` on the route, 10 connections. */
+export const target = async (baseUrl: string, route: string) => {
+  const { path: loaded, headers } = await (async (): Promise<{ path: string; headers: Record<string, string> }> => {
+    if (route === "health") return { path: "/health", headers: {} }
+    if (route === "read") return { path: `/merchant/orders/${(await createOrder(baseUrl)).id}`, headers: {} }
+    const account = privateKeyToAccount(generatePrivateKey())
+    const { message } = await expectJson<{ message: string }>(
+      await postJson(`${baseUrl}/auth/challenge`, { address: account.address })
+    )
+    const signature = await account.signMessage({ message })
+    const { token } = await expectJson<{ token: string }>(
+      await postJson(`${baseUrl}/auth/verify`, { message, signature })
+    )
+    return { path: "/me", headers: { authorization: `Bearer ${token}` } }
+  })()
+  return (seconds: number) => autocannon({ url: `${baseUrl}${loaded}`, headers, connections: 10, duration: seconds })
+}
