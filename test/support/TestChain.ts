@@ -1,5 +1,10 @@
 import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
-import { ChainDeployment, DEVNET_POLL_INTERVAL, DEVNET_RELAYER_KEY } from "../../src/chain/Deployment.js"
+import {
+  ChainDeployment,
+  DEFAULT_RPC_PROBE_INTERVAL,
+  DEVNET_POLL_INTERVAL,
+  DEVNET_RELAYER_KEY
+} from "../../src/chain/Deployment.js"
 import { type Devnet, startDevnet } from "../../src/chain/Devnet.js"
 import { EvmChain } from "../../src/chain/EvmChain.js"
 import { TokenRegistry } from "../../src/chain/Tokens.js"
@@ -24,7 +29,7 @@ export class ChainProxy extends Context.Tag("test/ChainProxy")<ChainProxy, TcpPr
 /** The devnet as `ChainDeployment` (relayer: dev account 9, like the embedded default), reached at `rpcUrl`. */
 const deploymentOf = (devnet: Devnet, rpcUrl: string, readTimeout: Duration.DurationInput) =>
   ChainDeployment.of({
-    rpcUrl,
+    rpcUrls: [rpcUrl],
     chainId: devnet.chainId,
     usd1: { address: devnet.usd1, decimals: 18, name: "World Liberty Financial USD", version: "1" },
     exchange: Option.some(devnet.exchange),
@@ -32,7 +37,8 @@ const deploymentOf = (devnet: Devnet, rpcUrl: string, readTimeout: Duration.Dura
     relayerKey: Redacted.make(DEVNET_RELAYER_KEY),
     local: true,
     readTimeout: Duration.decode(readTimeout),
-    pollInterval: Duration.decode(DEVNET_POLL_INTERVAL)
+    pollInterval: Duration.decode(DEVNET_POLL_INTERVAL),
+    rpcProbeInterval: Duration.decode(DEFAULT_RPC_PROBE_INTERVAL)
   })
 
 /** A fresh, ephemeral anvil devnet with the contracts deployed, as `ChainDeployment` and as `TestDevnet`. */

@@ -1,0 +1,333 @@
+/**
+ * The chain's JSON-RPC endpoints (CHAIN_RPC_URL, several separated by commas) as one `JsonRpc`:
+ *
+ * - a read goes to the best endpoint in use (`EndpointRanking.ts`: up first, by stability and
+ *   latency) and, when that one does not answer, on to the next, all within the read's one bound:
+ *   each endpoint gets an equal share of the time left, so a silent one cannot use all of it. A
+ *   JSON-RPC error (a revert) is an answer and is not tried elsewhere;
+ * - `eth_sendRawTransaction` goes to every endpoint in use at once: a transaction one node drops or
+ *   never receives still reaches the chain through the others. The first acceptance answers; a node
+ *   saying it already has the transaction ("already known", or "nonce too low" once it is mined)
+ *   counts as one when that node finds the transaction by its hash;
+ * - with several endpoints each is probed (`eth_blockNumber`) every CHAIN_RPC_PROBE_INTERVAL: a
+ *   probe brings a down endpoint back, and its latency ranks it. A call that gets no answer marks its
+ *   endpoint down at once. One endpoint alone is never probed: its state is its last call's.
+ *
+ * Each endpoint's chain id is checked at start (one on another chain ends the start); one that did
+ * not answer then is used only once a probe found it on the configured chain. The URLs never leave
+ * this module: endpoints are named by position and host in logs, metrics and `/ready`.
+ */
+import { Effect, type Scope } from "effect"
+import { type Hash, type Hex, hexToNumber, keccak256, RpcRequestError } from "viem"
+import { rpcEndpointMetrics } from "../Metrics.js"
+import type { RpcEndpointState } from "./ChainClient.js"
+import { type EndpointHealth, type EndpointStatus, meanLatency, type Probe, rankEndpoints } from "./EndpointRanking.js"
+import { type JsonRpc, type JsonRpcOptions, jsonRpcClient, RpcUnreachable } from "./JsonRpc.js"
+import { type ChainMisconfigured, checkEndpointChains, type EndpointChain } from "./StartupCheck.js"
+
+export interface RpcPoolOptions {
+  /** The chain every endpoint must be on. */
+  readonly chainId: number
+  /** CHAIN_TIMEOUT: the start-up check's bound, and a probe's (at most the probe interval). */
+  readonly readTimeoutMs: number
+  readonly probeIntervalMs: number
+}
+
+export interface RpcPool {
+  /** A client over every endpoint, each call within `timeoutMs` whatever endpoints it tries. */
+  readonly client: (options: JsonRpcOptions) => JsonRpc
+  readonly states: () => ReadonlyArray<RpcEndpointState>
+}
+
+/** Probes kept per endpoint for its rank (as viem's ranking keeps). */
+const PROBES_KEPT = 10
+
+/** A node's words for "I have this transaction already" (or its nonce was used, maybe by it). */
+const alreadyHas = /already known|already imported|known transaction|nonce too low/i
+
+interface Endpoint {
+  /** Position in the configuration, from 1. */
+  readonly position: number
+  readonly host: string
+  readonly url: string
+  /** The pool's own calls (start-up check, probes, hash lookups). */
+  readonly own: JsonRpc
+  readonly metrics: ReturnType<typeof rpcEndpointMetrics>
+  status: EndpointStatus
+  probes: Array<Probe>
+  /** The status last logged, to log changes once. */
+  logged: EndpointStatus
+}
+
+type BroadcastAnswer =
+  | { readonly _tag: "Accepted"; readonly hash: Hash }
+  | { readonly _tag: "Refused" | "Unreachable"; readonly error: unknown }
+
+/** Waits in real time, whatever clock a test installed. */
+const pause = (ms: number) =>
+  Effect.promise(
+    (signal) =>
+      new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, ms)
+        signal.addEventListener("abort", () => clearTimeout(timer))
+      })
+  )
+
+const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error))
+
+/**
+ * The endpoints of `urls`, checked (each one answering must be on `chainId`, at least one must
+ * answer), probed while the scope is open when there are several.
+ */
+export const rpcPool = (
+  urls: ReadonlyArray<string>,
+  options: RpcPoolOptions
+): Effect.Effect<RpcPool, ChainMisconfigured, Scope.Scope> =>
+  Effect.gen(function* () {
+    const single = urls.length === 1
+    const probeTimeoutMs = Math.min(options.readTimeoutMs, options.probeIntervalMs)
+    const endpoints: ReadonlyArray<Endpoint> = urls.map((url, i) => {
+      const host = new URL(url).host
+      return {
+        position: i + 1,
+        host,
+        url,
+        // One endpoint alone retries a read that got no answer (there is no other to try).
+        own: jsonRpcClient(url, { timeoutMs: options.readTimeoutMs, retryUnanswered: single }),
+        metrics: rpcEndpointMetrics(i + 1, host),
+        status: "unchecked",
+        probes: [],
+        logged: "unchecked"
+      }
+    })
+    const opened: Array<JsonRpc> = endpoints.map((endpoint) => endpoint.own)
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        for (const rpc of opened) rpc.close()
+      })
+    )
+
+    const setStatus = (endpoint: Endpoint, status: EndpointStatus) => {
+      endpoint.status = status
+      endpoint.metrics.up(status === "up")
+    }
+    const answered = (endpoint: Endpoint) => {
+      endpoint.metrics.call("answered")
+      if (endpoint.status === "down") setStatus(endpoint, "up")
+    }
+    const unreachable = (endpoint: Endpoint) => {
+      endpoint.metrics.call("unreachable")
+      if (endpoint.status === "up") setStatus(endpoint, "down")
+    }
+    const ranked = () => rankEndpoints(endpoints as ReadonlyArray<EndpointHealth>).map((i) => endpoints[i]!)
+
+    /** `eth_chainId` of one endpoint. */
+    const chainOf = (endpoint: Endpoint, timeoutMs: number) =>
+      Effect.tryPromise({
+        try: (signal) => endpoint.own.request<Hex>("eth_chainId", [], signal, timeoutMs),
+        catch: messageOf
+      }).pipe(
+        Effect.match({
+          onSuccess: (answer): EndpointChain => ({ _tag: "Answered", chainId: hexToNumber(answer) }),
+          onFailure: (error): EndpointChain => ({ _tag: "Unanswered", error })
+        })
+      )
+
+    const atStart = yield* Effect.forEach(endpoints, (endpoint) => chainOf(endpoint, options.readTimeoutMs), {
+      concurrency: "unbounded"
+    })
+    yield* checkEndpointChains(
+      options.chainId,
+      endpoints.map((endpoint, i) => ({ host: endpoint.host, answer: atStart[i]! }))
+    )
+    for (const [i, endpoint] of endpoints.entries()) {
+      const answer = atStart[i]!
+      setStatus(endpoint, answer._tag === "Answered" ? "up" : "unchecked")
+      endpoint.logged = endpoint.status
+      if (answer._tag === "Unanswered") {
+        yield* Effect.logWarning(
+          `chain endpoint ${endpoint.position} (${endpoint.host}) did not answer at start: not used until it answers on chain ${options.chainId}`
+        )
+      }
+    }
+
+    /** One probe of one endpoint: its chain id while unchecked, else the block number, timed. */
+    const probe = (endpoint: Endpoint) =>
+      Effect.gen(function* () {
+        if (endpoint.status === "wrong-chain") return
+        if (endpoint.status === "unchecked") {
+          const answer = yield* chainOf(endpoint, probeTimeoutMs)
+          if (answer._tag === "Unanswered") return
+          const onChain = answer.chainId === options.chainId
+          setStatus(endpoint, onChain ? "up" : "wrong-chain")
+          if (!onChain) {
+            yield* Effect.logError(
+              `chain endpoint ${endpoint.position} (${endpoint.host}) is on chain ${answer.chainId}, not CHAIN_ID ${options.chainId}: never used; remove it from CHAIN_RPC_URL`
+            )
+            endpoint.logged = "wrong-chain"
+          }
+          return
+        }
+        const started = Date.now()
+        const ok = yield* Effect.tryPromise((signal) =>
+          endpoint.own.request<Hex>("eth_blockNumber", [], signal, probeTimeoutMs)
+        ).pipe(
+          Effect.as(true),
+          Effect.orElseSucceed(() => false)
+        )
+        endpoint.probes = [...endpoint.probes, { answered: ok, ms: Date.now() - started }].slice(-PROBES_KEPT)
+        const latency = meanLatency(endpoint.probes)
+        if (latency !== undefined) endpoint.metrics.latency(latency)
+        setStatus(endpoint, ok ? "up" : "down")
+      })
+
+    /** Logs each endpoint's change of state since the last round (a call may have marked it down meanwhile). */
+    const logChanges = Effect.forEach(endpoints, (endpoint) => {
+      if (endpoint.status === endpoint.logged) return Effect.void
+      const previous = endpoint.logged
+      endpoint.logged = endpoint.status
+      const name = `chain endpoint ${endpoint.position} (${endpoint.host})`
+      return endpoint.status === "down"
+        ? Effect.logWarning(`${name} is down: not answering; reads go to the other endpoints`)
+        : endpoint.status === "up"
+          ? Effect.logInfo(`${name} is ${previous === "unchecked" ? "on the chain" : "back"}: in use again`)
+          : Effect.void
+    })
+
+    if (!single) {
+      yield* Effect.forkScoped(
+        Effect.forever(
+          pause(options.probeIntervalMs).pipe(
+            Effect.zipRight(Effect.forEach(endpoints, probe, { concurrency: "unbounded", discard: true })),
+            Effect.zipRight(logChanges)
+          )
+        )
+      )
+    }
+
+    const client = (clientOptions: JsonRpcOptions): JsonRpc => {
+      const clients = endpoints.map((endpoint) =>
+        jsonRpcClient(endpoint.url, {
+          timeoutMs: clientOptions.timeoutMs,
+          retryUnanswered: single && clientOptions.retryUnanswered
+        })
+      )
+      opened.push(...clients)
+      const clientOf = (endpoint: Endpoint) => clients[endpoint.position - 1]!
+
+      const read = async <A>(
+        method: string,
+        params: ReadonlyArray<unknown>,
+        signal: AbortSignal | undefined,
+        timeoutMs: number
+      ): Promise<A> => {
+        const deadline = Date.now() + timeoutMs
+        const order = ranked()
+        let lastError: unknown = new RpcUnreachable(`no endpoint of the chain in use (${timeoutMs} ms)`)
+        for (const [k, endpoint] of order.entries()) {
+          const remaining = deadline - Date.now()
+          if (remaining <= 0 || signal?.aborted === true) break
+          if (k > 0) endpoint.metrics.failover()
+          // An equal share of the time left among the endpoints in use still to try; a down one
+          // (tried last) gets what is left.
+          const rest = order.slice(k)
+          const sharing = endpoint.status === "up" ? rest.filter((e) => e.status === "up").length : rest.length
+          try {
+            const answer = await clientOf(endpoint).request<A>(
+              method,
+              params,
+              signal,
+              Math.max(1, Math.floor(remaining / sharing))
+            )
+            answered(endpoint)
+            return answer
+          } catch (error) {
+            if (!(error instanceof RpcUnreachable)) {
+              answered(endpoint)
+              throw error
+            }
+            unreachable(endpoint)
+            lastError = error
+          }
+        }
+        throw lastError
+      }
+
+      /** One endpoint's answer to a broadcast: a node that says it has the transaction is asked for it by hash. */
+      const broadcastTo = async (
+        endpoint: Endpoint,
+        raw: Hex,
+        signal: AbortSignal | undefined,
+        timeoutMs: number
+      ): Promise<BroadcastAnswer> => {
+        try {
+          const hash = await clientOf(endpoint).request<Hash>("eth_sendRawTransaction", [raw], signal, timeoutMs)
+          answered(endpoint)
+          return { _tag: "Accepted", hash }
+        } catch (error) {
+          if (error instanceof RpcUnreachable) {
+            unreachable(endpoint)
+            return { _tag: "Unreachable", error }
+          }
+          answered(endpoint)
+          if (error instanceof RpcRequestError && alreadyHas.test(error.details)) {
+            const hash = keccak256(raw)
+            const known = await endpoint.own
+              .request<unknown>("eth_getTransactionByHash", [hash], signal, timeoutMs)
+              .catch(() => null)
+            if (known !== null) return { _tag: "Accepted", hash }
+          }
+          return { _tag: "Refused", error }
+        }
+      }
+
+      /** To every endpoint in use (every checked one when none is): the first acceptance, else the first refusal. */
+      const broadcast = (raw: Hex, signal: AbortSignal | undefined, timeoutMs: number) =>
+        new Promise<Hash>((resolve, reject) => {
+          const order = ranked()
+          const inUse = order.filter((endpoint) => endpoint.status === "up")
+          const targets = inUse.length > 0 ? inUse : order
+          if (targets.length === 0) return reject(new RpcUnreachable("no endpoint of the chain in use"))
+          const answers: Array<BroadcastAnswer | undefined> = targets.map(() => undefined)
+          let waiting = targets.length
+          let settled = false
+          for (const [i, endpoint] of targets.entries()) {
+            void broadcastTo(endpoint, raw, signal, timeoutMs).then((answer) => {
+              answers[i] = answer
+              waiting--
+              if (settled) return
+              if (answer._tag === "Accepted") {
+                settled = true
+                return resolve(answer.hash)
+              }
+              if (waiting > 0) return
+              settled = true
+              const refused = answers.find((a) => a?._tag === "Refused") ?? answers[0]!
+              reject((refused as { readonly error: unknown }).error)
+            })
+          }
+        })
+
+      return {
+        request: <A>(method: string, params: ReadonlyArray<unknown>, signal?: AbortSignal, timeoutMs?: number) => {
+          const bound = Math.min(timeoutMs ?? clientOptions.timeoutMs, clientOptions.timeoutMs)
+          return method === "eth_sendRawTransaction"
+            ? (broadcast(params[0] as Hex, signal, bound) as Promise<A>)
+            : read<A>(method, params, signal, bound)
+        },
+        close: () => {
+          for (const rpc of clients) rpc.close()
+        }
+      }
+    }
+
+    return {
+      client,
+      states: () =>
+        endpoints.map((endpoint) => ({
+          endpoint: endpoint.position,
+          state: endpoint.status,
+          latencyMs: meanLatency(endpoint.probes)
+        }))
+    }
+  })
