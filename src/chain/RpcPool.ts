@@ -28,7 +28,7 @@ import { type ChainMisconfigured, checkEndpointChains, type EndpointChain } from
 export interface RpcPoolOptions {
   /** The chain every endpoint must be on. */
   readonly chainId: number
-  /** CHAIN_TIMEOUT: the start-up check's bound, and a probe's (at most the probe interval). */
+  /** CHAIN_TIMEOUT: the start-up check's bound; a probe gets half of it (what a read gives each of two endpoints). */
   readonly readTimeoutMs: number
   readonly probeIntervalMs: number
 }
@@ -85,7 +85,7 @@ export const rpcPool = (
 ): Effect.Effect<RpcPool, ChainMisconfigured, Scope.Scope> =>
   Effect.gen(function* () {
     const single = urls.length === 1
-    const probeTimeoutMs = Math.min(options.readTimeoutMs, options.probeIntervalMs)
+    const probeTimeoutMs = Math.max(1, Math.floor(options.readTimeoutMs / 2))
     const endpoints: ReadonlyArray<Endpoint> = urls.map((url, i) => {
       const host = new URL(url).host
       return {
