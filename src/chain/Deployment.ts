@@ -38,7 +38,13 @@ export interface Deployment {
 export const parseRpcUrls = (settings: ReadonlyArray<{ readonly name: string; readonly text: string }>) => {
   const urls: Array<string> = []
   for (const { name, text } of settings) {
-    const entries = text.split(",").map((entry) => entry.trim())
+    const entries = text
+      .split(",")
+      .map((entry) => entry.trim())
+      .filter((entry) => entry !== "")
+    if (entries.length === 0) {
+      return Either.left(ConfigError.InvalidData([name], `Expected ${name} to be http(s) URLs separated by commas`))
+    }
     for (const [i, entry] of entries.entries()) {
       let url: URL | undefined
       try {
