@@ -2,9 +2,9 @@
  * The chain's JSON-RPC endpoints (CHAIN_RPC_URL, several separated by commas) as one `JsonRpc`:
  *
  * - a read goes to the best endpoint in use (`EndpointRanking.ts`: up first, by stability and
- *   latency) and, when that one does not answer, on to the next, all within the read's one bound:
- *   each endpoint gets an equal share of the time left, so a silent one cannot use all of it. A
- *   JSON-RPC error (a revert) is an answer and is not tried elsewhere;
+ *   latency); the next is asked too when it refuses or has not answered within a share of the
+ *   read's one bound (hedging), so a silent endpoint cannot use all of it. A JSON-RPC error (a
+ *   revert) is an answer and is not tried elsewhere;
  * - `eth_sendRawTransaction` goes to every endpoint in use at once: a transaction one node drops or
  *   never receives still reaches the chain through the others. The first acceptance answers; a node
  *   saying it already has the transaction ("already known", or "nonce too low" once it is mined)
@@ -215,43 +215,77 @@ export const rpcPool = (
       opened.push(...clients)
       const clientOf = (endpoint: Endpoint) => clients[endpoint.position - 1]!
 
-      const read = async <A>(
+      /**
+       * The best endpoint first; while it has not answered after the hedge delay (a share of the
+       * bound: a third with two endpoints) the next is asked too, and so on. The first answer wins
+       * and the calls still running are abandoned: an endpoint slower than the hedge delay is seen
+       * down until a probe finds it answering. An endpoint that does not answer (refused, cut)
+       * hands over at once.
+       */
+      const read = <A>(
         method: string,
         params: ReadonlyArray<unknown>,
         signal: AbortSignal | undefined,
         timeoutMs: number
-      ): Promise<A> => {
-        const deadline = Date.now() + timeoutMs
-        const order = ranked()
-        let lastError: unknown = new RpcUnreachable(`no endpoint of the chain in use (${timeoutMs} ms)`)
-        for (const [k, endpoint] of order.entries()) {
-          const remaining = deadline - Date.now()
-          if (remaining <= 0 || signal?.aborted === true) break
-          if (k > 0) endpoint.metrics.failover()
-          // An equal share of the time left among the endpoints in use still to try; a down one
-          // (tried last) gets what is left.
-          const rest = order.slice(k)
-          const sharing = endpoint.status === "up" ? rest.filter((e) => e.status === "up").length : rest.length
-          try {
-            const answer = await clientOf(endpoint).request<A>(
-              method,
-              params,
-              signal,
-              Math.max(1, Math.floor(remaining / sharing))
-            )
-            answered(endpoint)
-            return answer
-          } catch (error) {
-            if (!(error instanceof RpcUnreachable)) {
-              answered(endpoint)
-              throw error
-            }
-            unreachable(endpoint)
-            lastError = error
+      ) =>
+        new Promise<A>((resolve, reject) => {
+          const deadline = Date.now() + timeoutMs
+          const order = ranked()
+          const hedgeMs = Math.max(1, Math.floor(timeoutMs / (order.length + 1)))
+          const abandon = new AbortController()
+          /** The calls still running, with when each started. */
+          const running = new Map<Endpoint, number>()
+          let next = 0
+          let lastError: unknown = new RpcUnreachable(`no endpoint of the chain in use (${timeoutMs} ms)`)
+          let hedge: ReturnType<typeof setTimeout> | undefined
+          let settled = false
+          const settle = (finish: () => void) => {
+            settled = true
+            clearTimeout(hedge)
+            signal?.removeEventListener("abort", onAbort)
+            for (const [slow, started] of running) if (Date.now() - started >= hedgeMs) unreachable(slow)
+            abandon.abort()
+            finish()
           }
-        }
-        throw lastError
-      }
+          const onAbort = () => settle(() => reject(lastError))
+          signal?.addEventListener("abort", onAbort)
+          const launch = () => {
+            clearTimeout(hedge)
+            const remaining = deadline - Date.now()
+            if (settled) return
+            if (next >= order.length || remaining <= 0) {
+              if (running.size === 0) settle(() => reject(lastError))
+              return
+            }
+            const endpoint = order[next++]!
+            if (next > 1) endpoint.metrics.failover()
+            running.set(endpoint, Date.now())
+            clientOf(endpoint)
+              .request<A>(method, params, abandon.signal, remaining)
+              .then(
+                (answer) => {
+                  if (settled) return
+                  running.delete(endpoint)
+                  answered(endpoint)
+                  settle(() => resolve(answer))
+                },
+                (error: unknown) => {
+                  if (settled) return
+                  running.delete(endpoint)
+                  if (!(error instanceof RpcUnreachable)) {
+                    answered(endpoint)
+                    return settle(() => reject(error))
+                  }
+                  unreachable(endpoint)
+                  lastError = error
+                  launch()
+                }
+              )
+            hedge = setTimeout(launch, hedgeMs)
+          }
+          if (signal?.aborted === true) return reject(lastError)
+          launch()
+        })
 
       /** One endpoint's answer to a broadcast: a node that says it has the transaction is asked for it by hash. */
       const broadcastTo = async (
