@@ -19,7 +19,7 @@
  */
 import { Effect, type Scope } from "effect"
 import { type Hash, type Hex, hexToNumber, keccak256, RpcRequestError } from "viem"
-import { rpcEndpointMetrics } from "../Metrics.js"
+import { rpcEndpointMetrics } from "../observability/Metrics.js"
 import type { RpcEndpointState } from "./ChainClient.js"
 import { type EndpointHealth, type EndpointStatus, meanLatency, type Probe, rankEndpoints } from "./EndpointRanking.js"
 import { type JsonRpc, type JsonRpcOptions, jsonRpcClient, RpcUnreachable } from "./JsonRpc.js"
