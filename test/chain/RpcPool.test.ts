@@ -3,17 +3,23 @@
  * two providers of one chain): the first killed, hung or dropping transactions under a stream of
  * payments and reads, and back again.
  */
+import { spawnSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
+import { existsSync } from "node:fs"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Fiber, Option } from "effect"
+import { Effect, Fiber, Metric, Option } from "effect"
 import { createPublicClient, getAddress, type Hex, http, parseUnits, toHex } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
 import type { Address } from "../../src/chain/Address.js"
 import { ChainClient, type TransferAuthorization } from "../../src/chain/ChainClient.js"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
 import { transferWithAuthorizationTypedData } from "../../src/chain/Eip3009.js"
+import { prometheusText } from "../../src/observability/Metrics.js"
 import { ChainEndpoints, multiEndpointTestChain, TestDevnet } from "../support/TestChain.js"
 import { eventually } from "../support/wait.js"
+
+/** Prometheus' own linter (Debian's `prometheus` package), as in test/e2e/Operations.test.ts. */
+const PROMTOOL = "/usr/bin/promtool"
 
 const randomAddress = (): Address => getAddress(toHex(randomBytes(20)))
 const noRecord = () => Effect.void
@@ -170,6 +176,21 @@ layer(multiEndpointTestChain(2, "4 seconds", "100 millis"), { excludeTestService
         expect(second!.answered("eth_sendRawTransaction")).toBeGreaterThan(0)
         // Mined: both nodes answer "nonce too low" (or "already known"), and both find it by its hash.
         expect(yield* chain.rebroadcast(signed.raw as Hex)).toBe("known")
+      })
+    )
+
+    it.effect.skipIf(!existsSync(PROMTOOL))("the endpoint metrics pass promtool check metrics, without a URL", () =>
+      Effect.gen(function* () {
+        const [first] = yield* ChainEndpoints
+        const text = prometheusText(yield* Metric.snapshot)
+        const check = spawnSync(PROMTOOL, ["check", "metrics"], { input: text, encoding: "utf8" })
+        expect(`${check.stdout}${check.stderr}`.trim()).toBe("")
+        const host = new URL(first!.url).host
+        expect(text).toContain(`chain_rpc_endpoint_up{endpoint="1",host="${host}"} 1`)
+        expect(text).toContain("# TYPE chain_rpc_requests_total counter")
+        expect(text).toContain("# TYPE chain_rpc_endpoint_latency_seconds gauge")
+        expect(text).toMatch(/^chain_rpc_failovers_total \d+$/m)
+        expect(text).not.toContain("http://")
       })
     )
 
