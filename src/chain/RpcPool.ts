@@ -190,7 +190,11 @@ export const rpcPool = (
       return endpoint.status === "down"
         ? Effect.logWarning(`${name} is down: not answering; reads go to the other endpoints`)
         : endpoint.status === "up"
-          ? Effect.logInfo(`${name} is ${previous === "unchecked" ? "on the chain" : "back"}: in use again`)
+          ? Effect.logInfo(
+              previous === "unchecked"
+                ? `${name} answers on chain ${options.chainId}: in use`
+                : `${name} is back: in use again`
+            )
           : Effect.void
     })
 
@@ -232,9 +236,8 @@ export const rpcPool = (
           const deadline = Date.now() + timeoutMs
           const order = ranked()
           const hedgeMs = Math.max(1, Math.floor(timeoutMs / (order.length + 1)))
-          const abandon = new AbortController()
-          /** The calls still running, with when each started. */
-          const running = new Map<Endpoint, number>()
+          /** The calls still running: when each started, and how to abandon it. */
+          const running = new Map<Endpoint, { readonly started: number; readonly abandon: AbortController }>()
           let next = 0
           let lastError: unknown = new RpcUnreachable(`no endpoint of the chain in use (${timeoutMs} ms)`)
           let hedge: ReturnType<typeof setTimeout> | undefined
@@ -243,11 +246,14 @@ export const rpcPool = (
             settled = true
             clearTimeout(hedge)
             signal?.removeEventListener("abort", onAbort)
-            for (const [slow, started] of running) if (Date.now() - started >= hedgeMs) unreachable(slow)
-            abandon.abort()
+            for (const [slow, { started, abandon }] of running) {
+              if (Date.now() - started >= hedgeMs) unreachable(slow)
+              abandon.abort()
+            }
             finish()
           }
           const onAbort = () => settle(() => reject(lastError))
+          if (signal?.aborted === true) return reject(lastError)
           signal?.addEventListener("abort", onAbort)
           const launch = () => {
             clearTimeout(hedge)
@@ -259,7 +265,8 @@ export const rpcPool = (
             }
             const endpoint = order[next++]!
             if (next > 1) endpoint.metrics.failover()
-            running.set(endpoint, Date.now())
+            const abandon = new AbortController()
+            running.set(endpoint, { started: Date.now(), abandon })
             clientOf(endpoint)
               .request<A>(method, params, abandon.signal, remaining)
               .then(
@@ -281,9 +288,8 @@ export const rpcPool = (
                   launch()
                 }
               )
-            hedge = setTimeout(launch, hedgeMs)
+            if (next < order.length) hedge = setTimeout(launch, hedgeMs)
           }
-          if (signal?.aborted === true) return reject(lastError)
           launch()
         })
 
