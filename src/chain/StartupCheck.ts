@@ -59,22 +59,20 @@ export const checkEndpointChains = (
   endpoints: ReadonlyArray<{ readonly host: string; readonly answer: EndpointChain }>
 ): Effect.Effect<void, ChainMisconfigured> => {
   const single = endpoints.length === 1
-  const name = (i: number) => (single ? "CHAIN_RPC_URL" : `CHAIN_RPC_URL endpoint ${i + 1} (${endpoints[i]!.host})`)
-  const wrong = endpoints.findIndex(({ answer }) => answer._tag === "Answered" && answer.chainId !== chainId)
-  if (wrong !== -1) {
-    const answer = endpoints[wrong]!.answer as { readonly chainId: number }
-    return new ChainMisconfigured({
-      message:
-        `${name(wrong)} is on chain ${answer.chainId}, not CHAIN_ID ${chainId}: point it at a node of that chain, ` +
-        (single ? "or set CHAIN_ID to the chain it serves" : "or remove it")
-    })
+  for (const [i, { host, answer }] of endpoints.entries()) {
+    if (answer._tag === "Answered" && answer.chainId !== chainId) {
+      return new ChainMisconfigured({
+        message:
+          `${single ? "CHAIN_RPC_URL" : `CHAIN_RPC_URL endpoint ${i + 1} (${host})`} is on chain ${answer.chainId}, ` +
+          `not CHAIN_ID ${chainId}: point it at a node of that chain, ` +
+          (single ? "or set CHAIN_ID to the chain it serves" : "or remove it")
+      })
+    }
   }
-  if (endpoints.some(({ answer }) => answer._tag === "Answered")) return Effect.void
-  const errors = endpoints.map(({ answer }, i) =>
-    single
-      ? oneLine((answer as { readonly error: string }).error)
-      : `${i + 1}: ${oneLine((answer as { readonly error: string }).error)}`
+  const errors = endpoints.flatMap(({ answer }, i) =>
+    answer._tag === "Answered" ? [] : [single ? oneLine(answer.error) : `${i + 1}: ${oneLine(answer.error)}`]
   )
+  if (errors.length < endpoints.length) return Effect.void
   return new ChainMisconfigured({
     message: single
       ? `CHAIN_RPC_URL did not answer at start: ${errors[0]}`

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Either, FastCheck } from "effect"
+import { Effect, Either, FastCheck } from "effect"
 import { parseRpcUrls } from "../../src/chain/Deployment.js"
 import { type EndpointHealth, rankEndpoints } from "../../src/chain/EndpointRanking.js"
+import { checkEndpointChains } from "../../src/chain/StartupCheck.js"
 
 const probe = FastCheck.record({ answered: FastCheck.boolean(), ms: FastCheck.integer({ min: 0, max: 5_000 }) })
 const endpoint: FastCheck.Arbitrary<EndpointHealth> = FastCheck.record({
@@ -71,5 +72,45 @@ describe("CHAIN_RPC_URL and CHAIN_RPC_URLS", () => {
       expect(message).not.toContain("secret-key")
     }
     expect(parsed([["CHAIN_RPC_URLS", "https://a.example,"]])).toEqual(Either.right(["https://a.example"]))
+  })
+})
+
+describe("each endpoint's chain id at start", () => {
+  const answered = (chainId: number) => ({ _tag: "Answered", chainId }) as const
+  const unanswered = (error: string) => ({ _tag: "Unanswered", error }) as const
+  const refusal = (endpoints: Parameters<typeof checkEndpointChains>[1]) =>
+    Effect.runSync(Effect.flip(checkEndpointChains(31337, endpoints))).message
+
+  it("one endpoint that does not answer, or none of several, ends the start naming each by position", () => {
+    expect(refusal([{ host: "a.example", answer: unanswered("connect ECONNREFUSED") }])).toBe(
+      "CHAIN_RPC_URL did not answer at start: connect ECONNREFUSED"
+    )
+    expect(
+      refusal([
+        { host: "a.example", answer: unanswered("timed out") },
+        { host: "b.example", answer: unanswered("HTTP 401") }
+      ])
+    ).toBe("no endpoint of CHAIN_RPC_URL answered at start: 1: timed out; 2: HTTP 401")
+  })
+
+  it("one of several may be silent at start (checked once it answers); one on another chain may not", () => {
+    expect(
+      Effect.runSync(
+        Effect.either(
+          checkEndpointChains(31337, [
+            { host: "a.example", answer: unanswered("timed out") },
+            { host: "b.example", answer: answered(31337) }
+          ])
+        )
+      )._tag
+    ).toBe("Right")
+    expect(
+      refusal([
+        { host: "a.example", answer: answered(31337) },
+        { host: "b.example", answer: answered(56) }
+      ])
+    ).toBe(
+      "CHAIN_RPC_URL endpoint 2 (b.example) is on chain 56, not CHAIN_ID 31337: point it at a node of that chain, or remove it"
+    )
   })
 })
