@@ -360,7 +360,10 @@ describe("reliability", () => {
             endpointOne(metrics, "chain_rpc_requests_total", ',outcome="answered"') - usedBefore
           }`
         )
-        expect(answers.filter((answer) => answer.status !== 200).map((answer) => answer.status)).toEqual([])
+        // No request fails: every read 200; every payment 200, or 202 when its settlement outlasted
+        // SETTLEMENT_WAIT on a loaded machine (the audit below then finds it paid once).
+        expect(reads.filter((answer) => answer.status !== 200).map((answer) => answer.status)).toEqual([])
+        expect(attempts.filter((attempt) => attempt.answer.status !== 200 && attempt.answer.status !== 202)).toEqual([])
         expectCoded("endpoint loss", answers)
         expectHonest("endpoint loss", outcome)
         expect(outcome.openOrders).toBe(0)
