@@ -10,7 +10,7 @@ import { AppConfig, addressConfig, durationConfig } from "../runtime/Config.js"
 import { Address } from "./Address.js"
 import type { Usd1Token } from "./ChainClient.js"
 import { ANVIL_ACCOUNT_KEYS, startDevnet } from "./Devnet.js"
-import type { StockToken } from "./Tokens.js"
+import { type StockToken, TokenRegistry } from "./Tokens.js"
 
 export interface Deployment {
   /** The chain's JSON-RPC endpoints, in order of preference (at least one). */
@@ -190,3 +190,9 @@ export class ChainDeployment extends Context.Tag("app/ChainDeployment")<ChainDep
     })
   )
 }
+
+/** The token registry of the deployment: the devnet's fixtures, or `STOCK_TOKENS`. */
+export const DeployedTokens = Layer.effect(
+  TokenRegistry,
+  Effect.map(ChainDeployment, (deployment) => ({ chainId: deployment.chainId, tokens: deployment.stocks }))
+)

@@ -3,11 +3,11 @@ import {
   ChainDeployment,
   DEFAULT_RPC_PROBE_INTERVAL,
   DEVNET_POLL_INTERVAL,
-  DEVNET_RELAYER_KEY
+  DEVNET_RELAYER_KEY,
+  DeployedTokens
 } from "../../src/chain/Deployment.js"
 import { type Devnet, startDevnet } from "../../src/chain/Devnet.js"
 import { EvmChain } from "../../src/chain/EvmChain.js"
-import { TokenRegistry } from "../../src/chain/Tokens.js"
 import { type RpcProxy, startRpcProxy } from "./RpcProxy.js"
 import { startTcpProxy, type TcpProxy } from "./TcpProxy.js"
 
@@ -58,16 +58,14 @@ export const TestDevnetDeployment = Layer.unwrapScoped(
 )
 
 /** The chain ports (`ChainClient`, `TokenRegistry`) on a fresh devnet, with `TestDevnet` for the test. */
-export const TestChain = Layer.merge(EvmChain, TokenRegistry.fromDeployment).pipe(
-  Layer.provideMerge(TestDevnetDeployment)
-)
+export const TestChain = Layer.merge(EvmChain, DeployedTokens).pipe(Layer.provideMerge(TestDevnetDeployment))
 
 /**
  * `TestChain` reaching the devnet through a TCP proxy (`ChainProxy`) that a test stalls or cuts;
  * reads give up after `readTimeout` (CHAIN_TIMEOUT). `TestDevnet` is the devnet itself, unproxied.
  */
 export const proxiedTestChain = (readTimeout: Duration.DurationInput) =>
-  Layer.merge(EvmChain, TokenRegistry.fromDeployment).pipe(
+  Layer.merge(EvmChain, DeployedTokens).pipe(
     Layer.provideMerge(
       Layer.unwrapScoped(
         Effect.gen(function* () {
@@ -96,7 +94,7 @@ export const multiEndpointTestChain = (
   readTimeout: Duration.DurationInput,
   probeInterval: Duration.DurationInput
 ) =>
-  Layer.merge(EvmChain, TokenRegistry.fromDeployment).pipe(
+  Layer.merge(EvmChain, DeployedTokens).pipe(
     Layer.provideMerge(
       Layer.unwrapScoped(
         Effect.gen(function* () {
