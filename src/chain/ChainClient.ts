@@ -127,6 +127,16 @@ export interface Faucet {
   ) => Effect.Effect<void, ChainError>
 }
 
+/** One JSON-RPC endpoint of the chain, as `/ready` shows it (never its URL: it may hold an API key). */
+export interface RpcEndpointState {
+  /** Its position in CHAIN_RPC_URL (then CHAIN_RPC_URLS), from 1. */
+  readonly endpoint: number
+  /** `up`: in use; `down`: its last call or probe got no answer; `unchecked`: its chain id is not known yet. */
+  readonly state: "up" | "down" | "unchecked" | "wrong-chain"
+  /** Mean latency of its recent probes (only several endpoints are probed). */
+  readonly latencyMs: number | undefined
+}
+
 export interface ChainClientShape {
   readonly chainId: number
   /** CAIP-2 id, `eip155:<chainId>`, as x402 names networks. */
@@ -208,6 +218,8 @@ export interface ChainClientShape {
   readonly account: (key: Redacted.Redacted<Hex>) => ChainAccount
   /** Present on chains that can mint (the embedded devnet, the in-memory chain). */
   readonly faucet: Option.Option<Faucet>
+  /** Each JSON-RPC endpoint's state, in configured order; none for a chain reached without JSON-RPC. */
+  readonly endpoints: Effect.Effect<ReadonlyArray<RpcEndpointState>>
 }
 
 export class ChainClient extends Context.Tag("app/ChainClient")<ChainClient, ChainClientShape>() {}

@@ -13,7 +13,8 @@ import { ANVIL_ACCOUNT_KEYS, startDevnet } from "./Devnet.js"
 import { type StockToken, TokenRegistry } from "./Tokens.js"
 
 export interface Deployment {
-  readonly rpcUrl: string
+  /** The chain's JSON-RPC endpoints, in order of preference (at least one). */
+  readonly rpcUrls: ReadonlyArray<string>
   readonly chainId: number
   readonly usd1: Usd1Token
   readonly exchange: Option.Option<Address>
@@ -25,7 +26,55 @@ export interface Deployment {
   readonly readTimeout: Duration.Duration
   /** How often a receipt is read while waiting for it (CHAIN_POLL_INTERVAL). */
   readonly pollInterval: Duration.Duration
+  /** How often each of several endpoints is probed (CHAIN_RPC_PROBE_INTERVAL). */
+  readonly rpcProbeInterval: Duration.Duration
 }
+
+/**
+ * The endpoints of CHAIN_RPC_URL (one URL, or several separated by commas) then CHAIN_RPC_URLS,
+ * duplicates dropped; none when neither is set. A bad entry is named by its position only: the
+ * URLs of RPC providers hold API keys, which must not reach a log.
+ */
+export const parseRpcUrls = (settings: ReadonlyArray<{ readonly name: string; readonly text: string }>) => {
+  const urls: Array<string> = []
+  for (const { name, text } of settings) {
+    const entries = text
+      .split(",")
+      .map((entry) => entry.trim())
+      .filter((entry) => entry !== "")
+    if (entries.length === 0) {
+      return Either.left(ConfigError.InvalidData([name], `Expected ${name} to be http(s) URLs separated by commas`))
+    }
+    for (const [i, entry] of entries.entries()) {
+      let url: URL | undefined
+      try {
+        url = new URL(entry)
+      } catch {}
+      if (url === undefined || (url.protocol !== "http:" && url.protocol !== "https:")) {
+        return Either.left(
+          ConfigError.InvalidData(
+            [name],
+            `Expected ${name} to be http(s) URLs separated by commas; entry ${i + 1} of ${entries.length} is not one`
+          )
+        )
+      }
+      if (!urls.includes(entry)) urls.push(entry)
+    }
+  }
+  return Either.right(urls as ReadonlyArray<string>)
+}
+
+const rpcUrlsConfig = Config.all([
+  Config.option(Config.string("CHAIN_RPC_URL")),
+  Config.option(Config.string("CHAIN_RPC_URLS"))
+]).pipe(
+  Config.mapOrFail(([single, several]) =>
+    parseRpcUrls([
+      ...Option.toArray(Option.map(single, (text) => ({ name: "CHAIN_RPC_URL", text }))),
+      ...Option.toArray(Option.map(several, (text) => ({ name: "CHAIN_RPC_URLS", text })))
+    ])
+  )
+)
 
 const StockTokenConfig = Schema.Array(
   Schema.Struct({
@@ -83,6 +132,8 @@ const usd1Domain = Config.all({
 /** Receipt polling on a configured chain, and on the embedded devnet (which mines within milliseconds). */
 export const DEFAULT_POLL_INTERVAL = "1 second"
 export const DEVNET_POLL_INTERVAL = "5 millis"
+/** How often each of several RPC endpoints is probed (a provider bills each probe as one call). */
+export const DEFAULT_RPC_PROBE_INTERVAL = "2 seconds"
 
 /** The devnet's relayer: the last standard account, so that it never races the deployer's nonces. */
 export const DEVNET_RELAYER_KEY = ANVIL_ACCOUNT_KEYS[9]!
@@ -91,15 +142,17 @@ export class ChainDeployment extends Context.Tag("app/ChainDeployment")<ChainDep
   static readonly layer = Layer.scoped(
     ChainDeployment,
     Effect.gen(function* () {
-      const rpcUrl = yield* Config.option(Config.string("CHAIN_RPC_URL"))
+      const rpcUrls = yield* rpcUrlsConfig
+      const configured = rpcUrls.length > 0
       const domain = yield* usd1Domain
       const { dataDir, chainTimeout: readTimeout } = yield* AppConfig
       // The embedded devnet mines a transaction within milliseconds; a chain's blocks take seconds.
       const pollInterval = yield* durationConfig(
         "CHAIN_POLL_INTERVAL",
-        Option.isSome(rpcUrl) ? DEFAULT_POLL_INTERVAL : DEVNET_POLL_INTERVAL
+        configured ? DEFAULT_POLL_INTERVAL : DEVNET_POLL_INTERVAL
       )
-      if (Option.isSome(rpcUrl)) {
+      const rpcProbeInterval = yield* durationConfig("CHAIN_RPC_PROBE_INTERVAL", DEFAULT_RPC_PROBE_INTERVAL)
+      if (configured) {
         const settings = yield* Config.all({
           chainId: Config.integer("CHAIN_ID"),
           usd1: addressConfig("USD1_ADDRESS"),
@@ -109,7 +162,7 @@ export class ChainDeployment extends Context.Tag("app/ChainDeployment")<ChainDep
           stocks: stockTokensConfig
         })
         return {
-          rpcUrl: rpcUrl.value,
+          rpcUrls,
           chainId: settings.chainId,
           usd1: { address: settings.usd1, decimals: settings.usd1Decimals, ...domain },
           exchange: settings.exchange,
@@ -117,12 +170,13 @@ export class ChainDeployment extends Context.Tag("app/ChainDeployment")<ChainDep
           relayerKey: settings.relayerKey,
           local: false,
           readTimeout,
-          pollInterval
+          pollInterval,
+          rpcProbeInterval
         } satisfies Deployment
       }
       const devnet = yield* startDevnet({ stateDir: path.join(dataDir, "chain") }).pipe(Effect.orDie)
       return {
-        rpcUrl: devnet.rpcUrl,
+        rpcUrls: [devnet.rpcUrl],
         chainId: devnet.chainId,
         usd1: { address: devnet.usd1, decimals: 18, ...domain },
         exchange: Option.some(devnet.exchange),
@@ -130,7 +184,8 @@ export class ChainDeployment extends Context.Tag("app/ChainDeployment")<ChainDep
         relayerKey: Redacted.make(DEVNET_RELAYER_KEY),
         local: true,
         readTimeout,
-        pollInterval
+        pollInterval,
+        rpcProbeInterval
       } satisfies Deployment
     })
   )

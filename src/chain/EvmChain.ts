@@ -63,8 +63,9 @@ import { DemoExchangeArtifact, PriceFeedArtifact, StockTokenArtifact, Usd1Artifa
 import { ChainDeployment } from "./Deployment.js"
 import { DEVNET_DEPLOYER_KEY } from "./Devnet.js"
 import { transferWithAuthorizationTypedData } from "./Eip3009.js"
-import { isUnreachable, jsonRpcClient } from "./JsonRpc.js"
+import { isUnreachable } from "./JsonRpc.js"
 import { chunksOf, MULTICALL_CHUNK, MULTICALL3_ADDRESS, rowsOf } from "./Multicall.js"
+import { rpcPool } from "./RpcPool.js"
 import { sendQueues } from "./SendQueues.js"
 import { checkChain } from "./StartupCheck.js"
 
@@ -235,13 +236,19 @@ export const EvmChain = Layer.scoped(
       id: chainId,
       name: deployment.local ? "Devnet" : `Chain ${chainId}`,
       nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
-      rpcUrls: { default: { http: [deployment.rpcUrl] } },
+      rpcUrls: { default: { http: [...deployment.rpcUrls] } },
       fees: { baseFeeMultiplier: BASE_FEE_MULTIPLIER }
     })
     const pollMs = Duration.toMillis(deployment.pollInterval)
+    // Every endpoint's chain id is checked here; one on another chain ends the start (Launch.ts).
+    const endpoints = yield* rpcPool(deployment.rpcUrls, {
+      chainId,
+      readTimeoutMs: Duration.toMillis(deployment.readTimeout),
+      probeIntervalMs: Duration.toMillis(deployment.rpcProbeInterval)
+    }).pipe(Effect.orDie)
     const connect = (timeoutMs: number, retryUnanswered: boolean) =>
       Effect.acquireRelease(
-        Effect.sync(() => jsonRpcClient(deployment.rpcUrl, { timeoutMs, retryUnanswered })),
+        Effect.sync(() => endpoints.client({ timeoutMs, retryUnanswered })),
         (rpc) => Effect.sync(rpc.close)
       )
     const reads = yield* connect(Duration.toMillis(deployment.readTimeout), true)
@@ -860,7 +867,8 @@ export const EvmChain = Layer.scoped(
       blockTime,
       exchange: deployment.exchange,
       account,
-      faucet: deployment.local ? Option.some(devnetFaucet()) : Option.none()
+      faucet: deployment.local ? Option.some(devnetFaucet()) : Option.none(),
+      endpoints: Effect.sync(endpoints.states)
     })
   })
 )

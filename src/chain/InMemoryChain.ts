@@ -390,6 +390,7 @@ const make = (options: InMemoryChainOptions) =>
       blockTime: now,
       exchange: Option.some(exchange),
       account,
+      endpoints: Effect.succeed([]),
       faucet: Option.some({
         // Mints like the devnet's faucet (a paused token refuses); gas does not exist here.
         fund: (to, grant) =>

@@ -37,8 +37,16 @@ export interface JsonRpcOptions {
 }
 
 export interface JsonRpc {
-  /** One call; `signal` abandons it (the socket is closed). */
-  readonly request: <A>(method: string, params: ReadonlyArray<unknown>, signal?: AbortSignal) => Promise<A>
+  /**
+   * One call; `signal` abandons it (the socket is closed), `timeoutMs` bounds it tighter than the
+   * client's own bound.
+   */
+  readonly request: <A>(
+    method: string,
+    params: ReadonlyArray<unknown>,
+    signal?: AbortSignal,
+    timeoutMs?: number
+  ) => Promise<A>
   /** Closes the kept-alive sockets. */
   readonly close: () => void
 }
@@ -50,6 +58,8 @@ const MAX_SOCKETS = 32
 interface Attempt {
   readonly body: string
   readonly deadline: number
+  /** The call's bound, for the message when it passes. */
+  readonly bound: number
   readonly signal: AbortSignal | undefined
 }
 
@@ -68,7 +78,7 @@ export const jsonRpcClient = (url: string, options: JsonRpcOptions): JsonRpc => 
   let nextId = 1
 
   /** One HTTP exchange within the attempt's deadline. */
-  const exchange = ({ body, deadline, signal }: Attempt) =>
+  const exchange = ({ body, deadline, bound, signal }: Attempt) =>
     new Promise<{ readonly status: number; readonly text: string }>((resolve, reject) => {
       const remaining = deadline - Date.now()
       if (remaining <= 0) return reject(new RpcUnreachable(`no answer from ${origin} in time`))
@@ -79,7 +89,7 @@ export const jsonRpcClient = (url: string, options: JsonRpcOptions): JsonRpc => 
         headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) }
       })
       const timer = setTimeout(
-        () => request.destroy(new RpcUnreachable(`no answer from ${origin} within ${options.timeoutMs} ms`)),
+        () => request.destroy(new RpcUnreachable(`no answer from ${origin} within ${bound} ms`)),
         remaining
       )
       request.once("response", (response) => {
@@ -123,9 +133,15 @@ export const jsonRpcClient = (url: string, options: JsonRpcOptions): JsonRpc => 
     return parsed.result
   }
 
-  const request = async <A>(method: string, params: ReadonlyArray<unknown>, signal?: AbortSignal): Promise<A> => {
+  const request = async <A>(
+    method: string,
+    params: ReadonlyArray<unknown>,
+    signal?: AbortSignal,
+    timeoutMs = options.timeoutMs
+  ): Promise<A> => {
     const payload = { jsonrpc: "2.0", id: nextId++, method, params }
-    const attempt: Attempt = { body: JSON.stringify(payload), deadline: Date.now() + options.timeoutMs, signal }
+    const bound = Math.min(timeoutMs, options.timeoutMs)
+    const attempt: Attempt = { body: JSON.stringify(payload), deadline: Date.now() + bound, bound, signal }
     try {
       return (await call(attempt, payload)) as A
     } catch (error) {

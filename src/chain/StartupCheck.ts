@@ -1,11 +1,11 @@
 /**
- * What the service checks of its chain before it serves: the node is on the configured chain, the
+ * What the service checks of its chain before it serves: each node is on the configured chain, the
  * token answers the calls payments rely on, and Multicall3 is where the payment check expects it.
  * A deployment that fails any of them would take payments it can never settle (or refuse every one
  * as a bad signature), so the start fails with one line saying which setting is wrong.
  */
 import { Data, Effect } from "effect"
-import { type Hex, hexToNumber, toFunctionSelector } from "viem"
+import { type Hex, toFunctionSelector } from "viem"
 import type { Address } from "./Address.js"
 import type { ChainError } from "./ChainClient.js"
 import { isUnreachable } from "./JsonRpc.js"
@@ -44,23 +44,49 @@ export interface CheckedDeployment {
   readonly usd1: Address
 }
 
-/** Checks the node's chain id, the token's answers and Multicall3's code, all at once. */
+/** What one endpoint answered to `eth_chainId` at start. */
+export type EndpointChain =
+  | { readonly _tag: "Answered"; readonly chainId: number }
+  | { readonly _tag: "Unanswered"; readonly error: string }
+
+/**
+ * Every endpoint that answers must be on `chainId`: one on another chain would serve reads and
+ * take broadcasts of another chain. At least one must answer; an endpoint that does not is left
+ * unchecked (not used until it answers with the right chain id).
+ */
+export const checkEndpointChains = (
+  chainId: number,
+  endpoints: ReadonlyArray<{ readonly host: string; readonly answer: EndpointChain }>
+): Effect.Effect<void, ChainMisconfigured> => {
+  const single = endpoints.length === 1
+  for (const [i, { host, answer }] of endpoints.entries()) {
+    if (answer._tag === "Answered" && answer.chainId !== chainId) {
+      return new ChainMisconfigured({
+        message:
+          `${single ? "CHAIN_RPC_URL" : `CHAIN_RPC_URL endpoint ${i + 1} (${host})`} is on chain ${answer.chainId}, ` +
+          `not CHAIN_ID ${chainId}: point it at a node of that chain, ` +
+          (single ? "or set CHAIN_ID to the chain it serves" : "or remove it")
+      })
+    }
+  }
+  const errors = endpoints.flatMap(({ answer }, i) =>
+    answer._tag === "Answered" ? [] : [single ? oneLine(answer.error) : `${i + 1}: ${oneLine(answer.error)}`]
+  )
+  if (errors.length < endpoints.length) return Effect.void
+  return new ChainMisconfigured({
+    message: single
+      ? `CHAIN_RPC_URL did not answer at start: ${errors[0]}`
+      : `no endpoint of CHAIN_RPC_URL answered at start: ${errors.join("; ")}`
+  })
+}
+
+/**
+ * Checks the token's answers and Multicall3's code, all at once (each endpoint's chain id is
+ * checked before: `checkEndpointChains`).
+ */
 export const checkChain = (deployment: CheckedDeployment, read: Read): Effect.Effect<void, ChainMisconfigured> => {
   const unanswered = (error: ChainError) =>
     new ChainMisconfigured({ message: `CHAIN_RPC_URL did not answer at start: ${oneLine(error.message)}` })
-
-  const chainId = read<Hex>("chain id", "eth_chainId", []).pipe(
-    Effect.mapError(unanswered),
-    Effect.flatMap((answer) =>
-      hexToNumber(answer) === deployment.chainId
-        ? Effect.void
-        : new ChainMisconfigured({
-            message:
-              `CHAIN_RPC_URL is on chain ${hexToNumber(answer)}, not CHAIN_ID ${deployment.chainId}: ` +
-              "point it at a node of that chain, or set CHAIN_ID to the chain it serves"
-          })
-    )
-  )
 
   /** The token functions that do not answer as they should, with why. */
   const silentTokenCalls = Effect.forEach(
@@ -106,9 +132,7 @@ export const checkChain = (deployment: CheckedDeployment, read: Read): Effect.Ef
     )
   )
 
-  // The chain id first: on another chain the token's answers mean nothing.
-  return chainId.pipe(
-    Effect.zipRight(Effect.all([token, multicall], { concurrency: 2, discard: true })),
+  return Effect.all([token, multicall], { concurrency: 2, discard: true }).pipe(
     Effect.withSpan("ChainClient.checkChain")
   )
 }

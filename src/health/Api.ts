@@ -12,13 +12,25 @@ export class HealthApi extends HttpApiGroup.make("health")
   .add(
     HttpApiEndpoint.get("ready", "/ready")
       .addSuccess(
-        Schema.Struct({ status: Schema.Literal("ready"), database: Schema.Literal("up"), chain: Schema.Literal("up") })
+        Schema.Struct({
+          status: Schema.Literal("ready"),
+          database: Schema.Literal("up"),
+          chain: Schema.Literal("up"),
+          chainEndpoints: Schema.Array(
+            Schema.Struct({
+              endpoint: Schema.Int.annotations({ description: "Position in CHAIN_RPC_URL, from 1" }),
+              state: Schema.Literal("up", "down", "unchecked", "wrong-chain"),
+              latencyMs: Schema.optional(Schema.Number)
+            })
+          ).annotations({ description: "Each JSON-RPC endpoint of the chain (none on an in-memory chain)" })
+        })
       )
       .addError(NotReady.wire)
       .annotate(OpenApi.Summary, "Readiness")
       .annotate(
         OpenApi.Description,
-        "Readiness: the database and the chain each answer within 2 s; 503 NOT_READY names the one that does not."
+        "Readiness: the database and the chain each answer within 2 s; 503 NOT_READY names the one that does not. " +
+          "The chain is ready while one of its endpoints answers; each endpoint's state is listed."
       )
   )
   .annotate(OpenApi.Title, "Health")

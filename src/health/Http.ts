@@ -41,7 +41,10 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
           if (database !== "up" || chainState !== "up") {
             return yield* new NotReady({ error: `not ready: database ${database}, chain ${chainState}` })
           }
-          return { status: "ready" as const, database: "up" as const, chain: "up" as const }
+          const chainEndpoints = (yield* chain.endpoints).map(({ endpoint, state, latencyMs }) =>
+            latencyMs === undefined ? { endpoint, state } : { endpoint, state, latencyMs: Math.round(latencyMs) }
+          )
+          return { status: "ready" as const, database: "up" as const, chain: "up" as const, chainEndpoints }
         })
       )
   })

@@ -16,6 +16,10 @@
  * | `events_sent_total` | counter | `type` (`ready`, `kyc`, `payment`, `refill`, `decision`, `strategy`, `close`) |
  * | `events_streams_closed_total` | counter | `reason` (`client`, `shutdown`, `signed-out`, `session-expired`, `replaced`, `events-expired`, `too-slow`) |
  * | `events_notification_lag_seconds` | histogram | – (an event's commit to its read by a notified replica) |
+ * | `chain_rpc_endpoint_up` | gauge | `endpoint` (position in CHAIN_RPC_URL, from 1), `host` (never the path or credentials) |
+ * | `chain_rpc_endpoint_latency_seconds` | gauge | `endpoint`, `host` (mean of the recent probes; several endpoints only) |
+ * | `chain_rpc_requests_total` | counter | `endpoint`, `host`, `outcome` (`answered`, `unreachable`) |
+ * | `chain_rpc_failovers_total` | counter | – (reads that went on to the next endpoint) |
  *
  * Beside them: Effect's runtime metrics (`effect_fiber_*`) and the process's own (ProcessMetrics.ts).
  */
@@ -70,6 +74,38 @@ const notificationLag = Metric.histogram(
   MetricBoundaries.exponential({ start: 0.001, factor: 2, count: 14 }),
   "From an event's write to its read by a replica told about it (database clock)"
 )
+
+const rpcEndpointUp = Metric.gauge("chain_rpc_endpoint_up", {
+  description: "Whether a chain JSON-RPC endpoint is in use (1), or down, not yet checked or on another chain (0)"
+})
+const rpcEndpointLatency = Metric.gauge("chain_rpc_endpoint_latency_seconds", {
+  description: "Mean latency of a chain JSON-RPC endpoint's recent probes"
+})
+const rpcRequests = Metric.counter("chain_rpc_requests_total", {
+  description: "Chain JSON-RPC calls per endpoint, answered (a JSON-RPC error too) or unreachable",
+  incremental: true
+})
+const rpcFailovers = Metric.counter("chain_rpc_failovers_total", {
+  description: "Chain reads that went on to the next endpoint after one did not answer",
+  incremental: true
+})
+
+/**
+ * One chain endpoint's series, labelled by its position and host (an RPC URL's path and
+ * credentials often hold an API key: they are never a label). Label arrays are made once.
+ */
+export const rpcEndpointMetrics = (endpoint: number, host: string) => {
+  const labels = [MetricLabel.make("endpoint", String(endpoint)), MetricLabel.make("host", host)]
+  const answered = [...labels, MetricLabel.make("outcome", "answered")]
+  const unreachable = [...labels, MetricLabel.make("outcome", "unreachable")]
+  return {
+    up: (up: boolean) => rpcEndpointUp.unsafeUpdate(up ? 1 : 0, labels),
+    latency: (ms: number) => rpcEndpointLatency.unsafeUpdate(ms / 1000, labels),
+    call: (outcome: "answered" | "unreachable") =>
+      rpcRequests.unsafeUpdate(1, outcome === "answered" ? answered : unreachable),
+    failover: () => rpcFailovers.unsafeUpdate(1, [])
+  }
+}
 
 export const setOpenStreams = (count: number) => Metric.set(openStreams, count)
 

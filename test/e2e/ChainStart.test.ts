@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { startAnvil } from "../../src/chain/Anvil.js"
 import { startDevnet } from "../../src/chain/Devnet.js"
 import { devnetServiceEnv, logLines, spawnService } from "../support/process.js"
 import { temporaryDatabaseUrl } from "../support/TestDatabase.js"
@@ -36,6 +37,24 @@ describe("start-up checks of the chain", () => {
         annotations: { error: "ChainMisconfigured" }
       })
       expect(lines.some((line) => String(line.message).includes(" listening on "))).toBe(false)
+    })
+  )
+
+  it.scopedLive("one of two endpoints on another chain: exit 1, one fatal line naming it by position and host", () =>
+    Effect.gen(function* () {
+      const other = yield* startAnvil({ chainId: 8453 }).pipe(Effect.orDie)
+      // Credentials in the URL stand for a provider's API key: never in a line.
+      const keyed = other.replace("http://", "http://user:api-key@")
+      const { code, fatal } = yield* failedStart((devnet) => ({ CHAIN_RPC_URL: `${devnet.rpcUrl},${keyed}` }))
+      expect(code).toBe(1)
+      expect(fatal).toHaveLength(1)
+      expect(fatal[0]).toMatchObject({
+        message:
+          `start failed: CHAIN_RPC_URL endpoint 2 (${new URL(other).host}) is on chain 8453, not CHAIN_ID 31337: ` +
+          "point it at a node of that chain, or remove it",
+        annotations: { error: "ChainMisconfigured" }
+      })
+      expect(JSON.stringify(fatal)).not.toContain("api-key")
     })
   )
 

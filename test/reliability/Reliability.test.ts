@@ -13,6 +13,7 @@ import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
 import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { startService, stopService } from "../support/process.js"
+import { startRpcProxy } from "../support/RpcProxy.js"
 import { startTcpProxy } from "../support/TcpProxy.js"
 import { devnetRpc as rpc } from "../support/TestChain.js"
 import { queryDatabase as query, temporaryDatabaseUrl } from "../support/TestDatabase.js"
@@ -252,6 +253,122 @@ describe("reliability", () => {
         )
         expectHonest("chain stall", outcome)
         expect(outcome.openOrders).toBe(0)
+      }).pipe(Effect.scoped),
+    300_000
+  )
+
+  it.live(
+    "endpoint loss: the first of two RPC endpoints killed, then hung, under payments and reads: no request fails",
+    () =>
+      Effect.gen(function* () {
+        const devnet = yield* startDevnet().pipe(Effect.orDie)
+        const endpoints = [yield* startRpcProxy(devnet.rpcUrl), yield* startRpcProxy(devnet.rpcUrl)] as const
+        const [first] = endpoints
+        const databaseUrl = yield* temporaryDatabaseUrl
+        const merchant = privateKeyToAccount(generatePrivateKey()).address
+        const env = yield* serviceEnv(
+          { rpcUrl: endpoints.map((endpoint) => endpoint.url).join(","), devnet },
+          databaseUrl,
+          merchant
+        )
+        const service = yield* startService({ ...env, CHAIN_RPC_PROBE_INTERVAL: "250 millis" })
+        const orders = yield* createOrders(service, 24)
+        const metric = (text: string, series: string) =>
+          Number(
+            text
+              .split("\n")
+              .find((line) => line.startsWith(`${series} `))
+              ?.split(" ")[1] ?? Number.NaN
+          )
+        const endpointOne = (text: string, name: string, extra = "") =>
+          metric(text, `${name}{endpoint="1",host="${new URL(first.url).host}"${extra}}`)
+        const firstState = Effect.map(
+          call(service, "GET", "/ready"),
+          (answer) => (answer.body?.chainEndpoints as ReadonlyArray<{ readonly state: string }> | undefined)?.[0]?.state
+        )
+
+        const reads: Array<Answer> = []
+        let loading = true
+        const reader = yield* Effect.fork(
+          Effect.forEach(
+            [0, 1, 2, 3],
+            (lane) =>
+              Effect.whileLoop({
+                while: () => loading,
+                body: () =>
+                  lane === 3
+                    ? call(service, "GET", "/ready")
+                    : call(service, "GET", `/merchant/orders/${orders[lane]!.id}`),
+                step: (answer) => {
+                  reads.push(answer)
+                }
+              }),
+            { concurrency: 4, discard: true }
+          )
+        )
+        // A payment every 250 ms over both faults.
+        const paying = yield* Effect.fork(
+          Effect.forEach(
+            orders,
+            (order, i) =>
+              Effect.sleep(Duration.millis(i * 250)).pipe(Effect.zipRight(payOnce(service, order, payers[i % 8]!))),
+            { concurrency: "unbounded" }
+          )
+        )
+        yield* Effect.sleep("1 second")
+        yield* first.kill
+        const killedAt = Date.now()
+        yield* eventually("endpoint 1 down", firstState, (state) => state === "down", { every: "20 millis" })
+        const seenDownMs = Date.now() - killedAt
+        yield* Effect.sleep("2 seconds")
+        yield* first.revive
+        const revivedAt = Date.now()
+        yield* eventually("endpoint 1 up again", firstState, (state) => state === "up", { every: "20 millis" })
+        const backMs = Date.now() - revivedAt
+        const usedBefore = endpointOne(
+          String((yield* call(service, "GET", "/metrics")).body),
+          "chain_rpc_requests_total",
+          ',outcome="answered"'
+        )
+        yield* Effect.sleep("1 second")
+        first.stall()
+        yield* Effect.sleep("2 seconds")
+        first.forward()
+        const attempts = yield* Fiber.join(paying)
+        loading = false
+        yield* Fiber.join(reader)
+        yield* awaitSettled(databaseUrl)
+        const outcome = yield* audit(devnet, databaseUrl, merchant, orders, attempts)
+        yield* eventually("endpoint 1 up after the hang", firstState, (state) => state === "up")
+        const metrics = String((yield* call(service, "GET", "/metrics")).body)
+
+        const answers = [...reads, ...attempts.map((attempt) => attempt.answer)]
+        record("endpoint loss: pay attempts (killed 2 s, then hung 2 s)", attempts.length)
+        record("endpoint loss: pay statuses", statuses(attempts.map((attempt) => attempt.answer)))
+        record("endpoint loss: reads (orders, /ready)", reads.length)
+        record("endpoint loss: read statuses", statuses(reads))
+        record("endpoint loss: slowest answer", slowest(answers))
+        record("endpoint loss: kill to endpoint 1 shown down", `${seenDownMs} ms`)
+        record("endpoint loss: back to endpoint 1 shown up", `${backMs} ms`)
+        record(
+          "endpoint loss: reads failed over (chain_rpc_failovers_total)",
+          metric(metrics, "chain_rpc_failovers_total")
+        )
+        record(
+          "endpoint loss: endpoint 1 calls unreachable / answered after it came back",
+          `${endpointOne(metrics, "chain_rpc_requests_total", ',outcome="unreachable"')} / ${
+            endpointOne(metrics, "chain_rpc_requests_total", ',outcome="answered"') - usedBefore
+          }`
+        )
+        // No request fails: every read 200; every payment 200, or 202 when its settlement outlasted
+        // SETTLEMENT_WAIT on a loaded machine (the audit below then finds it paid once).
+        expect(reads.filter((answer) => answer.status !== 200).map((answer) => answer.status)).toEqual([])
+        expect(attempts.filter((attempt) => attempt.answer.status !== 200 && attempt.answer.status !== 202)).toEqual([])
+        expectCoded("endpoint loss", answers)
+        expectHonest("endpoint loss", outcome)
+        expect(outcome.openOrders).toBe(0)
+        expect(endpointOne(metrics, "chain_rpc_endpoint_up")).toBe(1)
+        expect(endpointOne(metrics, "chain_rpc_requests_total", ',outcome="answered"')).toBeGreaterThan(usedBefore)
       }).pipe(Effect.scoped),
     300_000
   )

@@ -1,12 +1,14 @@
 import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import {
   ChainDeployment,
+  DEFAULT_RPC_PROBE_INTERVAL,
   DEVNET_POLL_INTERVAL,
   DEVNET_RELAYER_KEY,
   DeployedTokens
 } from "../../src/chain/Deployment.js"
 import { type Devnet, startDevnet } from "../../src/chain/Devnet.js"
 import { EvmChain } from "../../src/chain/EvmChain.js"
+import { type RpcProxy, startRpcProxy } from "./RpcProxy.js"
 import { startTcpProxy, type TcpProxy } from "./TcpProxy.js"
 
 /** One JSON-RPC call to the devnet (anvil's own methods too: `evm_setAutomine`, `anvil_setBalance`, ...). */
@@ -26,9 +28,14 @@ export class TestDevnet extends Context.Tag("test/TestDevnet")<TestDevnet, Devne
 export class ChainProxy extends Context.Tag("test/ChainProxy")<ChainProxy, TcpProxy>() {}
 
 /** The devnet as `ChainDeployment` (relayer: dev account 9, like the embedded default), reached at `rpcUrl`. */
-const deploymentOf = (devnet: Devnet, rpcUrl: string, readTimeout: Duration.DurationInput) =>
+const deploymentOf = (
+  devnet: Devnet,
+  rpcUrl: string | ReadonlyArray<string>,
+  readTimeout: Duration.DurationInput,
+  rpcProbeInterval: Duration.DurationInput = DEFAULT_RPC_PROBE_INTERVAL
+) =>
   ChainDeployment.of({
-    rpcUrl,
+    rpcUrls: typeof rpcUrl === "string" ? [rpcUrl] : rpcUrl,
     chainId: devnet.chainId,
     usd1: { address: devnet.usd1, decimals: 18, name: "World Liberty Financial USD", version: "1" },
     exchange: Option.some(devnet.exchange),
@@ -36,7 +43,8 @@ const deploymentOf = (devnet: Devnet, rpcUrl: string, readTimeout: Duration.Dura
     relayerKey: Redacted.make(DEVNET_RELAYER_KEY),
     local: true,
     readTimeout: Duration.decode(readTimeout),
-    pollInterval: Duration.decode(DEVNET_POLL_INTERVAL)
+    pollInterval: Duration.decode(DEVNET_POLL_INTERVAL),
+    rpcProbeInterval: Duration.decode(rpcProbeInterval)
   })
 
 /** A fresh, ephemeral anvil devnet with the contracts deployed, as `ChainDeployment` and as `TestDevnet`. */
@@ -67,6 +75,43 @@ export const proxiedTestChain = (readTimeout: Duration.DurationInput) =>
             Layer.succeed(TestDevnet, devnet),
             Layer.succeed(ChainProxy, proxy),
             Layer.succeed(ChainDeployment, deploymentOf(devnet, proxy.url(devnet.rpcUrl), readTimeout))
+          )
+        })
+      )
+    )
+  )
+
+/** The JSON-RPC endpoints in front of the one devnet, in the order the chain client has them. */
+export class ChainEndpoints extends Context.Tag("test/ChainEndpoints")<ChainEndpoints, ReadonlyArray<RpcProxy>>() {}
+
+/**
+ * `TestChain` reaching the devnet through `count` JSON-RPC endpoints (`ChainEndpoints`), each a
+ * proxy of the same node that a test kills, stalls or makes drop transactions: providers of one
+ * chain. Each endpoint is probed every `probeInterval`.
+ */
+export const multiEndpointTestChain = (
+  count: number,
+  readTimeout: Duration.DurationInput,
+  probeInterval: Duration.DurationInput
+) =>
+  Layer.merge(EvmChain, DeployedTokens).pipe(
+    Layer.provideMerge(
+      Layer.unwrapScoped(
+        Effect.gen(function* () {
+          const devnet = yield* startDevnet().pipe(Effect.orDie)
+          const endpoints = yield* Effect.forEach(Array.from({ length: count }), () => startRpcProxy(devnet.rpcUrl))
+          return Layer.mergeAll(
+            Layer.succeed(TestDevnet, devnet),
+            Layer.succeed(ChainEndpoints, endpoints),
+            Layer.succeed(
+              ChainDeployment,
+              deploymentOf(
+                devnet,
+                endpoints.map((endpoint) => endpoint.url),
+                readTimeout,
+                probeInterval
+              )
+            )
           )
         })
       )

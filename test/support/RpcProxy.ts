@@ -1,0 +1,114 @@
+/**
+ * A JSON-RPC endpoint in front of a node (anvil), standing for one RPC provider of the same chain:
+ * - `kill` closes it (its port refuses connections, open ones are cut) and `revive` listens again
+ *   on the same port, as a provider that goes down and comes back;
+ * - `stall` holds every request unanswered until `forward` (a provider that accepts and hangs);
+ * - `dropTransactions` answers `eth_sendRawTransaction` with the transaction's hash and never
+ *   passes it on (a node that took the transaction and lost it).
+ * It counts the requests it answered, by method.
+ */
+import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http"
+import type { Socket } from "node:net"
+import { Effect } from "effect"
+import { type Hex, keccak256 } from "viem"
+
+export interface RpcProxy {
+  readonly url: string
+  readonly kill: Effect.Effect<void>
+  readonly revive: Effect.Effect<void>
+  readonly stall: () => void
+  readonly forward: () => void
+  readonly dropTransactions: (drop: boolean) => void
+  /** Requests answered so far, of `method` or of every method. */
+  readonly answered: (method?: string) => number
+}
+
+/** A proxy to `target` (an http URL) on a free local port, closed with the scope. */
+export const startRpcProxy = (target: string) =>
+  Effect.acquireRelease(
+    Effect.async<RpcProxy & { readonly close: () => Promise<void> }>((resume) => {
+      const node = new URL(target)
+      const sockets = new Set<Socket>()
+      const held: Array<() => void> = []
+      const counts = new Map<string, number>()
+      let stalled = false
+      let dropping = false
+      let port = 0
+
+      const count = (method: string) => counts.set(method, (counts.get(method) ?? 0) + 1)
+      const pass = (body: string, response: ServerResponse) => {
+        const upstream = httpRequest(
+          node,
+          {
+            method: "POST",
+            headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) }
+          },
+          (answer: IncomingMessage) => {
+            response.writeHead(answer.statusCode ?? 502, { "content-type": "application/json" })
+            answer.pipe(response)
+          }
+        )
+        upstream.on("error", () => response.destroy())
+        upstream.end(body)
+      }
+      const handle = (request: IncomingMessage, response: ServerResponse) => {
+        const chunks: Array<Buffer> = []
+        request.on("data", (chunk: Buffer) => chunks.push(chunk))
+        request.on("end", () => {
+          const body = Buffer.concat(chunks).toString("utf8")
+          const answer = () => {
+            const call = JSON.parse(body) as { id: unknown; method: string; params: ReadonlyArray<unknown> }
+            count(call.method)
+            if (dropping && call.method === "eth_sendRawTransaction") {
+              const result = keccak256(call.params[0] as Hex)
+              response.writeHead(200, { "content-type": "application/json" })
+              response.end(JSON.stringify({ jsonrpc: "2.0", id: call.id, result }))
+              return
+            }
+            pass(body, response)
+          }
+          if (stalled) held.push(answer)
+          else answer()
+        })
+      }
+      const server = createServer(handle)
+      server.on("connection", (socket) => {
+        sockets.add(socket)
+        socket.on("close", () => sockets.delete(socket))
+      })
+      const listen = (onListening: () => void) => server.listen(port, "127.0.0.1", onListening)
+      const close = () =>
+        new Promise<void>((done) => {
+          held.splice(0)
+          for (const socket of sockets) socket.destroy()
+          server.close(() => done())
+        })
+      listen(() => {
+        const address = server.address()
+        port = typeof address === "object" && address !== null ? address.port : 0
+        resume(
+          Effect.succeed({
+            url: `http://127.0.0.1:${port}`,
+            kill: Effect.promise(close),
+            revive: Effect.async<void>((done) => {
+              listen(() => done(Effect.void))
+            }),
+            stall: () => {
+              stalled = true
+            },
+            forward: () => {
+              stalled = false
+              for (const answer of held.splice(0)) answer()
+            },
+            dropTransactions: (drop) => {
+              dropping = drop
+            },
+            answered: (method) =>
+              method === undefined ? [...counts.values()].reduce((sum, n) => sum + n, 0) : (counts.get(method) ?? 0),
+            close: () => (server.listening ? close() : Promise.resolve())
+          })
+        )
+      })
+    }),
+    (proxy) => Effect.promise(proxy.close)
+  ).pipe(Effect.map((proxy): RpcProxy => proxy))
