@@ -84,6 +84,8 @@ const merchantSettings = Config.all({
 
 /** Confirmations on a configured chain when CHAIN_CONFIRMATIONS is not set (docs/chains.md gives one per chain). */
 const DEFAULT_CONFIRMATIONS = 10
+/** Unfinished settlements the reconciler asks the chain about at once. */
+const RECONCILED_AT_ONCE = 5
 /** Journaled transactions the tracker checks per tick, least recently checked first. */
 const TRACKED_PER_TICK = 50
 
@@ -578,7 +580,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
 
     /**
      * Decides one unfinished settlement from the chain; leaves it when the chain cannot tell yet.
-     * False when the chain did not answer (the rest of the batch waits for the next tick).
+     * False when the chain did not answer.
      */
     const reconcileOne = (settlement: SettlementRow) =>
       Effect.gen(function* () {
@@ -586,7 +588,22 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
         if (used !== "unused") return used._tag === "Pending" ? undefined : yield* finish(settlement, used)
         if (settlement.txHash !== null) {
           const receipt = yield* chain.receipt(settlement.txHash as Hash, 2_000)
-          if (Option.isSome(receipt)) return yield* finish(settlement, revertedOnChain(settlement.txHash as Hash))
+          // Mined after the authorization was read (a re-sent transaction may be mined meanwhile):
+          // the receipt itself says whether it paid us.
+          if (Option.isSome(receipt)) {
+            const paid = receiptShowsTransfer(receipt.value, {
+              token: usd1.address,
+              from: settlement.payer,
+              to: getAddress(settlement.payload.accepted.payTo),
+              value: settlement.amountAtomic
+            })
+            return yield* finish(
+              settlement,
+              paid
+                ? { _tag: "Settled", transaction: settlement.txHash as Hash }
+                : revertedOnChain(settlement.txHash as Hash)
+            )
+          }
         }
         if ((yield* withinChainTimeout(chain.blockTime)) >= settlement.validBefore) {
           // The authorization can never execute any more: nothing was or will be charged.
@@ -634,12 +651,10 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
         leaseSeconds: Duration.toSeconds(settings.reconcileAfter),
         limit: 20
       })
-      let reconciled = 0
-      for (const row of rows) {
-        // The chain does not answer: the rest waits for the next tick (claimed again, after the others).
-        if (!(yield* reconcileOne(row))) break
-        reconciled++
-      }
+      // Each row bounded by the chain client's own limits; one that cannot be decided now waits for
+      // its turn again (claimed after the others), it does not hold the rest of the batch.
+      const decided = yield* Effect.forEach(rows, reconcileOne, { concurrency: RECONCILED_AT_ONCE })
+      const reconciled = decided.filter(Boolean).length
       if (reconciled > 0) yield* Effect.logInfo(`reconciled ${reconciled} unfinished settlement(s)`)
     }).pipe(Effect.withSpan("Merchant.reconcile"))
 

@@ -60,7 +60,15 @@ const waitUntilPaid = (service: ServiceProcess, id: string) =>
     `order ${id} to be paid`,
     callService(service, "GET", `/merchant/orders/${id}`),
     (response) => response.body?.status === "paid",
-    { explain: () => service.output().slice(-6000) }
+    {
+      explain: () =>
+        service
+          .output()
+          .split("\n")
+          .filter((line) => !line.includes("Sent HTTP response"))
+          .join("\n")
+          .slice(-12000)
+    }
   )
 
 describe("settlement across processes", () => {
