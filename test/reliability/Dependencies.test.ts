@@ -83,7 +83,12 @@ type LogLine = Record<string, unknown> & {
   readonly timestamp: string
 }
 
-const lines = (service: ServiceProcess) => logLines(service.output()) as ReadonlyArray<LogLine>
+/** The service's log lines; a message logged with its cause (an array) read as one text. */
+const lines = (service: ServiceProcess) =>
+  logLines(service.output()).map((line) => ({
+    ...line,
+    message: Array.isArray(line.message) ? line.message.map(String).join(" ") : String(line.message)
+  })) as unknown as ReadonlyArray<LogLine>
 
 /** Per-request lines: the access log's, and the orders' own ("order created", "order paid"). */
 const perRequest = (line: LogLine) =>
