@@ -340,6 +340,14 @@ describe("dependencies that fail under the service", () => {
         yield* Effect.sleep("1500 millis")
         yield* Effect.promise(() => chain.request({ method: "anvil_mine" as never, params: ["0xc"] as never }))
         const headBeforeKill = yield* Effect.promise(() => chain.getBlockNumber())
+        // The last 40 blocks before the kill, to find afterwards where the restored chain forked off.
+        const hashesBeforeKill = yield* Effect.promise(() =>
+          Promise.all(
+            Array.from({ length: 40 }, (_, i) =>
+              chain.getBlock({ blockNumber: headBeforeKill - BigInt(i) }).then((block) => block.hash)
+            )
+          )
+        )
         process.kill(pidIn(path.join(dataDir, "chain", "anvil.pid")), "SIGKILL")
         const killedAt = Date.now()
         const restarted = yield* awaitSeen(
@@ -351,8 +359,6 @@ describe("dependencies that fail under the service", () => {
           )
         )
         expect(restarted.message).toMatch(/^anvil restarted after \d+\.\d s$/)
-        const headAfterRestart = yield* Effect.promise(() => chain.getBlockNumber())
-        const lost = Number(headBeforeKill - headAfterRestart)
         const settled = yield* awaitSeen(
           "a payment is settled again",
           service,
@@ -385,6 +391,20 @@ describe("dependencies that fail under the service", () => {
             args: [merchant]
           })
         )
+        // Blocks lost: those before the kill that are no longer on the chain (the restored state's
+        // blocks, and everything mined since, are new ones).
+        const hashesNow = yield* Effect.promise(() =>
+          Promise.all(
+            hashesBeforeKill.map((_, i) =>
+              chain
+                .getBlock({ blockNumber: headBeforeKill - BigInt(i) })
+                .then((block) => block.hash)
+                .catch(() => undefined)
+            )
+          )
+        )
+        const kept = hashesNow.findIndex((hash, i) => hash === hashesBeforeKill[i])
+        const lost = kept === -1 ? hashesBeforeKill.length : kept
         const gapLines = lines(service).filter((line) => line.message.startsWith("relayer nonce gap"))
         record("devnet restart: blocks lost", lost)
         record("devnet restart: requests", answers.length)
