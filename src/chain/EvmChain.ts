@@ -45,7 +45,7 @@ import {
   toHex
 } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
-import { countNonceGap } from "../Metrics.js"
+import { countNonceGap } from "../observability/Metrics.js"
 import type { Address } from "./Address.js"
 import {
   CallReverted,

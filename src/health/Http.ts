@@ -2,9 +2,9 @@ import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
 import { Cause, Duration, Effect, Option } from "effect"
 import { Api } from "../Api.js"
-import { NotReady } from "../ApiError.js"
-import { durationConfig } from "../Config.js"
 import { ChainClient } from "../chain/ChainClient.js"
+import { NotReady } from "../http/ApiError.js"
+import { durationConfig } from "../runtime/Config.js"
 
 /** How long readiness waits on each dependency. */
 const CHECK_TIMEOUT = "2 seconds"

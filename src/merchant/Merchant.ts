@@ -19,9 +19,6 @@
 import { randomBytes, randomUUID } from "node:crypto"
 import { Clock, Config, Duration, Effect, Either, Exit, Fiber, Layer, Option } from "effect"
 import { domainSeparator, getAddress, type Hash, type Hex } from "viem"
-import { ChainUnavailable } from "../ApiError.js"
-import { backgroundLoop } from "../BackgroundLoop.js"
-import { AppConfig, durationConfig } from "../Config.js"
 import { activityItem } from "../cards/Statement.js"
 import type { Address } from "../chain/Address.js"
 import {
@@ -32,8 +29,11 @@ import {
   receiptShowsTransfer
 } from "../chain/ChainClient.js"
 import { Events } from "../events/Events.js"
-import { countLostTransaction, countRevertedSettlement, countSettlement } from "../Metrics.js"
-import { outageOf, reportUnavailable } from "../Outages.js"
+import { ChainUnavailable } from "../http/ApiError.js"
+import { countLostTransaction, countRevertedSettlement, countSettlement } from "../observability/Metrics.js"
+import { outageOf, reportUnavailable } from "../observability/Outages.js"
+import { backgroundLoop } from "../runtime/BackgroundLoop.js"
+import { AppConfig, durationConfig } from "../runtime/Config.js"
 import { Order, OrderAlreadyPaid, OrderExpired, OrderNotFound, PaymentInProgress, PaymentRequired } from "./Api.js"
 import { microsToAtomic, parseAmount } from "./Money.js"
 import { OrderRepo, type OrderRow, type SettlementRow } from "./OrderRepo.js"

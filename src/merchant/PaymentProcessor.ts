@@ -20,7 +20,7 @@ import {
   type Resendable,
   receiptShowsTransfer
 } from "../chain/ChainClient.js"
-import { countRevertedSettlement } from "../Metrics.js"
+import { countRevertedSettlement } from "../observability/Metrics.js"
 import { authorizationOf, type PaymentPayload, type PaymentRequirements, Reason, SettleResponse } from "./X402.js"
 
 /**
