@@ -56,6 +56,9 @@ export interface Receipt {
   /** Reverted having used all the gas it was given: with more gas it may go through. */
   readonly outOfGas: boolean
   readonly transfers: ReadonlyArray<TokenTransfer>
+  /** The block it was mined in, on the chain as the node sees it now. */
+  readonly blockNumber: bigint
+  readonly blockHash: Hash
 }
 
 /** What a relayed `transferWithAuthorization` meets on chain now, read at once. */
@@ -81,6 +84,30 @@ export interface FeedRound {
   readonly decimals: number
   /** Block time of the round's update, seconds. */
   readonly updatedAt: bigint
+}
+
+/** A transaction the relayer signed and recorded, as its journal keeps it. */
+export interface RecordedTransaction {
+  readonly nonce: number
+  readonly raw: Hex
+}
+
+/**
+ * The relayer's recorded transactions with a nonce from `fromNonce` up that may still be sent (their
+ * authorization still valid), in nonce order: what closes a nonce gap.
+ */
+export type Resendable = (fromNonce: number) => Effect.Effect<ReadonlyArray<RecordedTransaction>, ChainError>
+
+/**
+ * What comparing the relayer's next nonce with the chain's pending count found: `resent` recorded
+ * transactions sent again (byte-identical) and `filled` nonces given an empty transaction, so that
+ * nothing from `chainNext` to `next` is missing any more.
+ */
+export interface NonceCheck {
+  readonly chainNext: number
+  readonly next: number
+  readonly resent: number
+  readonly filled: number
 }
 
 /** Persists a signed transaction before it is broadcast; failing stops the broadcast. */
@@ -195,8 +222,18 @@ export interface ChainClientShape {
   readonly transferWithAuthorization: <E, R>(
     authorization: TransferAuthorization,
     signature: Hex,
-    record: (signed: SignedTransaction) => Effect.Effect<void, E, R>
+    record: (signed: SignedTransaction) => Effect.Effect<void, E, R>,
+    resendable?: Resendable
   ) => Effect.Effect<SignedTransaction, ChainError | CallReverted | E, R>
+  /**
+   * The relayer's nonce follows the chain: its next nonce is compared with the chain's pending count
+   * and every nonce in between is sent again from `resendable` (the very same signed transaction) or
+   * filled with an empty transaction, in order, so that no gap holds later transactions queued. A
+   * relayer that does not know its next nonce (after a start, a failed send) takes the chain's count
+   * and resends what was recorded above it. Runs in the relayer's send queue; a send that does not
+   * know its nonce runs it first when given `resendable`.
+   */
+  readonly followRelayerNonce: (resendable: Resendable) => Effect.Effect<NonceCheck, ChainError>
   /**
    * Sends an already signed transaction again (crash recovery). "Already known" or "nonce too low"
    * is `known` only when the node knows the transaction itself; `replaced` when its nonce was used
@@ -211,6 +248,8 @@ export interface ChainClientShape {
   readonly tokenPaused: (token: Address) => Effect.Effect<boolean, ChainError>
   /** The latest block's timestamp, seconds. */
   readonly blockTime: Effect.Effect<bigint, ChainError>
+  /** The latest block's number. */
+  readonly headBlock: Effect.Effect<bigint, ChainError>
 
   /** The exchange that trades stock tokens for USD1 at the feed price, when the deployment has one. */
   readonly exchange: Option.Option<Address>

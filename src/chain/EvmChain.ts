@@ -45,6 +45,7 @@ import {
   toHex
 } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
+import { countNonceGap } from "../observability/Metrics.js"
 import type { Address } from "./Address.js"
 import {
   CallReverted,
@@ -52,9 +53,11 @@ import {
   ChainClient,
   ChainError,
   type Faucet,
+  type NonceCheck,
   type Rebroadcast,
   type Receipt,
   type RecordSigned,
+  type Resendable,
   type SignedTransaction,
   type TransferAuthorization,
   type TransferCheck
@@ -176,6 +179,8 @@ interface Call {
 interface RpcReceipt {
   readonly status: Hex
   readonly gasUsed: Hex
+  readonly blockNumber: Hex
+  readonly blockHash: Hash
   readonly logs: ReadonlyArray<{ readonly address: Hex; readonly topics: ReadonlyArray<Hex>; readonly data: Hex }>
 }
 
@@ -385,20 +390,28 @@ export const EvmChain = Layer.scoped(
       call: Call,
       gas: bigint,
       record: RecordSigned<E, R>,
-      beforeSigning: Effect.Effect<void, C> = Effect.void
+      beforeSigning: Effect.Effect<void, C> = Effect.void,
+      resendable?: Resendable
     ) =>
       Effect.gen(function* () {
         const queue = queueOf(signer.address)
         const keepsNonce = isAddressEqual(signer.address, relayer.address)
         for (let attempt = 1; ; attempt++) {
           yield* beforeSigning
-          const nonce = yield* keepsNonce ? queue.nonce(pendingNonce(signer.address)) : pendingNonce(signer.address)
+          const nonce = yield* keepsNonce
+            ? queue.nonce(
+                resendable === undefined
+                  ? pendingNonce(signer.address)
+                  : Effect.map(closeGap(resendable), (check) => check.next)
+              )
+            : pendingNonce(signer.address)
           const fee = yield* currentFees
           const raw = yield* chainCall("sign", () =>
             signer.signTransaction({ chainId, nonce, gas, to: call.to, data: call.data, value: call.value, ...fee })
           )
           const signed: SignedTransaction = { hash: keccak256(raw), raw, nonce }
-          yield* record(signed)
+          // not recorded, not sent: the nonce is free again, and the chain and the journal say where to go on
+          yield* record(signed).pipe(Effect.tapError(() => queue.forget))
           const sent = yield* broadcast(raw).pipe(Effect.tapError(() => queue.forget))
           if (sent._tag === "Sent") {
             if (keepsNonce) yield* queue.sent(nonce)
@@ -409,6 +422,73 @@ export const EvmChain = Layer.scoped(
           if (!keepsNonce || attempt > 1) return yield* new ChainError({ message: `broadcast refused: ${sent.text}` })
         }
       })
+
+    /** The relayer's empty transaction for `nonce`: fills a nonce no recorded transaction can take. */
+    const fillNonce = (nonce: number) =>
+      Effect.gen(function* () {
+        const fee = yield* currentFees
+        const raw = yield* chainCall("sign", () =>
+          relayer.signTransaction({ chainId, nonce, gas: 21_000n, to: relayer.address, value: 0n, ...fee })
+        )
+        yield* resend(raw)
+      })
+
+    /** Sends a signed transaction once more; one the node has or has mined already counts as sent. */
+    const resend = (raw: Hex) =>
+      Effect.tryPromise({
+        try: (signal) => writes.request<Hash>("eth_sendRawTransaction", [raw], signal),
+        catch: (cause) => cause
+      }).pipe(
+        Effect.asVoid,
+        Effect.catchAll((cause) => {
+          const text = errorText(cause)
+          return !isUnreachable(cause) && (alreadyKnown.test(text) || /nonce too low/i.test(text))
+            ? Effect.void
+            : Effect.fail(new ChainError({ message: `resend: ${text}`, cause }))
+        })
+      )
+
+    /**
+     * Inside the relayer's queue: from the chain's pending count up to the relayer's next nonce (or,
+     * when it is not known, past every recorded transaction), each nonce gets its recorded
+     * transaction again or an empty one, in order. A node that lost blocks (a reorg, a restart from
+     * a snapshot) or a transaction recorded but never broadcast (a crash) then holds nothing back.
+     */
+    const closeGap = (resendable: Resendable) =>
+      Effect.gen(function* () {
+        const queue = queueOf(relayer.address)
+        const local = yield* queue.known
+        const chainNext = yield* pendingNonce(relayer.address)
+        const recorded = yield* resendable(chainNext)
+        const next =
+          local !== undefined
+            ? Math.max(local, chainNext)
+            : recorded.reduce((end, tx) => Math.max(end, tx.nonce + 1), chainNext)
+        let resent = 0
+        let filled = 0
+        for (let nonce = chainNext; nonce < next; nonce++) {
+          const tx = recorded.find((candidate) => candidate.nonce === nonce)
+          if (tx === undefined) {
+            yield* fillNonce(nonce).pipe(Effect.tapError(() => queue.forget))
+            filled++
+          } else {
+            yield* resend(tx.raw).pipe(Effect.tapError(() => queue.forget))
+            resent++
+          }
+        }
+        yield* queue.continueAt(next)
+        const check: NonceCheck = { chainNext, next, resent, filled }
+        if (resent + filled > 0) {
+          yield* Effect.logWarning(
+            `relayer nonce gap: the chain counts ${chainNext}, the relayer was at ${local ?? "(unknown)"}; ` +
+              `${resent} recorded transaction(s) sent again, ${filled} nonce(s) filled`
+          ).pipe(Effect.annotateLogs({ "chain.relayer": relayer.address }))
+          yield* countNonceGap(resent, filled)
+        }
+        return check
+      }).pipe(Effect.withSpan("ChainClient.closeGap"))
+
+    const followRelayerNonce = (resendable: Resendable) => queueOf(relayer.address).serially(closeGap(resendable))
 
     /** Simulates, signs, records and broadcasts one call from the signer's queue. */
     const send = <E, R>(signer: PrivateKeyAccount, call: Call, record: RecordSigned<E, R>) =>
@@ -441,6 +521,8 @@ export const EvmChain = Layer.scoped(
           hash,
           status: raw.status === "0x1" ? "success" : "reverted",
           outOfGas,
+          blockNumber: hexToBigInt(raw.blockNumber),
+          blockHash: raw.blockHash,
           transfers: parseEventLogs({ abi: erc20Abi, eventName: "Transfer", logs: raw.logs as never }).map((log) => ({
             token: getAddress(log.address),
             from: getAddress(log.args.from),
@@ -624,7 +706,8 @@ export const EvmChain = Layer.scoped(
     const transferWithAuthorization = <E, R>(
       authorization: TransferAuthorization,
       signature: Hex,
-      record: RecordSigned<E, R>
+      record: RecordSigned<E, R>,
+      resendable?: Resendable
     ) => {
       const { vrs, data } = transferCall(authorization, signature)
       const call: Call = { to: usd1.address, data }
@@ -647,7 +730,7 @@ export const EvmChain = Layer.scoped(
       return queueOf(relayer.address)
         .serially(
           Effect.flatMap(gas, (limit) =>
-            signAndSend(relayer, call, limit, record, callAtPending(relayer.address, call))
+            signAndSend(relayer, call, limit, record, callAtPending(relayer.address, call), resendable)
           )
         )
         .pipe(Effect.withSpan("ChainClient.transferWithAuthorization"))
@@ -716,6 +799,8 @@ export const EvmChain = Layer.scoped(
     const blockTime = chainCall("latest block", () => publicClient.getBlock()).pipe(
       Effect.map((block) => block.timestamp)
     )
+
+    const headBlock = read<Hex>("block number", "eth_blockNumber", []).pipe(Effect.map(hexToBigInt))
 
     // -----------------------------------------------------------------------------------------------
     // The service's own accounts
@@ -860,11 +945,13 @@ export const EvmChain = Layer.scoped(
       authorizationSigned,
       usd1DomainSeparator,
       transferWithAuthorization,
+      followRelayerNonce,
       rebroadcast,
       receipt,
       feedRound,
       tokenPaused,
       blockTime,
+      headBlock,
       exchange: deployment.exchange,
       account,
       faucet: deployment.local ? Option.some(devnetFaucet()) : Option.none(),

@@ -112,17 +112,25 @@ type Execution = (
 
 /** The state after mining `execution` as transaction `hash`: its changes and a receipt, or a reverted receipt. */
 const mine = (state: State, execution: Execution, hash: Hash, blockTime: bigint): State => {
+  // one block per transaction, numbered from 1, its hash the transaction's
+  const block = { blockNumber: BigInt(state.receipts.size + 1), blockHash: hash }
   const outcome = Either.flatMap(execution(state, blockTime), ({ transfers, andThen }) =>
     Either.map(moved(state, transfers), (after) => ({ transfers, after: andThen?.(after, hash) ?? after }))
   )
   return Either.match(outcome, {
     onLeft: () => ({
       ...state,
-      receipts: new Map(state.receipts).set(hash, { hash, status: "reverted", outOfGas: false, transfers: [] })
+      receipts: new Map(state.receipts).set(hash, {
+        hash,
+        status: "reverted",
+        outOfGas: false,
+        transfers: [],
+        ...block
+      })
     }),
     onRight: ({ transfers, after }) => ({
       ...after,
-      receipts: new Map(after.receipts).set(hash, { hash, status: "success", outOfGas: false, transfers })
+      receipts: new Map(after.receipts).set(hash, { hash, status: "success", outOfGas: false, transfers, ...block })
     })
   })
 }
@@ -383,11 +391,18 @@ const make = (options: InMemoryChainOptions) =>
       usd1DomainSeparator: Effect.succeedNone,
       transferWithAuthorization,
       rebroadcast: () => Effect.succeed("known" as const),
+      // every transaction is mined when sent: no nonce is ever missing
+      followRelayerNonce: () =>
+        Effect.map(Ref.get(state), (current) => {
+          const next = current.nonces.get(relayer.toLowerCase()) ?? 0
+          return { chainNext: next, next, resent: 0, filled: 0 }
+        }),
       receipt: (hash) => Effect.map(Ref.get(state), (current) => Option.fromNullable(current.receipts.get(hash))),
       feedRound: (feed) =>
         Effect.map(feedOf(feed), ({ answer, updatedAt }) => ({ answer, decimals: FEED_DECIMALS, updatedAt })),
       tokenPaused: (token) => Effect.map(Ref.get(state), (current) => current.paused.has(token.toLowerCase())),
       blockTime: now,
+      headBlock: Effect.map(Ref.get(state), (current) => BigInt(current.receipts.size)),
       exchange: Option.some(exchange),
       account,
       endpoints: Effect.succeed([]),

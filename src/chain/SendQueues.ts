@@ -26,6 +26,15 @@ export class SendQueue {
       this.next = nonce + 1
     })
 
+  /** The next nonce, when it is known. */
+  readonly known = Effect.sync(() => this.next)
+
+  /** The nonces below `next` are taken: the next send takes `next`. */
+  readonly continueAt = (next: number) =>
+    Effect.sync(() => {
+      this.next = next
+    })
+
   /** A send failed or its fate is unknown: the next send asks the chain. */
   readonly forget = Effect.sync(() => {
     this.next = undefined

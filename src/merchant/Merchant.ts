@@ -21,10 +21,16 @@ import { Clock, Config, Duration, Effect, Either, Exit, Fiber, Layer, Option } f
 import { domainSeparator, getAddress, type Hash, type Hex } from "viem"
 import { activityItem } from "../cards/Statement.js"
 import type { Address } from "../chain/Address.js"
-import { ChainClient, type ChainClientShape, ChainError, receiptShowsTransfer } from "../chain/ChainClient.js"
+import {
+  ChainClient,
+  type ChainClientShape,
+  ChainError,
+  type Resendable,
+  receiptShowsTransfer
+} from "../chain/ChainClient.js"
 import { Events } from "../events/Events.js"
 import { ChainUnavailable } from "../http/ApiError.js"
-import { countRevertedSettlement, countSettlement } from "../observability/Metrics.js"
+import { countLostTransaction, countRevertedSettlement, countSettlement } from "../observability/Metrics.js"
 import { outageOf, reportUnavailable } from "../observability/Outages.js"
 import { traced } from "../observability/Traced.js"
 import { backgroundLoop } from "../runtime/BackgroundLoop.js"
@@ -32,7 +38,13 @@ import { AppConfig, durationConfig } from "../runtime/Config.js"
 import { Order, OrderAlreadyPaid, OrderExpired, OrderNotFound, PaymentInProgress, PaymentRequired } from "./Api.js"
 import { microsToAtomic, parseAmount } from "./Money.js"
 import { OrderRepo, type OrderRow, type SettlementRow } from "./OrderRepo.js"
-import { PaymentProcessor, revertedOnChain, SettlementAbandoned, type SettleOutcome } from "./PaymentProcessor.js"
+import {
+  type BroadcastRecord,
+  PaymentProcessor,
+  revertedOnChain,
+  SettlementAbandoned,
+  type SettleOutcome
+} from "./PaymentProcessor.js"
 import {
   checkAuthorization,
   decodePaymentHeader,
@@ -59,8 +71,24 @@ const merchantSettings = Config.all({
   /** A replica silent this long is dead: its settlements are the reconciler's. It heartbeats thrice as often. */
   reconcileAfter: durationConfig("SETTLEMENT_RECONCILE_AFTER", "6 seconds"),
   /** How long a pay request waits for its settlement's outcome before answering 202 (poll the order). */
-  settlementWait: durationConfig("SETTLEMENT_WAIT", "8 seconds")
+  settlementWait: durationConfig("SETTLEMENT_WAIT", "8 seconds"),
+  /** Blocks on top of a settlement's before it is final; none given: 0 on the embedded devnet, else 10. */
+  confirmations: Config.option(
+    Config.integer("CHAIN_CONFIRMATIONS").pipe(
+      Config.validate({
+        message: "CHAIN_CONFIRMATIONS must be a whole number of blocks, 0 or more",
+        validation: (blocks) => blocks >= 0
+      })
+    )
+  )
 })
+
+/** Confirmations on a configured chain when CHAIN_CONFIRMATIONS is not set (docs/chains.md gives one per chain). */
+const DEFAULT_CONFIRMATIONS = 10
+/** Unfinished settlements the reconciler asks the chain about at once. */
+const RECONCILED_AT_ONCE = 5
+/** Journaled transactions the tracker checks per tick, least recently checked first. */
+const TRACKED_PER_TICK = 50
 
 /**
  * Payers sign EIP-3009 authorizations with the domain we announce in `extra`; a wrong name or
@@ -128,6 +156,9 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
     const settings = yield* merchantSettings
     const payTo = yield* Effect.orDieWith(merchantPayTo, () => "MERCHANT_PAY_TO is required for the merchant")
     const { usd1, network } = chain
+    const confirmations = BigInt(
+      Option.getOrElse(settings.confirmations, () => (Option.isSome(chain.faucet) ? 0 : DEFAULT_CONFIRMATIONS))
+    )
     yield* checkTokenDomain(chain)
     /** This replica, as the owner of the settlements it reserves. */
     const replica = randomUUID()
@@ -367,6 +398,14 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
             }) satisfies SettleOutcome as SettleOutcome
       })
 
+    /** The relayer's journaled transactions that may be sent again, for closing a nonce gap. */
+    const resendable: Resendable = (fromNonce) =>
+      Effect.gen(function* () {
+        const nowSeconds = Math.floor((yield* Clock.currentTimeMillis) / 1000)
+        const rows = yield* repo.resendableFrom({ sender: chain.relayer, fromNonce, nowSeconds })
+        return rows.map((row) => ({ nonce: row.nonce, raw: row.rawTx as Hex }))
+      })
+
     /**
      * Settles a reserved payment and records the outcome; never fails. A refused or reverted
      * transfer may be moot: the authorization can have been used by another transaction paying us
@@ -380,14 +419,19 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       payer: Address
     ) =>
       Effect.gen(function* () {
-        const record = (tx: { readonly hash: Hash; readonly raw: Hex | null }) =>
+        const record = (tx: BroadcastRecord) =>
           Effect.gen(function* () {
             const now = new Date(yield* Clock.currentTimeMillis)
-            if (!(yield* repo.recordBroadcast(settlementId, tx.hash, tx.raw, now))) {
-              return yield* new SettlementAbandoned()
+            const relayed = tx.nonce === null ? null : { sender: chain.relayer, nonce: tx.nonce }
+            const recorded = yield* repo.recordBroadcast(settlementId, { hash: tx.hash, raw: tx.raw, relayed }, now)
+            if (recorded === "nonceTaken") {
+              yield* Effect.logWarning(
+                `relayer nonce ${tx.nonce} already carries another settlement's transaction: not sent`
+              ).pipe(Effect.annotateLogs("order.id", orderId))
             }
+            if (recorded !== "recorded") return yield* new SettlementAbandoned()
           })
-        const settled = yield* processor.settle(payload, requirements, record).pipe(
+        const settled = yield* processor.settle(payload, requirements, record, resendable).pipe(
           Effect.timeoutTo({
             duration: SETTLEMENT_WORK_LIMIT,
             onSuccess: (outcome) => outcome,
@@ -537,7 +581,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
 
     /**
      * Decides one unfinished settlement from the chain; leaves it when the chain cannot tell yet.
-     * False when the chain did not answer (the rest of the batch waits for the next tick).
+     * False when the chain did not answer.
      */
     const reconcileOne = (settlement: SettlementRow) =>
       Effect.gen(function* () {
@@ -545,7 +589,22 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
         if (used !== "unused") return used._tag === "Pending" ? undefined : yield* finish(settlement, used)
         if (settlement.txHash !== null) {
           const receipt = yield* chain.receipt(settlement.txHash as Hash, 2_000)
-          if (Option.isSome(receipt)) return yield* finish(settlement, revertedOnChain(settlement.txHash as Hash))
+          // Mined after the authorization was read (a re-sent transaction may be mined meanwhile):
+          // the receipt itself says whether it paid us.
+          if (Option.isSome(receipt)) {
+            const paid = receiptShowsTransfer(receipt.value, {
+              token: usd1.address,
+              from: settlement.payer,
+              to: getAddress(settlement.payload.accepted.payTo),
+              value: settlement.amountAtomic
+            })
+            return yield* finish(
+              settlement,
+              paid
+                ? { _tag: "Settled", transaction: settlement.txHash as Hash }
+                : revertedOnChain(settlement.txHash as Hash)
+            )
+          }
         }
         if ((yield* withinChainTimeout(chain.blockTime)) >= settlement.validBefore) {
           // The authorization can never execute any more: nothing was or will be charged.
@@ -586,30 +645,97 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
     const reconcile = Effect.gen(function* () {
       // The working set, and when it was taken: a settlement reserved after it is not in it yet.
       const workingAt = new Date(yield* Clock.currentTimeMillis)
-      const reconciled = yield* repo
-        .lockAbandoned({
-          replica,
-          working: [...working.keys()],
-          workingAt,
-          leaseSeconds: Duration.toSeconds(settings.reconcileAfter),
-          limit: 20
-        })
-        .pipe(
-          Effect.flatMap((rows) =>
-            Effect.gen(function* () {
-              let done = 0
-              for (const row of rows) {
-                // The chain does not answer: the rest waits for the next tick.
-                if (!(yield* reconcileOne(row))) break
-                done++
-              }
-              return done
-            })
-          ),
-          repo.withTransaction
-        )
+      const rows = yield* repo.claimAbandoned({
+        replica,
+        working: [...working.keys()],
+        workingAt,
+        leaseSeconds: Duration.toSeconds(settings.reconcileAfter),
+        limit: 20
+      })
+      // Each row bounded by the chain client's own limits; one that cannot be decided now waits for
+      // its turn again (claimed after the others), it does not hold the rest of the batch.
+      const decided = yield* Effect.forEach(rows, reconcileOne, { concurrency: RECONCILED_AT_ONCE })
+      const reconciled = decided.filter(Boolean).length
       if (reconciled > 0) yield* Effect.logInfo(`reconciled ${reconciled} unfinished settlement(s)`)
     }).pipe(Effect.withSpan("Merchant.reconcile"))
+
+    type Tracked = (typeof repo.unfinalTransactions extends (
+      ...args: never
+    ) => Effect.Effect<infer A, infer _E, infer _R>
+      ? A
+      : never)[number]
+
+    /**
+     * A journaled transaction of a paid (or settling) order, checked against the canonical chain:
+     * mined (final once CONFIRMATIONS deep), or no longer there. One the chain lost after it was seen
+     * mined (a reorg, a node restored from an older state) is sent again byte-identical while its
+     * authorization is valid. Once the authorization expired with the transfer nowhere on chain, the
+     * transaction is dropped and a paid order is unpaid again (`undoLost`): the payer was not charged.
+     */
+    const checkTransaction = (row: Tracked, head: bigint) =>
+      Effect.gen(function* () {
+        const now = new Date(yield* Clock.currentTimeMillis)
+        const hash = row.txHash as Hash
+        const receipt = yield* chain.receipt(hash, 0)
+        if (Option.isSome(receipt)) {
+          const { blockNumber, blockHash } = receipt.value
+          const status = head - blockNumber + 1n >= confirmations ? "final" : "mined"
+          if (row.status === "mined" && row.blockHash !== blockHash) {
+            yield* Effect.logInfo(`settlement transaction mined again, in block ${blockNumber}`).pipe(
+              Effect.annotateLogs({ "order.id": row.orderId, "tx.hash": hash })
+            )
+          }
+          return yield* repo.markTransaction(hash, { status, blockNumber, blockHash }, now)
+        }
+        const blockTime = yield* withinChainTimeout(chain.blockTime)
+        if (blockTime < row.validBefore) {
+          if (row.status === "mined") {
+            yield* Effect.logWarning(
+              "settlement transaction no longer on chain; sending the same transaction again"
+            ).pipe(
+              Effect.annotateLogs({ "order.id": row.orderId, "tx.hash": hash }),
+              Effect.zipRight(countLostTransaction)
+            )
+            yield* withinChainTimeout(chain.rebroadcast(row.rawTx as Hex))
+          }
+          return yield* repo.markTransaction(hash, { status: "pending" }, now)
+        }
+        yield* repo.markTransaction(hash, { status: "dropped" }, now)
+        if (row.settlementStatus === "succeeded") yield* undoLost(row, now)
+      })
+
+    /**
+     * A paid order whose transaction is gone for good: unless another transaction used the
+     * authorization and paid us, the settlement fails and the order is unpaid again.
+     */
+    const undoLost = (row: Tracked, now: Date) =>
+      Effect.gen(function* () {
+        const used = yield* usedAuthorization({ ...row, payTo: row.payload.accepted.payTo })
+        if (used !== "unused") return
+        const undone = yield* repo.undoLostSettlement(row.settlementId, Reason.transactionLost, now)
+        if (Option.isSome(undone)) {
+          yield* Effect.logWarning(
+            `a paid order's transfer is no longer on chain and its authorization expired: the order is ${undone.value.status} again, the payer was not charged`
+          ).pipe(Effect.annotateLogs({ "order.id": row.orderId, "payment.payer": row.payer, "tx.hash": row.txHash }))
+        }
+      })
+
+    /**
+     * The relayer follows the chain: its nonce is compared with the chain's count (a gap closed
+     * from the journal), then the journaled transactions not final yet are checked, least recently
+     * checked first. A chain that does not answer ends the tick.
+     */
+    const followChain = Effect.gen(function* () {
+      if (!processor.recordsBeforeBroadcast) return
+      yield* chain.followRelayerNonce(resendable)
+      const rows = yield* repo.unfinalTransactions({ sender: chain.relayer, limit: TRACKED_PER_TICK })
+      if (rows.length === 0) return
+      const head = yield* withinChainTimeout(chain.headBlock)
+      for (const row of rows) yield* checkTransaction(row, head)
+    }).pipe(
+      Effect.catchTag("ChainError", (error) => reportUnavailable("chain", `relayer tracker: ${error.message}`, "job")),
+      Effect.withSpan("Merchant.followChain")
+    )
 
     /** Tells the other replicas this one is alive (its settlements are not theirs to take over). */
     const heartbeat = repo.heartbeat(replica).pipe(Effect.asVoid, Effect.withSpan("Merchant.heartbeat"))
@@ -619,6 +745,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       getOrder,
       pay,
       reconcile,
+      followChain,
       heartbeat,
       reconcileInterval: settings.reconcileInterval,
       heartbeatInterval: Duration.times(settings.reconcileAfter, 1 / 3)
@@ -628,10 +755,10 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
 }) {}
 
 /**
- * The reconciler, at start-up and then every RECONCILE_INTERVAL, and the replica's heartbeat, every
- * third of SETTLEMENT_RECONCILE_AFTER; on every replica.
+ * The reconciler and the relayer's tracker, at start-up and then every RECONCILE_INTERVAL, and the
+ * replica's heartbeat, every third of SETTLEMENT_RECONCILE_AFTER; on every replica.
  */
-export const SettlementReconcilerLive = Layer.merge(
+export const SettlementReconcilerLive = Layer.mergeAll(
   backgroundLoop(
     "settlement-heartbeat",
     Effect.map(Merchant, (merchant) => ({ tick: merchant.heartbeat, every: merchant.heartbeatInterval }))
@@ -639,5 +766,9 @@ export const SettlementReconcilerLive = Layer.merge(
   backgroundLoop(
     "settlement-reconciler",
     Effect.map(Merchant, (merchant) => ({ tick: merchant.reconcile, every: merchant.reconcileInterval }))
+  ),
+  backgroundLoop(
+    "relayer-tracker",
+    Effect.map(Merchant, (merchant) => ({ tick: merchant.followChain, every: merchant.reconcileInterval }))
   )
 )

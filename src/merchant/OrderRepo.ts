@@ -151,11 +151,121 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
       execute: (orderId) => sql`SELECT * FROM settlements WHERE order_id = ${orderId} AND status = 'succeeded'`
     })
 
-    /** Records the transaction about to be broadcast; false when the settlement was already decided. */
-    const recordBroadcast = (id: number, txHash: string, rawTx: string | null, now: Date) =>
-      sql`UPDATE settlements SET status = 'broadcast', tx_hash = ${txHash}, raw_tx = ${rawTx}, updated_at = ${now}
-          WHERE id = ${id} AND status IN ('pending', 'broadcast')
-          RETURNING id`.pipe(Effect.map((rows) => rows.length === 1))
+    /**
+     * Records the transaction about to be broadcast, and journals a relayer's signed one (the one it
+     * replaces, if any, is marked so): "recorded", "decided" when the settlement was already decided,
+     * or "nonceTaken" when another live transaction of the sender holds the nonce (nothing recorded).
+     */
+    const recordBroadcast = (
+      id: number,
+      tx: {
+        readonly hash: string
+        readonly raw: string | null
+        readonly relayed: { readonly sender: string; readonly nonce: number } | null
+      },
+      now: Date
+    ) =>
+      Effect.gen(function* () {
+        const moved = yield* sql`UPDATE settlements SET status = 'broadcast', tx_hash = ${tx.hash}, raw_tx = ${tx.raw},
+                                   updated_at = ${now}
+                                 WHERE id = ${id} AND status IN ('pending', 'broadcast')
+                                 RETURNING id`
+        if (moved.length === 0) return "decided" as const
+        if (tx.raw === null || tx.relayed === null) return "recorded" as const
+        yield* sql`UPDATE relayed_transactions SET status = 'replaced', checked_at = ${now}
+                   WHERE settlement_id = ${id} AND status IN ('pending', 'mined') AND tx_hash <> ${tx.hash}`
+        yield* sql`INSERT INTO relayed_transactions
+                     (tx_hash, settlement_id, sender, nonce, raw_tx, status, created_at, checked_at)
+                   VALUES (${tx.hash}, ${id}, ${tx.relayed.sender}, ${tx.relayed.nonce}, ${tx.raw}, 'pending', ${now}, ${now})
+                   ON CONFLICT (tx_hash) DO NOTHING`
+        return "recorded" as const
+      }).pipe(
+        sql.withTransaction,
+        Effect.catchIf(
+          (error) => isUniqueViolation(error, "relayed_one_per_nonce"),
+          () => Effect.succeed("nonceTaken" as const)
+        )
+      )
+
+    /**
+     * The sender's journaled transactions from `fromNonce` up that may be sent again: live or final,
+     * of a settlement still in progress or paid, whose authorization is valid at `nowSeconds`; the
+     * latest signature per nonce, in nonce order. A failed settlement's transaction is never sent again.
+     */
+    const resendableFrom = SqlSchema.findAll({
+      Request: Schema.Struct({ sender: Schema.String, fromNonce: Schema.Number, nowSeconds: Schema.Number }),
+      Result: Schema.Struct({ nonce: Schema.NumberFromString, rawTx: Schema.String }),
+      execute: ({ sender, fromNonce, nowSeconds }) =>
+        sql`SELECT DISTINCT ON (t.nonce) t.nonce, t.raw_tx
+            FROM relayed_transactions t JOIN settlements s ON s.id = t.settlement_id
+            WHERE t.sender = ${sender} AND t.nonce >= ${fromNonce} AND t.status IN ('pending', 'mined', 'final')
+              AND s.status IN ('broadcast', 'succeeded') AND s.valid_before > ${nowSeconds}
+            ORDER BY t.nonce, t.created_at DESC`
+    })
+
+    /** The sender's transactions not final yet, least recently checked first (no lock: every change is conditional). */
+    const unfinalTransactions = SqlSchema.findAll({
+      Request: Schema.Struct({ sender: Schema.String, limit: Schema.Number }),
+      Result: Schema.Struct({
+        txHash: Schema.String,
+        settlementId: Schema.NumberFromString,
+        rawTx: Schema.String,
+        status: Schema.Literal("pending", "mined"),
+        blockHash: Schema.NullOr(Schema.String),
+        validBefore: Schema.BigInt,
+        settlementStatus: SettlementStatus,
+        orderId: Schema.String,
+        payer: Address,
+        nonce: Schema.String,
+        amountAtomic: Schema.BigInt,
+        payload: PaymentPayload
+      }),
+      execute: ({ sender, limit }) =>
+        sql`SELECT t.tx_hash, t.settlement_id, t.raw_tx, t.status, t.block_hash, s.valid_before,
+                   s.status AS settlement_status, s.order_id, s.payer, s.nonce, s.amount_atomic, s.payload
+            FROM relayed_transactions t JOIN settlements s ON s.id = t.settlement_id
+            WHERE t.sender = ${sender} AND t.status IN ('pending', 'mined')
+            ORDER BY t.checked_at LIMIT ${limit}`
+    })
+
+    /**
+     * What the tracker saw of a journaled transaction still live: mined (or final) in a block, back
+     * to pending (no longer on chain), or dropped (it can never be mined). Answers whether it changed.
+     */
+    const markTransaction = (
+      txHash: string,
+      seen:
+        | { readonly status: "mined" | "final"; readonly blockNumber: bigint; readonly blockHash: string }
+        | { readonly status: "pending" | "dropped" },
+      now: Date
+    ) =>
+      (seen.status === "mined" || seen.status === "final"
+        ? sql`UPDATE relayed_transactions SET status = ${seen.status}, block_number = ${seen.blockNumber.toString()},
+                block_hash = ${seen.blockHash}, checked_at = ${now}
+              WHERE tx_hash = ${txHash} AND status IN ('pending', 'mined') RETURNING tx_hash`
+        : sql`UPDATE relayed_transactions SET status = ${seen.status}, block_number = NULL, block_hash = NULL,
+                checked_at = ${now}
+              WHERE tx_hash = ${txHash} AND status IN ('pending', 'mined') RETURNING tx_hash`
+      ).pipe(Effect.map((rows) => rows.length === 1))
+
+    /**
+     * A paid order whose transfer the chain lost for good (its authorization expired unused): the
+     * settlement fails with `reason` and the order is unpaid again, open or expired by its own
+     * expiry. Idempotent. Answers the order as this call left it.
+     */
+    const undoLostSettlement = (id: number, reason: string, now: Date) =>
+      sql`WITH undone AS (
+            UPDATE settlements SET status = 'failed', error_reason = ${reason}, updated_at = ${now}
+            WHERE id = ${id} AND status = 'succeeded'
+            RETURNING order_id
+          )
+          UPDATE orders o SET status = CASE WHEN o.expires_at > ${now} THEN 'open' ELSE 'expired' END,
+                 payer = NULL, tx = NULL, paid_at = NULL
+          FROM undone WHERE o.id = undone.order_id AND o.status = 'paid'
+          RETURNING o.*`.pipe(
+        Effect.flatMap((rows) => Schema.decodeUnknown(Schema.Array(OrderRow))(rows)),
+        Effect.map(Arr.head)
+      )
 
     /**
      * Moves an unfinished settlement to a final state and its order with it, in one statement:
@@ -201,12 +311,16 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
       )
 
     /**
-     * Unfinished settlements nobody works on, locked (other replicas skip them): no owner, an owner
-     * whose heartbeat is older than `leaseSeconds` (dead), or this replica itself for an order it is
-     * no longer `working` on (the settling fiber ended without a final state). `working` is what
-     * this replica worked on at `workingAt`: its settlements reserved since are not judged by it.
+     * Unfinished settlements nobody works on, claimed for this check: no owner, an owner whose
+     * heartbeat is older than `leaseSeconds` (dead), or this replica itself for an order it is no
+     * longer `working` on (the settling fiber ended without a final state). `working` is what this
+     * replica worked on at `workingAt`: its settlements reserved since are not judged by it.
+     *
+     * The least recently checked come first and are stamped `checked_at` in the same short
+     * statement, so undecidable ones go to the back of the line, and no row lock is held while the
+     * chain is asked (every decision after is conditional, so two replicas deciding one row agree).
      */
-    const lockAbandoned = SqlSchema.findAll({
+    const claimAbandoned = SqlSchema.findAll({
       Request: Schema.Struct({
         replica: Schema.String,
         working: Schema.Array(Schema.String),
@@ -216,15 +330,18 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
       }),
       Result: SettlementRow,
       execute: ({ replica, working, workingAt, leaseSeconds, limit }) =>
-        sql`SELECT s.* FROM settlements s
-            WHERE s.status IN ('pending', 'broadcast')
-              AND (CASE WHEN s.owner = ${replica}
-                     THEN s.created_at < ${workingAt} AND NOT (s.order_id = ANY(${working}::text[]))
-                     ELSE s.owner IS NULL OR NOT EXISTS (
-                       SELECT 1 FROM merchant_replicas r
-                       WHERE r.id = s.owner AND r.heartbeat_at > now() - make_interval(secs => ${leaseSeconds}))
-                   END)
-            ORDER BY s.updated_at LIMIT ${limit} FOR UPDATE OF s SKIP LOCKED`
+        sql`UPDATE settlements SET checked_at = ${workingAt}
+            WHERE id IN (
+              SELECT s.id FROM settlements s
+              WHERE s.status IN ('pending', 'broadcast')
+                AND (CASE WHEN s.owner = ${replica}
+                       THEN s.created_at < ${workingAt} AND NOT (s.order_id = ANY(${working}::text[]))
+                       ELSE s.owner IS NULL OR NOT EXISTS (
+                         SELECT 1 FROM merchant_replicas r
+                         WHERE r.id = s.owner AND r.heartbeat_at > now() - make_interval(secs => ${leaseSeconds}))
+                     END)
+              ORDER BY s.checked_at NULLS FIRST, s.updated_at LIMIT ${limit} FOR UPDATE SKIP LOCKED)
+            RETURNING *`
     })
 
     return {
@@ -234,9 +351,13 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
         reserve,
         findSucceededSettlement,
         recordBroadcast,
+        resendableFrom,
+        unfinalTransactions,
+        markTransaction,
+        undoLostSettlement,
         finishSettlement,
         heartbeat,
-        lockAbandoned
+        claimAbandoned
       }),
       withTransaction: transactionally(sql)
     }

@@ -17,6 +17,7 @@ import {
   type ChainClientShape,
   ChainError,
   type Receipt,
+  type Resendable,
   receiptShowsTransfer
 } from "../chain/ChainClient.js"
 import { countRevertedSettlement } from "../observability/Metrics.js"
@@ -55,6 +56,8 @@ export interface BroadcastRecord {
   readonly hash: Hash
   /** The signed transaction, kept for re-broadcast after a crash; null when a facilitator sent it. */
   readonly raw: Hex | null
+  /** The relayer's nonce of it; null when a facilitator sent it. */
+  readonly nonce: number | null
 }
 
 export interface PaymentProcessorShape {
@@ -64,10 +67,15 @@ export interface PaymentProcessorShape {
     payload: PaymentPayload,
     requirements: PaymentRequirements
   ) => Effect.Effect<Verification, ChainError>
+  /**
+   * Settles the payment; `record` persists each transaction before it is broadcast, and
+   * `resendable` (the relayer's journal) lets a relayer that lost track of its nonce close the gap first.
+   */
   readonly settle: (
     payload: PaymentPayload,
     requirements: PaymentRequirements,
-    record: (tx: BroadcastRecord) => Effect.Effect<void, SettlementAbandoned>
+    record: (tx: BroadcastRecord) => Effect.Effect<void, SettlementAbandoned>,
+    resendable?: Resendable
   ) => Effect.Effect<SettleOutcome>
 }
 
@@ -162,7 +170,8 @@ export const RelayerProcessor = Layer.effect(
     const settle = (
       payload: PaymentPayload,
       _requirements: PaymentRequirements,
-      record: (tx: BroadcastRecord) => Effect.Effect<void, SettlementAbandoned>
+      record: (tx: BroadcastRecord) => Effect.Effect<void, SettlementAbandoned>,
+      resendable?: Resendable
     ) =>
       Effect.suspend(() => {
         // The transaction is broadcast only after it was recorded: no record, nothing sent.
@@ -173,11 +182,12 @@ export const RelayerProcessor = Layer.effect(
               authorizationOf(payload.payload.authorization),
               tokenSignature(payload.payload.signature as Hex).signature,
               (signed) =>
-                record({ hash: signed.hash, raw: signed.raw }).pipe(
+                record({ hash: signed.hash, raw: signed.raw, nonce: signed.nonce }).pipe(
                   Effect.tap(() => {
                     recorded = true
                   })
-                )
+                ),
+              resendable
             )
             .pipe(
               // Out of gas, the transfer moved nothing and its authorization is unused: sent again
@@ -274,7 +284,7 @@ export const FacilitatorProcessor = (baseUrl: string) =>
             }
             const hash = response.transaction as Hash
             // Already sent by the facilitator: if the reconciler decided meanwhile, it read the chain.
-            return record({ hash, raw: null }).pipe(
+            return record({ hash, raw: null, nonce: null }).pipe(
               Effect.ignore,
               Effect.zipRight(
                 confirm(chain, hash, payload, (receipt) => Effect.succeed(judge(chain, receipt, payload)))

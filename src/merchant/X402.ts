@@ -35,6 +35,11 @@ export const Reason = {
   transactionFailed: "invalid_exact_evm_transaction_failed",
   transferEventMismatch: "invalid_exact_evm_transfer_event_mismatch",
   unexpectedSettleError: "unexpected_settle_error",
+  /**
+   * Ours: the settlement's transaction was mined, then lost by the chain (a reorg, a node restored
+   * from an older state), and its authorization expired before it could be mined again.
+   */
+  transactionLost: "transaction_lost_authorization_expired",
   /** Ours (x402 names none): the payload's `resource` is not this order's pay URL. */
   resourceMismatch: "resource_mismatch: the payment was made for another resource than this order's pay URL"
 } as const

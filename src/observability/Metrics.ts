@@ -51,6 +51,12 @@ const settlements = Metric.counter("merchant_settlements_total", { description: 
 const settlementsReverted = Metric.counter("merchant_settlements_reverted_total", {
   description: "Settlement transactions mined reverted: gas the relayer paid for nothing"
 })
+const nonceGaps = Metric.counter("relayer_nonce_gap_transactions_total", {
+  description: "Nonces of the relayer found missing on chain and sent again (resent) or filled (filled)"
+})
+const lostTransactions = Metric.counter("relayer_transactions_lost_total", {
+  description: "Relayed transactions seen mined and later no longer on the canonical chain"
+})
 const kycTransitions = Metric.counter("kyc_transitions_total", { description: "Identity-check state changes" })
 const agentDecisions = Metric.counter("agent_decisions_total", {
   description: "Agent decisions stored, by action and status"
@@ -128,6 +134,14 @@ export const countSettlement = (outcome: "settled" | "failed" | "deferred") =>
 
 /** A settlement transaction was mined reverted (counted once, where the receipt is judged). */
 export const countRevertedSettlement = Metric.increment(settlementsReverted)
+
+export const countNonceGap = (resent: number, filled: number) =>
+  Effect.all([
+    Metric.incrementBy(Metric.tagged(nonceGaps, "action", "resent"), resent),
+    Metric.incrementBy(Metric.tagged(nonceGaps, "action", "filled"), filled)
+  ])
+
+export const countLostTransaction = Metric.increment(lostTransactions)
 
 export const countKycTransition = (from: string, to: string) =>
   Metric.increment(Metric.tagged(Metric.tagged(kycTransitions, "from", from), "to", to))

@@ -96,10 +96,9 @@ layer(MerchantTest, { excludeTestServices: true })("settlement owners", (it) => 
       const repo = yield* OrderRepo
       const settling = yield* abandonedBy("this-replica")
       const abandoned = (working: ReadonlyArray<string>, workingAt: Date) =>
-        repo.lockAbandoned({ replica: "this-replica", working, workingAt, leaseSeconds: 6, limit: 20 }).pipe(
-          repo.withTransaction,
-          Effect.map((rows) => rows.map((row) => row.orderId))
-        )
+        repo
+          .claimAbandoned({ replica: "this-replica", working, workingAt, leaseSeconds: 6, limit: 20 })
+          .pipe(Effect.map((rows) => rows.map((row) => row.orderId)))
       const minuteAgo = new Date(Date.now() - 60_000)
       const inAMinute = new Date(Date.now() + 60_000)
       // A working set taken before the reservation cannot hold it: its request may still run.

@@ -35,7 +35,16 @@ const FirstRelayStarved = Layer.scopedContext(
           : client.transferWithAuthorization(authorization, signature, record),
       receipt: (hash, timeoutMs) =>
         hash === starved.hash
-          ? Effect.succeed(Option.some({ hash, status: "reverted" as const, outOfGas: true, transfers: [] }))
+          ? Effect.succeed(
+              Option.some({
+                hash,
+                status: "reverted" as const,
+                outOfGas: true,
+                transfers: [],
+                blockNumber: 1n,
+                blockHash: hash
+              })
+            )
           : client.receipt(hash, timeoutMs)
     }
     return Context.add(inner, ChainClient, chain)

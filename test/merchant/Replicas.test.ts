@@ -20,7 +20,8 @@ const serviceEnv = (devnet: Devnet, databaseUrl: string) =>
   devnetServiceEnv(devnet, databaseUrl, {
     MERCHANT_PAY_TO: merchant.address,
     RECONCILE_INTERVAL: "200 millis",
-    SETTLEMENT_RECONCILE_AFTER: "1 second"
+    SETTLEMENT_RECONCILE_AFTER: "1 second",
+    LOG_LEVEL: "Info"
   })
 
 const transfersToMerchant = (devnet: Devnet) =>
@@ -58,7 +59,16 @@ const waitUntilPaid = (service: ServiceProcess, id: string) =>
   eventually(
     `order ${id} to be paid`,
     callService(service, "GET", `/merchant/orders/${id}`),
-    (response) => response.body?.status === "paid"
+    (response) => response.body?.status === "paid",
+    {
+      explain: () =>
+        service
+          .output()
+          .split("\n")
+          .filter((line) => !line.includes("Sent HTTP response"))
+          .join("\n")
+          .slice(-12000)
+    }
   )
 
 describe("settlement across processes", () => {

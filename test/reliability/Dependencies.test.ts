@@ -10,7 +10,7 @@ import { createServer } from "node:net"
 import path from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Fiber, Ref, Schedule } from "effect"
-import { createPublicClient, type Hex, http, parseAbiItem } from "viem"
+import { createPublicClient, erc20Abi, type Hex, http, parseAbiItem } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { freePort } from "../../src/embedded/EmbeddedPostgres.js"
 import { isAlive } from "../../src/embedded/EmbeddedServer.js"
@@ -83,7 +83,12 @@ type LogLine = Record<string, unknown> & {
   readonly timestamp: string
 }
 
-const lines = (service: ServiceProcess) => logLines(service.output()) as ReadonlyArray<LogLine>
+/** The service's log lines; a message logged with its cause (an array) read as one text. */
+const lines = (service: ServiceProcess) =>
+  logLines(service.output()).map((line) => ({
+    ...line,
+    message: Array.isArray(line.message) ? line.message.map(String).join(" ") : String(line.message)
+  })) as unknown as ReadonlyArray<LogLine>
 
 /** Per-request lines: the access log's, and the orders' own ("order created", "order paid"). */
 const perRequest = (line: LogLine) =>
@@ -288,6 +293,141 @@ describe("dependencies that fail under the service", () => {
         ])
         expect(events.filter((line) => line.logLevel === "FATAL")).toEqual([])
         expect(events.filter((line) => "cause" in line)).toEqual([])
+        expect(service.child.exitCode).toBe(null)
+      })
+  )
+
+  it.scopedLive(
+    "the devnet restarted from an older state under a payment stream (>= 10 blocks lost): payments settle again, every source agrees",
+    () =>
+      Effect.gen(function* () {
+        const { service, dataDir, merchant } = yield* embeddedService({ RECONCILE_INTERVAL: "500 millis" })
+        const devnet = devnetOf(service)
+        const chain = createPublicClient({ transport: http(devnet.rpcUrl) })
+        const orders = yield* Ref.make<ReadonlyArray<string>>([])
+        /** Creates an order (kept for the audit) and pays it. */
+        const payOne = (payer: (typeof payers)[number]) =>
+          Effect.gen(function* () {
+            const created = yield* createOrder(service)
+            if (created.status !== 200) return created
+            yield* Ref.update(orders, (all) => [...all, created.body.id as string])
+            const offer = yield* callService(service, "GET", `/merchant/orders/${created.body.id}/pay`)
+            const requirements = offer.body?.accepts?.[0] as PaymentRequirements | undefined
+            if (requirements === undefined) return offer
+            const signed = yield* Effect.promise(() => signPayment(payer, requirements))
+            return yield* callService(service, "POST", `/merchant/orders/${created.body.id}/pay`, {
+              headers: { "payment-signature": signed.header }
+            })
+          })
+        const traffic = yield* load([
+          (i) => payOne(payers[i % 3]!),
+          (i) => payOne(payers[3 + (i % 3)]!),
+          (i) => payOne(payers[6 + (i % 2)]!)
+        ])
+        yield* awaitSeen(
+          "payments are settled",
+          service,
+          Effect.map(traffic.answers, (all) => (all.filter((a) => a.status === 200).length >= 10 ? true : undefined))
+        )
+        // Right after a state dump, more blocks than the dump holds: payments, then 12 empty ones.
+        const stateFile = path.join(dataDir, "chain", "anvil-state.json")
+        const before = statSync(stateFile).mtimeMs
+        yield* awaitSeen(
+          "a state dump",
+          service,
+          Effect.sync(() => (statSync(stateFile).mtimeMs > before ? true : undefined))
+        )
+        yield* Effect.sleep("1500 millis")
+        yield* Effect.promise(() => chain.request({ method: "anvil_mine" as never, params: ["0xc"] as never }))
+        const headBeforeKill = yield* Effect.promise(() => chain.getBlockNumber())
+        // The last 40 blocks before the kill, to find afterwards where the restored chain forked off.
+        const hashesBeforeKill = yield* Effect.promise(() =>
+          Promise.all(
+            Array.from({ length: 40 }, (_, i) =>
+              chain.getBlock({ blockNumber: headBeforeKill - BigInt(i) }).then((block) => block.hash)
+            )
+          )
+        )
+        process.kill(pidIn(path.join(dataDir, "chain", "anvil.pid")), "SIGKILL")
+        const killedAt = Date.now()
+        const restarted = yield* awaitSeen(
+          "anvil is restarted (or the service exited)",
+          service,
+          Effect.map(
+            lineStarting(service, "anvil restarted"),
+            (line) => line ?? (service.child.exitCode !== null ? ({ message: "exited" } as LogLine) : undefined)
+          )
+        )
+        expect(restarted.message).toMatch(/^anvil restarted after \d+\.\d s$/)
+        const settled = yield* awaitSeen(
+          "a payment is settled again",
+          service,
+          Effect.map(
+            traffic.answers,
+            (all) =>
+              all.find(
+                (answer) =>
+                  answer.at > Date.parse(restarted.timestamp) && answer.status === 200 && answer.body?.status === "paid"
+              )?.at
+          )
+        )
+        yield* Effect.sleep("3 seconds")
+        const answers = yield* traffic.stop
+        // Every order ends paid or unpaid (nothing left settling), then the three sources are compared.
+        const ids = yield* Ref.get(orders)
+        const final = yield* eventually(
+          "every order to be decided",
+          Effect.forEach(ids, (id) => callService(service, "GET", `/merchant/orders/${id}`), { concurrency: 4 }),
+          (all) => all.every((answer) => answer.body?.status !== "settling"),
+          { atMost: "90 seconds" }
+        )
+        const paidOrders = final.filter((answer) => answer.body?.status === "paid").map((answer) => answer.body)
+        const transfers = yield* transfersTo(service, merchant)
+        const balance = yield* Effect.promise(() =>
+          chain.readContract({
+            address: devnet.usd1,
+            abi: erc20Abi,
+            functionName: "balanceOf",
+            args: [merchant]
+          })
+        )
+        // Blocks lost: those before the kill that are no longer on the chain (the restored state's
+        // blocks, and everything mined since, are new ones).
+        const hashesNow = yield* Effect.promise(() =>
+          Promise.all(
+            hashesBeforeKill.map((_, i) =>
+              chain
+                .getBlock({ blockNumber: headBeforeKill - BigInt(i) })
+                .then((block) => block.hash)
+                .catch(() => undefined)
+            )
+          )
+        )
+        const kept = hashesNow.findIndex((hash, i) => hash === hashesBeforeKill[i])
+        const lost = kept === -1 ? hashesBeforeKill.length : kept
+        const gapLines = lines(service).filter((line) => line.message.startsWith("relayer nonce gap"))
+        record("devnet restart: blocks lost", lost)
+        record("devnet restart: requests", answers.length)
+        record("devnet restart: statuses", statuses(answers))
+        record("devnet restart: kill to a payment settled", ms(settled - killedAt))
+        record(
+          "devnet restart: orders paid / transfers on chain / payTo delta (1.25 each)",
+          `${paidOrders.length} / ${transfers.length} / ${Number(balance / 10n ** 16n) / 100}`
+        )
+        record(
+          "devnet restart: orders left unpaid (open or expired)",
+          final.filter((answer) => answer.body?.status !== "paid").length
+        )
+        for (const line of gapLines) record(`devnet restart: ${line.logLevel}`, line.message.slice(0, 140))
+        expect(lost).toBeGreaterThanOrEqual(10)
+        expect(settled - killedAt).toBeLessThan(30_000)
+        expect(contractBreaches(answers)).toEqual([])
+        expect(transfers).toHaveLength(paidOrders.length)
+        expect(balance).toBe(BigInt(paidOrders.length) * 125n * 10n ** 16n)
+        expect(new Set(transfers.map((log) => log.transactionHash))).toEqual(
+          new Set(paidOrders.map((order) => order.tx))
+        )
+        expect(gapLines.length).toBeGreaterThan(0)
         expect(service.child.exitCode).toBe(null)
       })
   )

@@ -1,0 +1,135 @@
+/**
+ * Finality on the real service over a devnet: a paid order whose settlement block is reorganised
+ * out (`anvil_reorg`: the block replaced by an empty one) has the very same signed transaction mined
+ * again; the merchant is paid once, the order is paid once, the payer's statement shows it once.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { createPublicClient, erc20Abi, type Hex, http, parseAbiItem } from "viem"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { ANVIL_ACCOUNT_KEYS, type Devnet, startDevnet } from "../../src/chain/Devnet.js"
+import type { PaymentRequirements } from "../../src/merchant/X402.js"
+import { callService, devnetServiceEnv, logLines, startService, stopService } from "../support/process.js"
+import { devnetRpc as rpc } from "../support/TestChain.js"
+import { queryDatabase as query, temporaryDatabaseUrl } from "../support/TestDatabase.js"
+import { eventually } from "../support/wait.js"
+import { signPayment } from "../support/x402.js"
+
+const merchant = privateKeyToAccount(generatePrivateKey())
+const payer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[3]!)
+const CONFIRMATIONS = 5
+
+const client = (devnet: Devnet) => createPublicClient({ transport: http(devnet.rpcUrl) })
+
+const transfersToMerchant = (devnet: Devnet) =>
+  Effect.promise(() =>
+    client(devnet).getLogs({
+      address: devnet.usd1,
+      event: parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)"),
+      args: { to: merchant.address },
+      fromBlock: 0n
+    })
+  )
+
+const journalOf = (databaseUrl: string, tx: Hex) =>
+  query(databaseUrl, "SELECT status, block_number, block_hash FROM relayed_transactions WHERE tx_hash = $1", [tx]).pipe(
+    Effect.map((rows) => rows[0] as { status: string; block_number: string | null; block_hash: string | null })
+  )
+
+describe("a settlement reorganised out", () => {
+  it.live(
+    "is mined again as the same transaction: merchant paid once, order paid once, statement once",
+    () =>
+      Effect.gen(function* () {
+        const devnet = yield* startDevnet().pipe(Effect.orDie)
+        const databaseUrl = yield* temporaryDatabaseUrl
+        const service = yield* startService(
+          yield* devnetServiceEnv(devnet, databaseUrl, {
+            MERCHANT_PAY_TO: merchant.address,
+            RECONCILE_INTERVAL: "200 millis",
+            CHAIN_CONFIRMATIONS: String(CONFIRMATIONS),
+            LOG_LEVEL: "Info"
+          })
+        )
+        const { message } = (yield* callService(service, "POST", "/auth/challenge", {
+          json: { address: payer.address }
+        })).body
+        const signature = yield* Effect.promise(() => payer.signMessage({ message }))
+        const { token } = (yield* callService(service, "POST", "/auth/verify", { json: { message, signature } })).body
+
+        const order = (yield* callService(service, "POST", "/merchant/orders", {
+          json: { amount: "7", description: "reorg test" }
+        })).body
+        const offer = yield* callService(service, "GET", `/merchant/orders/${order.id}/pay`)
+        const payment = yield* Effect.promise(() => signPayment(payer, offer.body.accepts[0] as PaymentRequirements))
+        const paid = yield* callService(service, "POST", `/merchant/orders/${order.id}/pay`, {
+          headers: { "payment-signature": payment.header }
+        })
+        expect(paid.status).toBe(200)
+        const tx = paid.body.tx as Hex
+
+        // Seen mined, not final yet (no block on top of it).
+        const seen = yield* eventually(
+          "the tracker to see the transaction mined",
+          journalOf(databaseUrl, tx),
+          (row) => row?.status === "mined"
+        )
+        const head = yield* Effect.promise(() => client(devnet).getBlockNumber())
+        expect(BigInt(seen.block_number!)).toBe(head)
+
+        // The block is replaced by an empty one at the same height.
+        const reorg = (yield* rpc(devnet, "anvil_reorg", [1, []])) as { readonly error?: unknown }
+        expect(reorg.error).toBeUndefined()
+        const replaced = yield* Effect.promise(() => client(devnet).getBlock({ blockNumber: head }))
+        expect(replaced.hash).not.toBe(seen.block_hash)
+        expect(replaced.transactions).not.toContain(tx)
+
+        const again = yield* eventually(
+          "the same transaction to be mined again",
+          journalOf(databaseUrl, tx),
+          (row) => row?.block_hash !== null && row?.block_hash !== seen.block_hash,
+          { explain: () => service.output().slice(-3000) }
+        )
+        const receipt = yield* Effect.promise(() => client(devnet).getTransactionReceipt({ hash: tx }))
+        expect(receipt.blockHash).toBe(again.block_hash)
+        expect(receipt.status).toBe("success")
+
+        // Deep enough: final, never looked at again.
+        for (let i = 0; i < CONFIRMATIONS; i++) yield* rpc(devnet, "evm_mine")
+        yield* eventually("the transaction to be final", journalOf(databaseUrl, tx), (row) => row?.status === "final")
+
+        const transfers = yield* transfersToMerchant(devnet)
+        expect(transfers.map((log) => log.transactionHash)).toEqual([tx])
+        const balance = yield* Effect.promise(() =>
+          client(devnet).readContract({
+            address: devnet.usd1,
+            abi: erc20Abi,
+            functionName: "balanceOf",
+            args: [merchant.address]
+          })
+        )
+        expect(balance).toBe(7n * 10n ** 18n)
+        const after = yield* callService(service, "GET", `/merchant/orders/${order.id}`)
+        expect(after.body).toMatchObject({ status: "paid", tx, payer: payer.address })
+        const statement = yield* callService(service, "GET", "/me/activity", { token })
+        expect(statement.body.filter((item: { tx?: string }) => item.tx === tx)).toHaveLength(1)
+        expect(statement.body).toHaveLength(1)
+        const settlements = yield* query(databaseUrl, "SELECT status FROM settlements WHERE order_id = $1", [order.id])
+        expect(settlements).toEqual([{ status: "succeeded" }])
+        // Said once, by whichever saw it first: the tracker (the receipt gone) or the nonce check
+        // (the chain's count went back below the relayer's), both sending the same bytes again.
+        const warnings = logLines(service.output())
+          .filter((line) => line.logLevel === "WARN")
+          .map((line) => String(line.message))
+        expect(
+          warnings.filter(
+            (message) =>
+              message === "settlement transaction no longer on chain; sending the same transaction again" ||
+              message.startsWith("relayer nonce gap: ")
+          ).length
+        ).toBeGreaterThan(0)
+        expect(yield* stopService(service, "SIGTERM")).toBe(0)
+      }).pipe(Effect.scoped),
+    180_000
+  )
+})
