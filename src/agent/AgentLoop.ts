@@ -63,7 +63,7 @@ const loopSettings = Config.all({
   /** Live trades of one replica in flight at once. */
   concurrency: positiveInteger("AGENT_CONCURRENCY", 8),
   /** Cards claimed at a time. */
-  batch: positiveInteger("AGENT_BATCH", 500),
+  batch: positiveInteger("AGENT_BATCH", 1000),
   /** How long a replica holds its claim on a batch, and after which an unfinished trade is the reconciler's. */
   lease: durationConfig("AGENT_LEASE", "2 minutes"),
   /** How long a trade's transaction may stay unmined before the decision is `unknown`. */
@@ -520,13 +520,22 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
         const outcomes = yield* decideBatch(cards, at, markets)
         const rows = outcomes.flatMap((outcome) => (outcome.row === undefined ? [] : [outcome.row]))
         // The stored decisions' `decision` events, in the transaction that stores them.
-        const ids =
+        const addresses = new Map(cards.map((card) => [card.cardId, card.address]))
+        const stored =
           rows.length === 0
-            ? new Map<string, string>()
+            ? new Map()
             : yield* repo.insertDecisions(rows).pipe(
-                Effect.tap((stored) => publishDecisions([...stored.values()])),
+                Effect.tap((stored) =>
+                  events.publishAll(
+                    [...stored].map(([cardId, row]) => ({
+                      address: addresses.get(cardId)!,
+                      event: { type: "decision", data: decisionItem(row) } as const
+                    }))
+                  )
+                ),
                 repo.withTransaction
               )
+        const ids = new Map([...stored].map(([cardId, row]) => [cardId, row.id]))
         // The counters, and one span per stored decision (an unchanged card only counts in the tick's tally).
         const tally = new Map<string, number>()
         yield* Effect.forEach(

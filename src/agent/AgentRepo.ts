@@ -27,6 +27,9 @@ const DecisionRow = Schema.Struct({
   error: Schema.NullOr(Schema.String)
 })
 
+/** A decision just stored, with its card. */
+const StoredDecision = Schema.Struct({ cardId: Schema.String, ...DecisionRow.fields }).pipe(Schema.omit("txs"))
+
 /** A decision as `GET /agent/decisions` answers it. */
 export const decisionItem = (row: typeof DecisionRow.Type) => ({ ...row, at: row.at.getTime() })
 
@@ -237,17 +240,21 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
 
     /**
      * Stores a batch of decisions in one statement. (card, interval) is unique: a decision another
-     * replica already stored for that interval is skipped. Answers the stored ones' ids by card.
+     * replica already stored for that interval is skipped. Answers the stored ones by card, as the
+     * log shows them (a new decision has no transaction yet).
      */
     const insertDecisions = (rows: ReadonlyArray<NewDecision>) =>
       rows.length === 0
-        ? Effect.succeed(new Map<string, string>())
-        : sql<{ cardId: string; id: string }>`
+        ? Effect.succeed(new Map<string, typeof DecisionRow.Type>())
+        : sql`
             INSERT INTO agent_decisions ${sql.insert(
               rows.map((row) => ({ ...row, createdAt: row.at, updatedAt: row.at }))
             )}
             ON CONFLICT (card_id, due_at) DO NOTHING
-            RETURNING card_id, id`.pipe(Effect.map((stored) => new Map(stored.map((row) => [row.cardId, row.id]))))
+            RETURNING card_id, id, at, action, symbol, usd, reason, status, error`.pipe(
+            Effect.flatMap(Schema.decodeUnknown(Schema.Array(StoredDecision))),
+            Effect.map((stored) => new Map(stored.map(({ cardId, ...row }) => [cardId, { ...row, txs: [] }])))
+          )
 
     const setTradeAfter = (cardId: string, until: Date) =>
       sql`UPDATE agent_strategies SET trade_after = GREATEST(trade_after, ${until}) WHERE card_id = ${cardId}`

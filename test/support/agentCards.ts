@@ -1,12 +1,21 @@
 /**
- * Seeding and clearing for the agent benchmark: `count` users, each with a card and a strategy due
- * at `dueAt`, written by PostgreSQL itself (generate_series) so that 100,000 cards take seconds.
- * Bench cards are marked `issuer = 'bench'`; `clearAgentBench` removes them and everything of theirs.
+ * Many agent cards at once, for the scale tests and `bench/agent.ts`: `count` users, each with a
+ * card and a strategy due at `dueAt`, written by PostgreSQL itself (generate_series) so that 100,000
+ * cards take seconds. Card `i` is `bench-<i>`; its holder's address is derived from `i`. Such cards
+ * are marked `issuer = 'bench'`; `clearAgentBench` removes them and everything of theirs.
  */
 import type { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 
-export const seedAgentCards = (sql: SqlClient.SqlClient, count: number, dueAt: Date) =>
+/** The id of seeded card `i` (1-based). */
+export const seededCardId = (i: number) => `bench-${i}`
+
+export const seedAgentCards = (
+  sql: SqlClient.SqlClient,
+  count: number,
+  dueAt: Date,
+  strategy: { readonly weeklySpendUsd: number } = { weeklySpendUsd: 140 }
+) =>
   Effect.gen(function* () {
     // Addresses and card ids are derived from the row number: distinct, and the same on every run.
     yield* sql`
@@ -22,7 +31,7 @@ export const seedAgentCards = (sql: SqlClient.SqlClient, count: number, dueAt: D
       FROM generate_series(1, ${count}) i`
     yield* sql`
       INSERT INTO agent_strategies (card_id, targets, weekly_spend_usd, time_zone, created_at, updated_at, due_at)
-      SELECT 'bench-' || i, '{"NVDA": 0.5, "SPY": 0.5}'::jsonb, 140, 'America/New_York', ${dueAt}, ${dueAt}, ${dueAt}
+      SELECT 'bench-' || i, '{"NVDA": 0.5, "SPY": 0.5}'::jsonb, ${strategy.weeklySpendUsd}, 'America/New_York', ${dueAt}, ${dueAt}, ${dueAt}
       FROM generate_series(1, ${count}) i`
   })
 
