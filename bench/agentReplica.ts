@@ -11,7 +11,7 @@
  */
 import { createInterface } from "node:readline"
 import * as Statement from "@effect/sql/Statement"
-import { Effect, Layer, ManagedRuntime } from "effect"
+import { Cause, Effect, Layer, ManagedRuntime } from "effect"
 import { AgentLoop } from "../src/agent/AgentLoop.js"
 import { AppConfig } from "../src/Config.js"
 import { Statement as CardStatement } from "../src/cards/Statement.js"
@@ -61,7 +61,12 @@ process.stdout.write(`${JSON.stringify({ ready: true })}\n`)
 for await (const line of createInterface({ input: process.stdin })) {
   const [command, at] = line.trim().split(" ")
   if (command === "tick") {
-    const result = await runtime.runPromise(tick(at === undefined ? undefined : Number(at)))
+    // A failed tick is an answer too (the parent reports it), not the end of the replica.
+    const result = await runtime.runPromise(
+      tick(at === undefined ? undefined : Number(at)).pipe(
+        Effect.catchAllCause((cause) => Effect.succeed({ error: Cause.pretty(cause).slice(0, 2000) }))
+      )
+    )
     process.stdout.write(`${JSON.stringify(result)}\n`)
   } else if (command === "exit") {
     break

@@ -5,7 +5,11 @@
  * are marked `issuer = 'bench'`; `clearAgentBench` removes them and everything of theirs.
  */
 import type { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { Effect, Redacted } from "effect"
+import { encodeAbiParameters, keccak256, numberToHex, parseUnits } from "viem"
+import { privateKeyToAccount } from "viem/accounts"
+import { agentWalletKey } from "../../src/agent/ChainAgentWallet.js"
+import type { Devnet } from "../../src/chain/Devnet.js"
 
 /** The id of seeded card `i` (1-based). */
 export const seededCardId = (i: number) => `bench-${i}`
@@ -47,4 +51,57 @@ export const clearAgentBench = (sql: SqlClient.SqlClient) =>
     yield* sql`DELETE FROM event_sequences WHERE address IN (${benchAddresses})`
     yield* sql`WITH gone AS (DELETE FROM cards WHERE issuer = 'bench' RETURNING address)
                DELETE FROM users WHERE address IN (SELECT address FROM gone)`
+  })
+
+/** Mapping slot of `owner` in a Solidity `mapping(address => uint256)` at `slot`. */
+const balanceSlot = (owner: `0x${string}`, slot: bigint) =>
+  keccak256(encodeAbiParameters([{ type: "address" }, { type: "uint256" }], [owner, slot]))
+
+/** JSON-RPC calls to the devnet, 200 to a batch request. */
+const rpcBatch = (url: string, calls: ReadonlyArray<{ method: string; params: ReadonlyArray<unknown> }>) =>
+  Effect.forEach(
+    Array.from({ length: Math.ceil(calls.length / 200) }, (_, i) => calls.slice(i * 200, (i + 1) * 200)),
+    (chunk) =>
+      Effect.promise(() =>
+        fetch(url, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify(chunk.map((call, id) => ({ jsonrpc: "2.0", id, ...call })))
+        }).then((response) => response.json())
+      ),
+    { discard: true }
+  )
+
+/**
+ * Gives the agent wallets (keys derived from `seed`) of seeded cards 1..count gas and $25 of USD1 by writing the devnet's
+ * state (USD1 is OpenZeppelin's ERC20: balances are the mapping at slot 0), and keeps each wallet's
+ * address with its strategy, as the loop would after its first look. Every seeded card's own USD1
+ * balance is set to 0.
+ */
+export const fundAgentWallets = (sql: SqlClient.SqlClient, devnet: Devnet, seed: string, count: number) =>
+  Effect.gen(function* () {
+    const wallets = Array.from(
+      { length: count },
+      (_, i) => privateKeyToAccount(Redacted.value(agentWalletKey(Redacted.make(seed), seededCardId(i + 1)))).address
+    )
+    const usd1 = numberToHex(parseUnits("25", 18), { size: 32 })
+    const cards = yield* sql<{ address: `0x${string}` }>`SELECT address FROM cards WHERE issuer = 'bench'`
+    yield* rpcBatch(devnet.rpcUrl, [
+      // A card an earlier run refilled starts empty again.
+      ...cards.map(({ address }) => ({
+        method: "anvil_setStorageAt",
+        params: [devnet.usd1, balanceSlot(address, 0n), numberToHex(0n, { size: 32 })]
+      })),
+      ...wallets.map((wallet) => ({ method: "anvil_setBalance", params: [wallet, "0xde0b6b3a7640000"] })),
+      ...wallets.map((wallet) => ({
+        method: "anvil_setStorageAt",
+        params: [devnet.usd1, balanceSlot(wallet, 0n), usd1]
+      }))
+    ])
+    yield* sql`
+      UPDATE agent_strategies s SET wallet = w.wallet
+      FROM (SELECT unnest(${wallets.map((_, i) => seededCardId(i + 1))}::text[]) AS card_id,
+                   unnest(${wallets}::text[]) AS wallet) w
+      WHERE s.card_id = w.card_id`
+    return wallets
   })
