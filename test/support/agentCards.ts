@@ -18,7 +18,15 @@ export const seedAgentCards = (
   sql: SqlClient.SqlClient,
   count: number,
   dueAt: Date,
-  strategy: { readonly weeklySpendUsd: number } = { weeklySpendUsd: 140 }
+  strategy: {
+    readonly weeklySpendUsd: number
+    /**
+     * `derived`: the loop derives each wallet's address from the seed on its first look (as for a
+     * new card); `placeholder`: every card has a distinct made-up wallet address already, as after
+     * the loop's first look (for dry figures on a chain where those wallets hold nothing anyway).
+     */
+    readonly wallets?: "derived" | "placeholder"
+  } = { weeklySpendUsd: 140 }
 ) =>
   Effect.gen(function* () {
     // Addresses and card ids are derived from the row number: distinct, and the same on every run.
@@ -34,8 +42,11 @@ export const seedAgentCards = (
              decode(md5('bench-doc-' || i) || md5('bench-doc2-' || i), 'hex'), ${dueAt}
       FROM generate_series(1, ${count}) i`
     yield* sql`
-      INSERT INTO agent_strategies (card_id, targets, weekly_spend_usd, time_zone, created_at, updated_at, due_at)
-      SELECT 'bench-' || i, '{"NVDA": 0.5, "SPY": 0.5}'::jsonb, ${strategy.weeklySpendUsd}, 'America/New_York', ${dueAt}, ${dueAt}, ${dueAt}
+      INSERT INTO agent_strategies (card_id, targets, weekly_spend_usd, time_zone, created_at, updated_at, due_at,
+                                    wallet)
+      SELECT 'bench-' || i, '{"NVDA": 0.5, "SPY": 0.5}'::jsonb, ${strategy.weeklySpendUsd}, 'America/New_York',
+             ${dueAt}, ${dueAt}, ${dueAt},
+             CASE WHEN ${strategy.wallets === "placeholder"} THEN '0x' || md5('bench-wallet-' || i) || substr(md5('bench-wpad-' || i), 1, 8) END
       FROM generate_series(1, ${count}) i`
   })
 
