@@ -269,7 +269,17 @@ export const agentSection: Section = {
     }).pipe(
       Effect.provide(
         Layer.unwrapEffect(Effect.sync(() => sqlLayer(Redacted.make(ctx.databaseUrl)))).pipe(
-          Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["DATA_DIR", ctx.tmp]]))))
+          Layer.provide(
+            Layer.setConfigProvider(
+              ConfigProvider.fromMap(
+                new Map([
+                  ["DATA_DIR", ctx.tmp],
+                  // Seeding and clearing 100,000 cards are single statements of many seconds.
+                  ["DATABASE_STATEMENT_TIMEOUT", "10 minutes"]
+                ])
+              )
+            )
+          )
         )
       ),
       Effect.mapError((cause) => new Error(String(cause)))
