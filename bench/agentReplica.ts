@@ -13,13 +13,13 @@ import { createInterface } from "node:readline"
 import * as Statement from "@effect/sql/Statement"
 import { Cause, Effect, Layer, ManagedRuntime } from "effect"
 import { AgentLoop } from "../src/agent/AgentLoop.js"
-import { AppConfig } from "../src/Config.js"
 import { Statement as CardStatement } from "../src/cards/Statement.js"
 import { InMemoryChain } from "../src/chain/InMemoryChain.js"
-import { SqlLive } from "../src/Database.js"
 import { Events } from "../src/events/Events.js"
 import { Market } from "../src/market/Market.js"
 import { portsLayer } from "../src/Ports.js"
+import { AppConfig } from "../src/runtime/Config.js"
+import { SqlLive } from "../src/storage/Database.js"
 
 let statements = 0
 const countStatements = Statement.setTransformer((statement) =>

@@ -15,9 +15,9 @@ import { Agent, type ClientRequest, request } from "node:http"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Redacted } from "effect"
 import { getAddress } from "viem"
-import { sqlLayer } from "../src/Database.js"
 import { EventRepo } from "../src/events/EventRepo.js"
 import { SseParser } from "../src/events/Sse.js"
+import { sqlLayer } from "../src/storage/Database.js"
 import {
   alternating,
   type BenchContext,

@@ -12,7 +12,7 @@ import { Effect, type Scope } from "effect"
 import ts from "typescript"
 import { DEVNET_POLL_INTERVAL } from "../src/chain/Deployment.js"
 import { ANVIL_ACCOUNT_KEYS, type Devnet } from "../src/chain/Devnet.js"
-import { freePort } from "../src/EmbeddedPostgres.js"
+import { freePort } from "../src/embedded/EmbeddedPostgres.js"
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 
@@ -47,6 +47,9 @@ export interface Sizes {
   readonly agentCards: ReadonlyArray<number>
   /** Concurrent event streams, events published over them, and their rate. */
   readonly events: { readonly streams: number; readonly count: number; readonly perSecond: number }
+  /** The remote-chain section: concurrencies compared with the reference, and payments per run. */
+  readonly remoteConcurrencies: ReadonlyArray<number>
+  readonly remotePayments: (concurrency: number) => number
 }
 
 export const sizesFor = (quick: boolean, rounds: number | undefined): Sizes =>
@@ -65,7 +68,9 @@ export const sizesFor = (quick: boolean, rounds: number | undefined): Sizes =>
         idleSettleMs: 500,
         countedOps: 3,
         agentCards: [1_000],
-        events: { streams: 100, count: 1_000, perSecond: 500 }
+        events: { streams: 100, count: 1_000, perSecond: 500 },
+        remoteConcurrencies: [10],
+        remotePayments: (concurrency) => concurrency
       }
     : {
         rounds: rounds ?? 3,
@@ -81,7 +86,10 @@ export const sizesFor = (quick: boolean, rounds: number | undefined): Sizes =>
         idleSettleMs: 3000,
         countedOps: 10,
         agentCards: [10_000, 100_000],
-        events: { streams: 1_000, count: 10_000, perSecond: 1_000 }
+        events: { streams: 1_000, count: 10_000, perSecond: 1_000 },
+        remoteConcurrencies: [10, 50, 200],
+        // At least 5 blocks' worth at the rates seen (10-50/s), so that a run is not one block.
+        remotePayments: (concurrency) => Math.max(150, 2 * concurrency)
       }
 
 /** One line of the ratio table: the same measure taken on the service and on its reference. */

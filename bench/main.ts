@@ -19,7 +19,7 @@ import path from "node:path"
 import { NodeRuntime } from "@effect/platform-node"
 import { Cause, Effect, Either, Logger, LogLevel, Redacted, Scope } from "effect"
 import { startDevnet } from "../src/chain/Devnet.js"
-import { startEmbeddedPostgres } from "../src/EmbeddedPostgres.js"
+import { startEmbeddedPostgres } from "../src/embedded/EmbeddedPostgres.js"
 import { agentSection } from "./agent.js"
 import { countsSection } from "./counts.js"
 import { eventsSection } from "./events.js"
@@ -38,12 +38,14 @@ import {
 } from "./harness.js"
 import { healthSection, readSection } from "./http.js"
 import { paySection } from "./pay.js"
+import { remoteSection } from "./remote.js"
 import { signInSection } from "./signin.js"
 import { startupSection } from "./startup.js"
 
 /** In report order. */
 const SECTIONS: ReadonlyArray<Section> = [
   paySection,
+  remoteSection,
   readSection,
   healthSection,
   signInSection,

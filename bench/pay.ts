@@ -51,7 +51,7 @@ export const payingFetch = (account: PrivateKeyAccount, devnet: Devnet, baseFetc
   return wrapFetchWithPayment(baseFetch, client)
 }
 
-const expectSettled = async (response: Response) => {
+export const expectSettled = async (response: Response) => {
   const text = await response.text()
   const header = response.headers.get("PAYMENT-RESPONSE")
   if (response.status !== 200 || header === null) {
@@ -107,7 +107,7 @@ export const fundedPayers = (devnet: Devnet, count: number) =>
     return payers
   })
 
-const merchantBalance = (devnet: Devnet) =>
+export const merchantBalance = (devnet: Devnet) =>
   Effect.promise(() =>
     createPublicClient({ transport: http(devnet.rpcUrl) }).readContract({
       address: devnet.usd1,

@@ -57,8 +57,12 @@ const rpcLabel = (call: unknown) => {
   return `${name}(${functionName(tx.data ?? tx.input)})`
 }
 
-/** A JSON-RPC proxy to `target`; its URL and counter. Closed with the scope. */
-export const startRpcProxy = (target: string) =>
+/**
+ * A JSON-RPC proxy to `target`; its URL and counter. Closed with the scope. With `delayMs`, every
+ * HTTP request waits that long before it is forwarded: a remote provider's round trip (a batch is
+ * one request, one round trip, as it would be over the network).
+ */
+export const startRpcProxy = (target: string, options: { readonly delayMs?: number } = {}) =>
   Effect.acquireRelease(
     Effect.async<{ url: string; counter: Counter; close: () => Promise<void> }>((resume) => {
       const counter = new Counter()
@@ -73,7 +77,12 @@ export const startRpcProxy = (target: string) =>
           } catch {
             counter.add("(unparsable)")
           }
-          fetch(target, { method: "POST", headers: { "content-type": "application/json" }, body }).then(
+          const forward = () => fetch(target, { method: "POST", headers: { "content-type": "application/json" }, body })
+          const delayed =
+            options.delayMs === undefined
+              ? forward()
+              : new Promise<void>((wait) => setTimeout(wait, options.delayMs)).then(forward)
+          delayed.then(
             async (response) => {
               const text = await response.text()
               res.writeHead(response.status, { "content-type": "application/json" })

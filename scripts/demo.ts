@@ -17,12 +17,12 @@ import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@
 import { ConfigProvider, Effect, Layer, Logger, LogLevel, Queue, Stream } from "effect"
 import { privateKeyToAccount } from "viem/accounts"
 import { eventStream, makeClient, type StreamEvent } from "../src/Client.js"
-import { AppConfig } from "../src/Config.js"
 import { ANVIL_ACCOUNT_KEYS } from "../src/chain/Devnet.js"
-import { SqlLive } from "../src/Database.js"
-import { freePort } from "../src/EmbeddedPostgres.js"
+import { freePort } from "../src/embedded/EmbeddedPostgres.js"
+import { httpLive, NodeServerLive } from "../src/http/Server.js"
 import { PortsLive } from "../src/Ports.js"
-import { httpLive, NodeServerLive } from "../src/Server.js"
+import { AppConfig } from "../src/runtime/Config.js"
+import { SqlLive } from "../src/storage/Database.js"
 
 const STEPS = [
   "start the service",

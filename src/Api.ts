@@ -7,14 +7,6 @@
  */
 
 import { HttpApi, OpenApi } from "@effect/platform"
-import {
-  BadRequest,
-  DatabaseUnavailable,
-  InternalError,
-  NotFound,
-  PayloadTooLarge,
-  UnsupportedMediaType
-} from "./ApiError.js"
 import { AccountApi } from "./account/Api.js"
 import { AgentApi, StrategyApi } from "./agent/Api.js"
 import { AuthApi } from "./auth/Api.js"
@@ -22,11 +14,19 @@ import { StatementApi } from "./cards/Api.js"
 import { DevnetApi } from "./devnet/Api.js"
 import { EventsApi, StreamEvent } from "./events/Api.js"
 import { HealthApi } from "./health/Api.js"
+import {
+  BadRequest,
+  DatabaseUnavailable,
+  InternalError,
+  NotFound,
+  PayloadTooLarge,
+  UnsupportedMediaType
+} from "./http/ApiError.js"
+import { completeDocument } from "./http/OpenApiDocument.js"
 import { KycApi, KycSandboxApi, KycWebhookApi } from "./kyc/Api.js"
 import { MarketApi } from "./market/Api.js"
 import { MerchantApi } from "./merchant/Api.js"
-import { completeDocument } from "./OpenApiDocument.js"
-import { SERVICE_VERSION } from "./ServiceInfo.js"
+import { SERVICE_VERSION } from "./runtime/ServiceInfo.js"
 
 export class CoreApi extends HttpApi.make("api")
   .add(HealthApi)

@@ -23,7 +23,6 @@ import type { SqlClient } from "@effect/sql"
 import { Config, Effect, Layer, Option } from "effect"
 import type { AgentWallet } from "./agent/AgentWallet.js"
 import { ChainAgentWallet } from "./agent/ChainAgentWallet.js"
-import type { AppConfig } from "./Config.js"
 import { type CardIssuer, LocalCardIssuer } from "./cards/CardIssuer.js"
 import type { ChainClient } from "./chain/ChainClient.js"
 import { ChainDeployment } from "./chain/Deployment.js"
@@ -35,7 +34,8 @@ import type { KycProvider } from "./kyc/KycProvider.js"
 import { SandboxProviderLive } from "./kyc/SandboxProvider.js"
 import { PriceFeed } from "./market/PriceFeed.js"
 import { FacilitatorProcessor, type PaymentProcessor, RelayerProcessor } from "./merchant/PaymentProcessor.js"
-import { Secrets } from "./Secrets.js"
+import type { AppConfig } from "./runtime/Config.js"
+import { Secrets } from "./runtime/Secrets.js"
 
 /** Every port, as the HTTP app requires them. */
 export type Ports =

@@ -5,12 +5,12 @@
  * order.
  */
 import { Layer } from "effect"
-import { AppConfig } from "./Config.js"
-import { SqlLive } from "./Database.js"
-import { launch } from "./Launch.js"
-import { ObservabilityLive } from "./Observability.js"
+import { httpLive, NodeServerLive } from "./http/Server.js"
+import { ObservabilityLive } from "./observability/Observability.js"
 import { PortsLive } from "./Ports.js"
-import { httpLive, NodeServerLive } from "./Server.js"
+import { AppConfig } from "./runtime/Config.js"
+import { launch } from "./runtime/Launch.js"
+import { SqlLive } from "./storage/Database.js"
 
 const MainLive = httpLive(NodeServerLive).pipe(
   Layer.provide(PortsLive),

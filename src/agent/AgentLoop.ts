@@ -22,16 +22,16 @@
 import { randomUUID } from "node:crypto"
 import { Clock, Config, ConfigError, Duration, Effect, Either, Metric, Option } from "effect"
 import { formatUnits, getAddress, parseUnits } from "viem"
-import { backgroundLoop } from "../BackgroundLoop.js"
-import { AppConfig, durationConfig, positiveInteger } from "../Config.js"
 import { Statement } from "../cards/Statement.js"
 import type { Address } from "../chain/Address.js"
 import { ChainClient, type Receipt } from "../chain/ChainClient.js"
 import type { StockToken } from "../chain/Tokens.js"
 import { Events } from "../events/Events.js"
-import { agentTickDuration, agentTickOverruns, countAgentDecision } from "../Metrics.js"
 import type { MarketData } from "../market/Api.js"
 import { Market } from "../market/Market.js"
+import { agentTickDuration, agentTickOverruns, countAgentDecision } from "../observability/Metrics.js"
+import { backgroundLoop } from "../runtime/BackgroundLoop.js"
+import { AppConfig, durationConfig, positiveInteger } from "../runtime/Config.js"
 import {
   AgentRepo,
   type AgentTransaction,

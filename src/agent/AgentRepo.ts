@@ -2,7 +2,7 @@
 import { SqlClient, SqlSchema, type Statement as SqlStatement } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { Address } from "../chain/Address.js"
-import { isUniqueViolation, repository, transactionally } from "../Sql.js"
+import { isUniqueViolation, repository, transactionally } from "../storage/Sql.js"
 import { DecisionAction, DecisionStatus } from "./Api.js"
 
 export const StrategyRow = Schema.Struct({

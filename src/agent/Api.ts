@@ -6,11 +6,11 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, OpenApi } from "@effect/platform"
 import { Context, type Option, Schema } from "effect"
-import { ApiError, BadRequest, ChainUnavailable, Unauthorized } from "../ApiError.js"
 import { Authentication } from "../auth/Api.js"
 import { Address } from "../chain/Address.js"
+import { ApiError, BadRequest, ChainUnavailable, Unauthorized } from "../http/ApiError.js"
+import { DEFAULT_PAGE_SIZE, optionalInteger } from "../http/QueryParams.js"
 import { Instant, MarketData, PriceUnavailable } from "../market/Api.js"
-import { DEFAULT_PAGE_SIZE, optionalInteger } from "../QueryParams.js"
 
 export class CardRequired extends ApiError(
   "CardRequired",

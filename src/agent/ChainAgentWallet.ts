@@ -12,7 +12,7 @@ import { createHmac, randomBytes } from "node:crypto"
 import { Effect, Layer, Option, Redacted } from "effect"
 import { CallReverted, type ChainAccount, ChainClient, ChainError } from "../chain/ChainClient.js"
 import { type StockToken, TokenRegistry } from "../chain/Tokens.js"
-import { type SecretName, Secrets } from "../Secrets.js"
+import { type SecretName, Secrets } from "../runtime/Secrets.js"
 import { type AgentCard, AgentWallet, AgentWalletError, type WalletHoldings } from "./AgentWallet.js"
 
 /** The seed every agent wallet key is derived from; a development file in DATA_DIR when unset. */

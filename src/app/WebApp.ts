@@ -12,9 +12,9 @@ import { readdirSync, readFileSync } from "node:fs"
 import path from "node:path"
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, Option } from "effect"
-import { AppConfig } from "../Config.js"
 import { ChainClient } from "../chain/ChainClient.js"
-import { APP_PAGE_CSP } from "../PageSecurity.js"
+import { APP_PAGE_CSP } from "../http/PageSecurity.js"
+import { AppConfig } from "../runtime/Config.js"
 import { ASSETS_PATH, CONFIG_MARKER, ensureWebBuild } from "./WebBuild.js"
 
 const CONTENT_TYPES: Readonly<Record<string, string>> = {

@@ -1,8 +1,8 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSecurity, OpenApi } from "@effect/platform"
 import { Context, Schema } from "effect"
-import { ApiError, ChainUnavailable, RateLimited, Unauthorized } from "../ApiError.js"
 import { Card } from "../cards/Card.js"
 import { Address } from "../chain/Address.js"
+import { ApiError, ChainUnavailable, RateLimited, Unauthorized } from "../http/ApiError.js"
 import { KycState } from "../kyc/KycState.js"
 
 export class InvalidSignature extends ApiError(

@@ -6,10 +6,10 @@
  */
 import { createHash, randomBytes } from "node:crypto"
 import { Clock, Effect, Option } from "effect"
-import { ChainUnavailable, Unauthorized } from "../ApiError.js"
-import { AppConfig } from "../Config.js"
 import type { Address } from "../chain/Address.js"
 import { ChainClient } from "../chain/ChainClient.js"
+import { ChainUnavailable, Unauthorized } from "../http/ApiError.js"
+import { AppConfig } from "../runtime/Config.js"
 import { ChallengeExpired, ChallengeUnknown, InvalidSignature } from "./Api.js"
 import { AuthRepo } from "./AuthRepo.js"
 import { buildChallenge, challengeOf, signedByKey } from "./Siwe.js"

@@ -2,7 +2,7 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { Address } from "../chain/Address.js"
-import { repository } from "../Sql.js"
+import { repository } from "../storage/Sql.js"
 
 const ChallengeRow = Schema.Struct({
   message: Schema.String,

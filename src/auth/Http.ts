@@ -2,7 +2,7 @@ import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer, Redacted } from "effect"
 import { Api } from "../Api.js"
 import { Account } from "../account/Account.js"
-import { RateLimiter } from "../RateLimit.js"
+import { RateLimiter } from "../http/RateLimit.js"
 import { Authentication } from "./Api.js"
 import { Auth } from "./Auth.js"
 

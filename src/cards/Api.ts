@@ -1,7 +1,7 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../auth/Api.js"
-import { DEFAULT_PAGE_SIZE, optionalInteger } from "../QueryParams.js"
+import { DEFAULT_PAGE_SIZE, optionalInteger } from "../http/QueryParams.js"
 
 export class ActivityItem extends Schema.Class<ActivityItem>("ActivityItem")({
   id: Schema.String.annotations({ description: "cursor for `before`" }),

@@ -6,7 +6,7 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { Address } from "../chain/Address.js"
-import { repository } from "../Sql.js"
+import { repository } from "../storage/Sql.js"
 
 export const CardRow = Schema.Struct({
   id: Schema.String,

@@ -8,7 +8,7 @@ import { SqlClient, SqlSchema, type Statement as SqlStatement } from "@effect/sq
 import { Effect, Option, Schema } from "effect"
 import { Address } from "../chain/Address.js"
 import { ChainClient } from "../chain/ChainClient.js"
-import { DEFAULT_PAGE_SIZE } from "../QueryParams.js"
+import { DEFAULT_PAGE_SIZE } from "../http/QueryParams.js"
 import { ActivityItem } from "./Api.js"
 
 const ItemRow = Schema.Struct({

@@ -10,8 +10,8 @@ import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises"
 import { createRequire } from "node:module"
 import * as path from "node:path"
 import { Duration, Effect, type Scope } from "effect"
-import { freePort } from "../EmbeddedPostgres.js"
-import { EmbeddedServerError, startServer, stopLeftover, superviseServer } from "../EmbeddedServer.js"
+import { freePort } from "../embedded/EmbeddedPostgres.js"
+import { EmbeddedServerError, startServer, stopLeftover, superviseServer } from "../embedded/EmbeddedServer.js"
 
 const SERVER = "anvil"
 const LISTEN_TIMEOUT = Duration.seconds(10)

@@ -6,7 +6,7 @@
 import path from "node:path"
 import { Config, ConfigError, Context, type Duration, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
 import type { Hex } from "viem"
-import { AppConfig, addressConfig, durationConfig } from "../Config.js"
+import { AppConfig, addressConfig, durationConfig } from "../runtime/Config.js"
 import { Address } from "./Address.js"
 import type { Usd1Token } from "./ChainClient.js"
 import { ANVIL_ACCOUNT_KEYS, startDevnet } from "./Devnet.js"

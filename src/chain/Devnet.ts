@@ -30,7 +30,7 @@ import {
   type Transport
 } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
-import { EmbeddedServerError } from "../EmbeddedServer.js"
+import { EmbeddedServerError } from "../embedded/EmbeddedServer.js"
 import { Address as AddressSchema } from "./Address.js"
 import { startAnvil } from "./Anvil.js"
 import {
@@ -210,8 +210,18 @@ export const awaitReceipt = (devnet: Pick<Devnet, "rpcUrl" | "chainId">, hash: H
           message: `${what}: ${hash} not mined within ${RECEIPT_LIMIT_MS / 1000} s (${known ? "still pending" : "unknown to the node: dropped"})`
         })
       }
-      yield* Effect.sleep(POLLING_INTERVAL_MS)
+      yield* realTimePause(POLLING_INTERVAL_MS)
     }
+  })
+
+/**
+ * A pause on the wall clock, whatever Clock the caller runs with: the node mines in real time, and
+ * a test under the TestClock (that never moves it) must still see the receipt come.
+ */
+const realTimePause = (ms: number) =>
+  Effect.async<void>((resume) => {
+    const timer = setTimeout(() => resume(Effect.void), ms)
+    return Effect.sync(() => clearTimeout(timer))
   })
 
 export const sendAsDeployer = (

@@ -6,9 +6,9 @@
  */
 import { type HttpApi, HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { ChainUnavailable, RateLimited } from "../ApiError.js"
 import { Authentication } from "../auth/Api.js"
 import { Address } from "../chain/Address.js"
+import { ChainUnavailable, RateLimited } from "../http/ApiError.js"
 
 export const FaucetGrant = Schema.Struct({
   address: Address.annotations({ description: "the signed-in address, which received the grant" }),

@@ -4,9 +4,9 @@
  */
 import { Duration, Effect, Option } from "effect"
 import { formatUnits } from "viem"
-import { ChainUnavailable } from "../ApiError.js"
 import type { Address } from "../chain/Address.js"
 import { ChainClient } from "../chain/ChainClient.js"
+import { ChainUnavailable } from "../http/ApiError.js"
 
 /** What one grant gives, in whole USD1. */
 export const FAUCET_GRANT_USD1 = 100

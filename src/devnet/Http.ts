@@ -4,7 +4,7 @@ import { ClientApi } from "../Api.js"
 import { CurrentUser } from "../auth/Api.js"
 import { AuthenticationLive } from "../auth/Http.js"
 import { ChainClient } from "../chain/ChainClient.js"
-import { RateLimiter } from "../RateLimit.js"
+import { RateLimiter } from "../http/RateLimit.js"
 import { DevnetFaucet } from "./Faucet.js"
 
 const FaucetHttpLive = HttpApiBuilder.group(ClientApi, "devnet", (handlers) =>

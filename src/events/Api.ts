@@ -5,11 +5,11 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { ApiError } from "../ApiError.js"
 import { DecisionItem, Strategy } from "../agent/Api.js"
 import { Authentication } from "../auth/Api.js"
 import { ActivityItem } from "../cards/Api.js"
 import { Card } from "../cards/Card.js"
+import { ApiError } from "../http/ApiError.js"
 import { KycState } from "../kyc/KycState.js"
 
 export class EventIdExpired extends ApiError(

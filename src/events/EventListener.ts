@@ -9,7 +9,7 @@
  */
 import { Deferred, Duration, Effect, Exit, type Scope } from "effect"
 import type pg from "pg"
-import { reportUnavailable } from "../Outages.js"
+import { reportUnavailable } from "../observability/Outages.js"
 
 const FIRST_RETRY = Duration.millis(100)
 const LAST_RETRY = Duration.seconds(5)

@@ -9,7 +9,7 @@
  */
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, Schema } from "effect"
-import { repository } from "../Sql.js"
+import { repository } from "../storage/Sql.js"
 import type { StoredEventType } from "./Api.js"
 
 /** The channel every replica listens on. Payloads: `e <address> <id>` (new events up to id), `c <stream id>` (close). */

@@ -1,6 +1,6 @@
 /** The settings of GET /me/events, read by the streams and by the retention job. */
 import { Config } from "effect"
-import { durationConfig, positiveInteger } from "../Config.js"
+import { durationConfig, positiveInteger } from "../runtime/Config.js"
 
 export const eventSettings = Config.all({
   /** Ping interval; how soon sign-out, expiry, a lost notification and a stuck reader are acted on. */

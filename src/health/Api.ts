@@ -1,6 +1,6 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { NotReady } from "../ApiError.js"
+import { NotReady } from "../http/ApiError.js"
 
 export class HealthApi extends HttpApiGroup.make("health")
   .add(

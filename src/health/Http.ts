@@ -2,8 +2,8 @@ import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
 import { Cause, Effect, Option } from "effect"
 import { Api } from "../Api.js"
-import { NotReady } from "../ApiError.js"
 import { ChainClient } from "../chain/ChainClient.js"
+import { NotReady } from "../http/ApiError.js"
 
 /** How long readiness waits on each dependency. */
 const CHECK_TIMEOUT = "2 seconds"

@@ -4,8 +4,8 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { ApiError } from "../ApiError.js"
 import { Authentication } from "../auth/Api.js"
+import { ApiError } from "../http/ApiError.js"
 
 export class KycAlreadyApproved extends ApiError(
   "KycAlreadyApproved",

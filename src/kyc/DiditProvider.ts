@@ -18,7 +18,7 @@
  */
 import { FetchHttpClient, HttpClient, HttpClientRequest, HttpClientResponse } from "@effect/platform"
 import { Effect, Either, Layer, Option, Redacted, Schema } from "effect"
-import { BadRequest } from "../ApiError.js"
+import { BadRequest } from "../http/ApiError.js"
 import { KycProviderFailed, WebhookSignatureInvalid, WebhookTimestampStale } from "./Api.js"
 import type { VerifiedDocument } from "./Document.js"
 import { type DiditSettings, KycConfig } from "./KycConfig.js"

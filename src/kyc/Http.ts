@@ -3,7 +3,7 @@ import { Effect, Layer } from "effect"
 import { Api } from "../Api.js"
 import { CurrentUser } from "../auth/Api.js"
 import { AuthenticationLive } from "../auth/Http.js"
-import { STATIC_PAGE_CSP } from "../PageSecurity.js"
+import { STATIC_PAGE_CSP } from "../http/PageSecurity.js"
 import { Kyc } from "./Kyc.js"
 import { SandboxDesk } from "./SandboxDesk.js"
 

@@ -20,12 +20,12 @@
  * that is no longer the user's current one update that session only.
  */
 import { Clock, type Duration, Effect, Option } from "effect"
-import { NotFound } from "../ApiError.js"
-import { AppConfig } from "../Config.js"
 import { Cards } from "../cards/Cards.js"
 import type { Address } from "../chain/Address.js"
 import { Events } from "../events/Events.js"
-import { countKycTransition } from "../Metrics.js"
+import { NotFound } from "../http/ApiError.js"
+import { countKycTransition } from "../observability/Metrics.js"
+import { AppConfig } from "../runtime/Config.js"
 import { KycAlreadyApproved, KycDuplicate, KycProviderFailed } from "./Api.js"
 import { KycProvider, type SessionUpdate } from "./KycProvider.js"
 import { KycRepo } from "./KycRepo.js"

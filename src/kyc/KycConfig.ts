@@ -9,7 +9,7 @@
  * | `DIDIT_BASE_URL` | `https://verification.didit.me` | Didit's API base |
  */
 import { Config, Context, Effect, Layer, Option, type Redacted } from "effect"
-import { AppConfig, httpUrl } from "../Config.js"
+import { AppConfig, httpUrl } from "../runtime/Config.js"
 
 /** The built-in providers `KYC_PROVIDER` chooses from; another provider is another `KycProvider` Layer. */
 export type ProviderName = "sandbox" | "didit"

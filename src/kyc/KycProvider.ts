@@ -6,8 +6,8 @@
  * verification) and `ScriptedKycProvider` (tests). Ports.ts picks one from `KYC_PROVIDER`.
  */
 import { Context, type Effect, type Option } from "effect"
-import type { BadRequest } from "../ApiError.js"
 import type { Address } from "../chain/Address.js"
+import type { BadRequest } from "../http/ApiError.js"
 import type { KycProviderFailed, WebhookSignatureInvalid, WebhookTimestampStale } from "./Api.js"
 import type { VerifiedDocument } from "./Document.js"
 import type { SessionStatus } from "./KycState.js"

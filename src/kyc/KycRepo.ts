@@ -6,7 +6,7 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { Address } from "../chain/Address.js"
-import { repository, transactionally } from "../Sql.js"
+import { repository, transactionally } from "../storage/Sql.js"
 import { SandboxOutcome } from "./Api.js"
 import { KycState, SessionStatus } from "./KycState.js"
 

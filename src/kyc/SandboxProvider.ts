@@ -18,8 +18,8 @@
  */
 import { randomBytes } from "node:crypto"
 import { Clock, Effect, Either, Layer, Option, ParseResult, Redacted, Schema } from "effect"
-import { BadRequest } from "../ApiError.js"
-import { open, type SecretName, Secrets } from "../Secrets.js"
+import { BadRequest } from "../http/ApiError.js"
+import { open, type SecretName, Secrets } from "../runtime/Secrets.js"
 import { KycProviderFailed, type SandboxForm, WebhookSignatureInvalid, WebhookTimestampStale } from "./Api.js"
 import type { VerifiedDocument } from "./Document.js"
 import { KycConfig } from "./KycConfig.js"

@@ -4,8 +4,8 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { ParseResult, Schema } from "effect"
-import { ApiError, NotFound } from "../ApiError.js"
 import { Address } from "../chain/Address.js"
+import { ApiError, NotFound } from "../http/ApiError.js"
 
 export class PriceUnavailable extends ApiError(
   "PriceUnavailable",

@@ -14,13 +14,13 @@
  * Rules and configuration are documented in docs/market.md.
  */
 import { Clock, Config, ConfigError, Duration, Effect, Either, Option, Ref } from "effect"
-import { NotFound } from "../ApiError.js"
-import { backgroundLoop } from "../BackgroundLoop.js"
-import { durationConfig } from "../Config.js"
 import type { Address } from "../chain/Address.js"
 import { ChainError } from "../chain/ChainClient.js"
 import { type StockToken, TokenRegistry } from "../chain/Tokens.js"
-import { reportUnavailable } from "../Outages.js"
+import { NotFound } from "../http/ApiError.js"
+import { reportUnavailable } from "../observability/Outages.js"
+import { backgroundLoop } from "../runtime/BackgroundLoop.js"
+import { durationConfig } from "../runtime/Config.js"
 import type { CloseRef, MarketData, TokenMarket } from "./Api.js"
 import { PriceUnavailable } from "./Api.js"
 import { type AdHocClosure, defaultAdHocClosures, isIsoDate, type MarketStatus, marketStatusAt } from "./Calendar.js"

@@ -2,7 +2,7 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { Address } from "../chain/Address.js"
-import { repository } from "../Sql.js"
+import { repository } from "../storage/Sql.js"
 
 /** One observation of a token's price in the regular session. */
 export const CloseRefRow = Schema.Struct({

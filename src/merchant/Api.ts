@@ -1,8 +1,8 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Either, Schema } from "effect"
-import { ApiError, ChainUnavailable, RateLimited } from "../ApiError.js"
 import { Address } from "../chain/Address.js"
-import { textHeader, withResponseHeaders } from "../OpenApiDocument.js"
+import { ApiError, ChainUnavailable, RateLimited } from "../http/ApiError.js"
+import { textHeader, withResponseHeaders } from "../http/OpenApiDocument.js"
 import { parseAmount } from "./Money.js"
 import { PaymentRequiredBody, SettleResponse } from "./X402.js"
 

@@ -1,7 +1,7 @@
 import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
 import { Effect, Option, Schema } from "effect"
 import { Api } from "../Api.js"
-import { RateLimiter } from "../RateLimit.js"
+import { RateLimiter } from "../http/RateLimit.js"
 import { Order, type PaymentRequired } from "./Api.js"
 import { Merchant, type PaidOrder } from "./Merchant.js"
 import { encodeHeader } from "./X402.js"

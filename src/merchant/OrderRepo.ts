@@ -2,7 +2,7 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Array as Arr, Effect, Schema } from "effect"
 import { Address } from "../chain/Address.js"
-import { isUniqueViolation, repository, transactionally } from "../Sql.js"
+import { isUniqueViolation, repository, transactionally } from "../storage/Sql.js"
 import { OrderStatus } from "./Api.js"
 import { PaymentPayload } from "./X402.js"
 

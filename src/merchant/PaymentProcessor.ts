@@ -19,7 +19,7 @@ import {
   type Receipt,
   receiptShowsTransfer
 } from "../chain/ChainClient.js"
-import { countRevertedSettlement } from "../Metrics.js"
+import { countRevertedSettlement } from "../observability/Metrics.js"
 import { authorizationOf, type PaymentPayload, type PaymentRequirements, Reason, SettleResponse } from "./X402.js"
 
 /**

@@ -7,7 +7,7 @@ import { Either, Option, Schema } from "effect"
 import { getAddress } from "viem"
 import type { Address } from "../chain/Address.js"
 import type { TransferAuthorization } from "../chain/ChainClient.js"
-import { jsonDeeperThan, MAX_JSON_DEPTH, unstorableText } from "../RequestBody.js"
+import { jsonDeeperThan, MAX_JSON_DEPTH, unstorableText } from "../http/RequestBody.js"
 
 const X402_VERSION = 2
 /** Seconds a signed authorization must still be valid for when it reaches us (block time). */

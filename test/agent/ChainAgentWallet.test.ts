@@ -12,13 +12,13 @@ import { ConfigProvider, Effect, Layer, Logger, Option, Redacted, Ref } from "ef
 import { getAddress, parseUnits, toHex } from "viem"
 import { type AgentCard, AgentWallet, AgentWalletError } from "../../src/agent/AgentWallet.js"
 import { AGENT_WALLET_SEED, agentWalletKey, ChainAgentWallet } from "../../src/agent/ChainAgentWallet.js"
-import { AppConfig } from "../../src/Config.js"
 import type { SignedTransaction } from "../../src/chain/ChainClient.js"
 import { ChainClient } from "../../src/chain/ChainClient.js"
 import { usd1ForTokens } from "../../src/chain/Exchange.js"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
 import { TokenRegistry } from "../../src/chain/Tokens.js"
-import { Secrets } from "../../src/Secrets.js"
+import { AppConfig } from "../../src/runtime/Config.js"
+import { Secrets } from "../../src/runtime/Secrets.js"
 import { TestChain } from "../support/TestChain.js"
 
 const units = (amount: string) => parseUnits(amount, 18)

@@ -7,7 +7,7 @@ import { expect, layer } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import { cardAad, documentHash } from "../../src/cards/Cards.js"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
-import { open as decrypt, deriveKey, parseKey } from "../../src/Secrets.js"
+import { open as decrypt, deriveKey, parseKey } from "../../src/runtime/Secrets.js"
 import { approve, CARD_KEY_HEX, kycEnv, me, openSandboxSession, query, signIn } from "../kyc/helpers.js"
 import { testServer } from "../support/TestServer.js"
 

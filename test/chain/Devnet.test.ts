@@ -38,7 +38,7 @@ import {
   smartAccountAddress
 } from "../../src/chain/DevnetOperator.js"
 import { MULTICALL3_ADDRESS } from "../../src/chain/Multicall.js"
-import type { EmbeddedServerError } from "../../src/EmbeddedServer.js"
+import type { EmbeddedServerError } from "../../src/embedded/EmbeddedServer.js"
 import { TestDevnet } from "../support/TestChain.js"
 
 // ---------------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import { expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
-import { freePort } from "../../src/EmbeddedPostgres.js"
+import { freePort } from "../../src/embedded/EmbeddedPostgres.js"
 import { callService, startService, stopService } from "../support/process.js"
 import { signPayment } from "../support/x402.js"
 

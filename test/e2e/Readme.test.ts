@@ -6,7 +6,7 @@
 import { readFileSync } from "node:fs"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { freePort } from "../../src/EmbeddedPostgres.js"
+import { freePort } from "../../src/embedded/EmbeddedPostgres.js"
 import { killProcessesMentioning, runToExit, startService, temporaryDirectory } from "../support/process.js"
 
 /** The ```sh blocks of the README's walkthrough section, in order. */

@@ -16,8 +16,8 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { makeClient } from "../../src/Client.js"
-import { freePort } from "../../src/EmbeddedPostgres.js"
-import { isAlive } from "../../src/EmbeddedServer.js"
+import { freePort } from "../../src/embedded/EmbeddedPostgres.js"
+import { isAlive } from "../../src/embedded/EmbeddedServer.js"
 import {
   awaitNoProcessMentioning,
   killProcessesMentioning,

@@ -6,7 +6,7 @@ import { expect, layer } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
 import { signSandbox } from "../../src/kyc/Webhook.js"
-import { deriveKey, parseKey, seal } from "../../src/Secrets.js"
+import { deriveKey, parseKey, seal } from "../../src/runtime/Secrets.js"
 import { bearer, send } from "../support/http.js"
 import { testServer } from "../support/TestServer.js"
 import {

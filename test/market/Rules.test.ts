@@ -1,11 +1,11 @@
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Duration, Effect, Either, FastCheck, Schema } from "effect"
-import { AppConfig } from "../../src/Config.js"
 import { ChainDeployment } from "../../src/chain/Deployment.js"
 import { MAX_INSTANT, parseInstant } from "../../src/market/Api.js"
 import { defaultAdHocClosures, marketStatusAt } from "../../src/market/Calendar.js"
 import { marketSettings, spreadVsClose, tokenStatus } from "../../src/market/Market.js"
 import { feedPrice, PlatformStatusInput } from "../../src/market/PriceFeed.js"
+import { AppConfig } from "../../src/runtime/Config.js"
 
 const REGULAR = Date.parse("2026-11-20T15:00:00Z")
 

@@ -1,11 +1,11 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Cause, ConfigProvider, Effect, Exit, Layer } from "effect"
-import { AppConfig } from "../../src/Config.js"
 import { ChainDeployment } from "../../src/chain/Deployment.js"
 import { EvmChain } from "../../src/chain/EvmChain.js"
 import { Events } from "../../src/events/Events.js"
 import { Merchant } from "../../src/merchant/Merchant.js"
 import { RelayerProcessor } from "../../src/merchant/PaymentProcessor.js"
+import { AppConfig } from "../../src/runtime/Config.js"
 import { TestDevnetDeployment } from "../support/TestChain.js"
 import { TestDatabase } from "../support/TestDatabase.js"
 

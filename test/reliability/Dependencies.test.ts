@@ -12,8 +12,8 @@ import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Fiber, Ref, Schedule } from "effect"
 import { createPublicClient, type Hex, http, parseAbiItem } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
-import { freePort } from "../../src/EmbeddedPostgres.js"
-import { isAlive } from "../../src/EmbeddedServer.js"
+import { freePort } from "../../src/embedded/EmbeddedPostgres.js"
+import { isAlive } from "../../src/embedded/EmbeddedServer.js"
 import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import {
   type Answer,

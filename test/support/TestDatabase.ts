@@ -3,7 +3,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Redacted } from "effect"
 import pg from "pg"
 import { inject } from "vitest"
-import { sqlLayer } from "../../src/Database.js"
+import { sqlLayer } from "../../src/storage/Database.js"
 import { startTcpProxy, type TcpProxy } from "./TcpProxy.js"
 
 /** A fresh, empty database on the test server, dropped when the scope closes. */

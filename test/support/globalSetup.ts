@@ -13,7 +13,7 @@ import { Effect, Exit, Redacted, Scope } from "effect"
 import type {} from "vitest"
 import type { TestProject } from "vitest/node"
 import { ensureWebBuild } from "../../src/app/WebBuild.js"
-import { startEmbeddedPostgres } from "../../src/EmbeddedPostgres.js"
+import { startEmbeddedPostgres } from "../../src/embedded/EmbeddedPostgres.js"
 
 export default async function setup(project: TestProject) {
   await ensureWebBuild()

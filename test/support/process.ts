@@ -7,8 +7,8 @@ import { type Duration, Effect, Option, Schedule } from "effect"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import type { Devnet } from "../../src/chain/Devnet.js"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
-import { freePort } from "../../src/EmbeddedPostgres.js"
-import { startWatchdog } from "../../src/EmbeddedServer.js"
+import { freePort } from "../../src/embedded/EmbeddedPostgres.js"
+import { startWatchdog } from "../../src/embedded/EmbeddedServer.js"
 import { eventuallySucceeds } from "./wait.js"
 
 export interface ServiceProcess {

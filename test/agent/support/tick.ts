@@ -6,12 +6,12 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { AgentLoop } from "../../../src/agent/AgentLoop.js"
-import { AppConfig } from "../../../src/Config.js"
 import { Statement } from "../../../src/cards/Statement.js"
-import { SqlLive } from "../../../src/Database.js"
 import { Events } from "../../../src/events/Events.js"
 import { Market } from "../../../src/market/Market.js"
 import { portsLayer } from "../../../src/Ports.js"
+import { AppConfig } from "../../../src/runtime/Config.js"
+import { SqlLive } from "../../../src/storage/Database.js"
 
 const at = Number(process.env.AGENT_TICK_AT)
 

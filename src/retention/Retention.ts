@@ -21,10 +21,10 @@
  */
 import { randomUUID } from "node:crypto"
 import { Clock, Config, ConfigError, Duration, Effect, Either } from "effect"
-import { backgroundLoop } from "./BackgroundLoop.js"
-import { durationConfig } from "./Config.js"
-import { eventSettings } from "./events/EventSettings.js"
-import { WEBHOOK_TOLERANCE_MS } from "./kyc/Webhook.js"
+import { eventSettings } from "../events/EventSettings.js"
+import { WEBHOOK_TOLERANCE_MS } from "../kyc/Webhook.js"
+import { backgroundLoop } from "../runtime/BackgroundLoop.js"
+import { durationConfig } from "../runtime/Config.js"
 import { type Prunable, RetentionRepo } from "./RetentionRepo.js"
 
 const JOB = "retention"

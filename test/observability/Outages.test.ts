@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Logger, Ref, TestClock } from "effect"
-import { Outages, outagesLayer } from "../src/Outages.js"
+import { Outages, outagesLayer } from "../../src/observability/Outages.js"
 
 /** Log lines as `LEVEL message`, and a probe the test switches. */
 const harness = Effect.gen(function* () {

@@ -11,9 +11,9 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Cause, Clock, Context, Duration, Effect, Layer, Option, Queue, Ref } from "effect"
-import { ChainClient, ChainError } from "./chain/ChainClient.js"
-import { describeError } from "./Launch.js"
-import { isDatabaseUnavailable } from "./Sql.js"
+import { ChainClient, ChainError } from "../chain/ChainClient.js"
+import { describeError } from "../runtime/Launch.js"
+import { isDatabaseUnavailable } from "../storage/Sql.js"
 
 export type Dependency = "database" | "chain"
 

@@ -4,8 +4,8 @@
  */
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
+import { SERVICE_NAME, SERVICE_VERSION } from "../runtime/ServiceInfo.js"
 import { STATIC_PAGE_CSP } from "./PageSecurity.js"
-import { SERVICE_NAME, SERVICE_VERSION } from "./ServiceInfo.js"
 
 const page = `<!doctype html>
 <html lang="en">

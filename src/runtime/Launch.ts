@@ -7,8 +7,8 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Cause, Config, ConfigError, Deferred, Effect, Layer, Logger, Option } from "effect"
-import { EmbeddedServerError, EmbeddedServerLost, ServiceHalt } from "./EmbeddedServer.js"
-import { JsonLogLive } from "./LogSink.js"
+import { EmbeddedServerError, EmbeddedServerLost, ServiceHalt } from "../embedded/EmbeddedServer.js"
+import { JsonLogLive } from "../observability/LogSink.js"
 import { SERVICE_NAME } from "./ServiceInfo.js"
 
 /** An error and its causes on one line: "PgClient: Failed to connect: connect ECONNREFUSED 127.0.0.1:1". */

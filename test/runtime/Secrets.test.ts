@@ -3,9 +3,9 @@ import { tmpdir } from "node:os"
 import path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect, FastCheck, Layer, Option, Redacted } from "effect"
-import { AppConfig } from "../src/Config.js"
-import { documentHash } from "../src/cards/Cards.js"
-import { normalizeDocumentNumber } from "../src/kyc/Document.js"
+import { documentHash } from "../../src/cards/Cards.js"
+import { normalizeDocumentNumber } from "../../src/kyc/Document.js"
+import { AppConfig } from "../../src/runtime/Config.js"
 import {
   open as decrypt,
   deriveKey,
@@ -14,7 +14,7 @@ import {
   loadOrCreateSecretFile,
   parseKey,
   Secrets
-} from "../src/Secrets.js"
+} from "../../src/runtime/Secrets.js"
 
 const bytes32 = FastCheck.uint8Array({ minLength: 32, maxLength: 32 })
 

@@ -19,6 +19,7 @@ import { createServer } from "node:net"
 import path from "node:path"
 import { Effect, Option, Redacted, type Scope } from "effect"
 import pg from "pg"
+import { loadOrCreateSecretFile } from "../runtime/Secrets.js"
 import {
   EmbeddedServerError,
   type PosixUser,
@@ -28,7 +29,6 @@ import {
   superviseServer
 } from "./EmbeddedServer.js"
 import { rootOwnedFolder, runnableBinaries, SHARED_ROOT, traversableByOthers } from "./PostgresBinaries.js"
-import { loadOrCreateSecretFile } from "./Secrets.js"
 
 const SERVER = "PostgreSQL"
 const USER = "app"

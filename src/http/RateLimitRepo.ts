@@ -1,7 +1,7 @@
 /** SQL for the rate-limit counters that the replicas share. Infrastructure failures die here. */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { repository } from "./Sql.js"
+import { repository } from "../storage/Sql.js"
 
 /** New hits of one (limit, client) bucket in one window. */
 export interface Hits {

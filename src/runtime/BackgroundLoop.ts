@@ -7,7 +7,7 @@
  * not logged on its own.
  */
 import { Cause, type Duration, Effect, Layer, Option, Schedule, type Scope } from "effect"
-import { outageOf, reportUnavailable } from "./Outages.js"
+import { outageOf, reportUnavailable } from "../observability/Outages.js"
 
 export interface Loop<E, R> {
   readonly tick: Effect.Effect<unknown, E, R>

@@ -1,9 +1,9 @@
 import { SqlError } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
 import { FastCheck, Option } from "effect"
-import { Api } from "../src/Api.js"
-import { bodyKind, jsonDeeperThan, payloadKinds, unstorableText } from "../src/RequestBody.js"
-import { isDatabaseUnavailable } from "../src/Sql.js"
+import { Api } from "../../src/Api.js"
+import { bodyKind, jsonDeeperThan, payloadKinds, unstorableText } from "../../src/http/RequestBody.js"
+import { isDatabaseUnavailable } from "../../src/storage/Sql.js"
 
 /** The nesting depth of parsed JSON, computed on the value. */
 const depthOf = (value: unknown): number =>

@@ -33,8 +33,8 @@ import {
   Option,
   Redacted
 } from "effect"
-import { NotFound, Unauthorized } from "./ApiError.js"
-import type { DatabasePool } from "./Database.js"
+import { NotFound, Unauthorized } from "../http/ApiError.js"
+import type { DatabasePool } from "../storage/Database.js"
 import { processMetrics } from "./ProcessMetrics.js"
 
 const requests = Metric.counter("http_requests_total", { description: "HTTP requests answered" })

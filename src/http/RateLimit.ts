@@ -14,8 +14,8 @@
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Clock, Config, Effect, Option } from "effect"
+import { forkLoop } from "../runtime/BackgroundLoop.js"
 import { RateLimited } from "./ApiError.js"
-import { forkLoop } from "./BackgroundLoop.js"
 import { RateLimitRepo } from "./RateLimitRepo.js"
 
 const WINDOW_MS = 60_000

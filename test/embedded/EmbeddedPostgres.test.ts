@@ -4,11 +4,11 @@ import path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import pg from "pg"
-import { freePort, PASSWORD_FILE, startEmbeddedPostgres } from "../src/EmbeddedPostgres.js"
-import { isAlive } from "../src/EmbeddedServer.js"
-import { runnableBinaries } from "../src/PostgresBinaries.js"
-import { killProcessesMentioning, processesMentioning, runToExit, temporaryDirectory } from "./support/process.js"
-import { eventually } from "./support/wait.js"
+import { freePort, PASSWORD_FILE, startEmbeddedPostgres } from "../../src/embedded/EmbeddedPostgres.js"
+import { isAlive } from "../../src/embedded/EmbeddedServer.js"
+import { runnableBinaries } from "../../src/embedded/PostgresBinaries.js"
+import { killProcessesMentioning, processesMentioning, runToExit, temporaryDirectory } from "../support/process.js"
+import { eventually } from "../support/wait.js"
 
 const asRoot = process.getuid?.() === 0
 
@@ -140,21 +140,18 @@ describe("embedded PostgreSQL", () => {
         expect(password).toMatch(/^[A-Za-z0-9_-]{32}$/)
         expect(decodeURIComponent(new URL(Redacted.value(url)).password)).toBe(password)
         const port = new URL(Redacted.value(url)).port
+        // Over TCP the server does not know which OS user connects: only the password admits.
         expect(yield* loginFails(`postgres://app:app@127.0.0.1:${port}/app`)).toBe("28P01")
+        expect(yield* loginFails(`postgres://postgres:postgres@127.0.0.1:${port}/postgres`)).toBe("28P01")
 
         if (!asRoot) return // only root can act as another user; the modes above say the rest
+        // Plain node as nobody: the checkout (and its node_modules) may sit in a folder nobody cannot enter.
         const attempt = `
-          const fs = require("fs"), pg = require("pg")
-          const tryLogin = async (url) => { const c = new pg.Client({ connectionString: url })
-            try { await c.connect(); await c.end(); return "logged in" } catch (e) { return e.code ?? e.message } }
-          ;(async () => console.log(JSON.stringify({
-            read: (() => { try { fs.readFileSync(${JSON.stringify(passwordFile)}); return "read" } catch (e) { return e.code } })(),
-            legacy: await tryLogin("postgres://app:app@127.0.0.1:${port}/app"),
-            superuser: await tryLogin("postgres://postgres:postgres@127.0.0.1:${port}/postgres")
-          })))()`
+          try { require("fs").readFileSync(${JSON.stringify(passwordFile)}); console.log("read") }
+          catch (e) { console.log(e.code) }`
         const asNobody = yield* runToExit("runuser", ["-u", "nobody", "--", process.execPath, "-e", attempt])
         expect(asNobody.code, asNobody.output).toBe(0)
-        expect(JSON.parse(asNobody.output)).toEqual({ read: "EACCES", legacy: "28P01", superuser: "28P01" })
+        expect(asNobody.output.trim()).toBe("EACCES")
       }),
     300_000
   )

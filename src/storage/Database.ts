@@ -9,6 +9,7 @@
  * statement timeout plus a margin). Migrations run on a connection of their own without the
  * statement bound: rewriting a large table may take longer.
  */
+import { existsSync } from "node:fs"
 import path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Reactivity from "@effect/experimental/Reactivity"
@@ -17,11 +18,19 @@ import { SqlClient } from "@effect/sql"
 import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { Config, Context, Duration, Effect, Layer, Option, Redacted, String as Str } from "effect"
 import pg from "pg"
-import { AppConfig, durationConfig } from "./Config.js"
-import { startEmbeddedPostgres } from "./EmbeddedPostgres.js"
-import { SERVICE_NAME } from "./ServiceInfo.js"
+import { startEmbeddedPostgres } from "../embedded/EmbeddedPostgres.js"
+import { AppConfig, durationConfig } from "../runtime/Config.js"
+import { SERVICE_NAME } from "../runtime/ServiceInfo.js"
 
-const migrationsDir = fileURLToPath(new URL("../migrations", import.meta.url))
+/** The nearest migrations/ folder above this module: the repository's (beside src/) or the build's (dist/). */
+const migrationsDir = (() => {
+  let dir = path.dirname(fileURLToPath(import.meta.url))
+  while (!existsSync(path.join(dir, "migrations"))) {
+    if (path.dirname(dir) === dir) throw new Error(`no migrations/ folder above ${import.meta.url}`)
+    dir = path.dirname(dir)
+  }
+  return path.join(dir, "migrations")
+})()
 
 const APPLICATION_NAME = SERVICE_NAME
 const MAX_CONNECTIONS = 10

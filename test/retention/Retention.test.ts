@@ -8,8 +8,8 @@ import { randomBytes } from "node:crypto"
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { ConfigProvider, Context, Effect, Layer } from "effect"
-import { Retention } from "../src/Retention.js"
-import { TestDatabase } from "./support/TestDatabase.js"
+import { Retention } from "../../src/retention/Retention.js"
+import { TestDatabase } from "../support/TestDatabase.js"
 
 const DAY = 24 * 60 * 60 * 1000
 

@@ -12,8 +12,8 @@ import {
   ServiceHalt,
   startServer,
   superviseServer
-} from "../src/EmbeddedServer.js"
-import { eventually } from "./support/wait.js"
+} from "../../src/embedded/EmbeddedServer.js"
+import { eventually } from "../support/wait.js"
 
 /** Log lines written while `effect` runs, as `LEVEL message`. */
 const capturingLogs = Effect.gen(function* () {

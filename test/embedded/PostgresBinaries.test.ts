@@ -12,8 +12,8 @@ import {
 import path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { reachableFolder } from "../src/PostgresBinaries.js"
-import { temporaryDirectory } from "./support/process.js"
+import { reachableFolder } from "../../src/embedded/PostgresBinaries.js"
+import { temporaryDirectory } from "../support/process.js"
 
 const postgresUser = () => ({
   uid: Number(execFileSync("id", ["-u", "postgres"], { encoding: "utf8" })),

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto"
 import { describe, expect, it } from "@effect/vitest"
 import { FastCheck } from "effect"
-import { inlineScriptHashes, scriptedPageCsp } from "../src/PageSecurity.js"
+import { inlineScriptHashes, scriptedPageCsp } from "../../src/http/PageSecurity.js"
 
 const hashOf = (text: string) => `'sha256-${createHash("sha256").update(text, "utf8").digest("base64")}'`
 

@@ -8,9 +8,9 @@
  */
 import { FetchHttpClient, Headers } from "@effect/platform"
 import { Effect, Layer, Logger, Option } from "effect"
-import { AppConfig } from "./Config.js"
+import { AppConfig } from "../runtime/Config.js"
+import { SERVICE_NAME, SERVICE_VERSION } from "../runtime/ServiceInfo.js"
 import { JsonLogLive } from "./LogSink.js"
-import { SERVICE_NAME, SERVICE_VERSION } from "./ServiceInfo.js"
 
 /**
  * Headers that carry a credential or a spendable payment: a bearer token, cookies, an API key, a

@@ -14,7 +14,7 @@ describe("batched JSON log lines", () => {
   it("are all written, in order, when the process exits before the batch is flushed", () => {
     const { stdout, status } = run(`
       import { Effect } from "effect"
-      import { JsonLogLive, writeLogLine } from "./src/LogSink.ts"
+      import { JsonLogLive, writeLogLine } from "./src/observability/LogSink.ts"
       for (let i = 0; i < 1000; i++) writeLogLine(JSON.stringify({ n: i }))
       Effect.runSync(Effect.logInfo("through the logger").pipe(Effect.provide(JsonLogLive)))
       process.exit(3)
@@ -30,7 +30,7 @@ describe("batched JSON log lines", () => {
 
   it("are written by the timer while the process runs on", () => {
     const { stdout } = run(`
-      import { writeLogLine } from "./src/LogSink.ts"
+      import { writeLogLine } from "./src/observability/LogSink.ts"
       import { writeSync } from "node:fs"
       writeLogLine("first")
       // The batch timer is due before this one (timers fire in order of their due time, however

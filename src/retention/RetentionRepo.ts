@@ -1,7 +1,7 @@
 /** SQL of the retention job: its lease and the bounded deletes. Infrastructure failures die here. */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { repository } from "./Sql.js"
+import { repository } from "../storage/Sql.js"
 
 /** The tables the job prunes, each with the rows that are past keeping at `cutoff`. */
 export type Prunable = "sessions" | "challenges" | "webhookDeliveries" | "events" | "eventStreams" | "eventReplicas"
