@@ -56,7 +56,9 @@ describe("the agent live at scale", () => {
           `${CARDS} executed refills`,
           sql<{ n: number; last: Date | null }>`
             SELECT count(*)::int AS n, max(updated_at) AS last FROM agent_decisions WHERE status = 'executed'`,
-          ([row]) => row?.n === CARDS
+          ([row]) => row?.n === CARDS,
+          // A thousand transactions on a loaded 2-core machine: minutes (115 s alone, over 4 under a benchmark).
+          { atMost: "10 minutes" }
         )
         const seconds = (executed[0]!.last!.getTime() - started) / 1000
         console.log(`agent live refills: ${CARDS} in ${seconds.toFixed(1)} s, ${(CARDS / seconds).toFixed(1)}/s`)
