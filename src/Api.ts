@@ -3,7 +3,7 @@
  * OpenAPI annotations. Handlers live in each domain's Http.ts.
  *
  * `CoreApi` is always served; groups that exist only when configured are added on top of it
- * (`Api` has them all, for handlers and clients), and Server.ts serves the combination in force.
+ * (`Api` has them all, for handlers and clients), and App.ts serves the combination in force.
  */
 
 import { HttpApi, OpenApi } from "@effect/platform"
@@ -68,6 +68,6 @@ export class Api extends MerchantEnabledApi.add(AgentApi) {}
 
 /**
  * Every group, the embedded devnet's faucet too: what the typed client and the request metrics know
- * (Server.ts adds the devnet group to the API in force only while the embedded devnet runs).
+ * (App.ts adds the devnet group to the API in force only while the embedded devnet runs).
  */
 export class ClientApi extends Api.add(DevnetApi) {}

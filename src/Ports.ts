@@ -25,9 +25,9 @@ import type { AgentWallet } from "./agent/AgentWallet.js"
 import { ChainAgentWallet } from "./agent/ChainAgentWallet.js"
 import { type CardIssuer, LocalCardIssuer } from "./cards/CardIssuer.js"
 import type { ChainClient } from "./chain/ChainClient.js"
-import { ChainDeployment } from "./chain/Deployment.js"
+import { ChainDeployment, DeployedTokens } from "./chain/Deployment.js"
 import { EvmChain } from "./chain/EvmChain.js"
-import { TokenRegistry } from "./chain/Tokens.js"
+import type { TokenRegistry } from "./chain/Tokens.js"
 import { DiditProviderLive } from "./kyc/DiditProvider.js"
 import { KycConfig } from "./kyc/KycConfig.js"
 import type { KycProvider } from "./kyc/KycProvider.js"
@@ -60,7 +60,7 @@ export interface PortLayers {
 }
 
 /** `CHAIN_RPC_URL` and the contract addresses, or the embedded devnet. */
-const ConfiguredChain = Layer.merge(EvmChain, TokenRegistry.fromDeployment).pipe(Layer.provide(ChainDeployment.layer))
+const ConfiguredChain = Layer.merge(EvmChain, DeployedTokens).pipe(Layer.provide(ChainDeployment.layer))
 
 /** `FACILITATOR_URL` selects a facilitator; otherwise our relayer settles. */
 const ConfiguredPaymentProcessor = Layer.unwrapEffect(

@@ -5,7 +5,8 @@
  * order.
  */
 import { Layer } from "effect"
-import { httpLive, NodeServerLive } from "./http/Server.js"
+import { httpLive } from "./App.js"
+import { NodeServerLive } from "./http/Server.js"
 import { ObservabilityLive } from "./observability/Observability.js"
 import { PortsLive } from "./Ports.js"
 import { AppConfig } from "./runtime/Config.js"

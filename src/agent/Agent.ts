@@ -11,7 +11,7 @@
 
 import { Clock, Config, Duration, Effect, Either, Option } from "effect"
 import { formatUnits, getAddress, isAddress } from "viem"
-import type { CardRef } from "../cards/CardRepo.js"
+import type { CardRef } from "../cards/Card.js"
 import { Cards } from "../cards/Cards.js"
 import { Statement } from "../cards/Statement.js"
 import type { Address } from "../chain/Address.js"

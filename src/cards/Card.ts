@@ -10,3 +10,7 @@ export class Card extends Schema.Class<Card>("Card")({
   cvv: Schema.String.pipe(Schema.pattern(/^\d{3,4}$/)),
   createdAt: Schema.Number
 }) {}
+
+/** A card without its sealed face: who holds it and since when. */
+export const CardRef = Schema.Struct({ id: Schema.String, address: Address, createdAt: Schema.DateFromSelf })
+export type CardRef = typeof CardRef.Type

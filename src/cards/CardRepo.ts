@@ -7,6 +7,7 @@ import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { Address } from "../chain/Address.js"
 import { repository } from "../storage/Sql.js"
+import { CardRef } from "./Card.js"
 
 export const CardRow = Schema.Struct({
   id: Schema.String,
@@ -18,10 +19,6 @@ export const CardRow = Schema.Struct({
   createdAt: Schema.DateFromSelf
 })
 export type CardRow = typeof CardRow.Type
-
-/** A card without its sealed face: who holds it and since when. */
-export const CardRef = Schema.Struct({ id: Schema.String, address: Address, createdAt: Schema.DateFromSelf })
-export type CardRef = typeof CardRef.Type
 
 export type NewCardRow = {
   readonly id: string

@@ -10,7 +10,7 @@ import { AppConfig, addressConfig, durationConfig } from "../runtime/Config.js"
 import { Address } from "./Address.js"
 import type { Usd1Token } from "./ChainClient.js"
 import { ANVIL_ACCOUNT_KEYS, startDevnet } from "./Devnet.js"
-import type { StockToken } from "./Tokens.js"
+import { type StockToken, TokenRegistry } from "./Tokens.js"
 
 export interface Deployment {
   readonly rpcUrl: string
@@ -135,3 +135,9 @@ export class ChainDeployment extends Context.Tag("app/ChainDeployment")<ChainDep
     })
   )
 }
+
+/** The token registry of the deployment: the devnet's fixtures, or `STOCK_TOKENS`. */
+export const DeployedTokens = Layer.effect(
+  TokenRegistry,
+  Effect.map(ChainDeployment, (deployment) => ({ chainId: deployment.chainId, tokens: deployment.stocks }))
+)

@@ -1,11 +1,10 @@
 /**
  * The token registry port: the stock tokens this service knows on its chain. The deployment's
- * list by default (the devnet's fixtures, or `STOCK_TOKENS`); a platform's own list is another
- * Layer of this Tag.
+ * list by default (`DeployedTokens` in Deployment.ts: the devnet's fixtures, or `STOCK_TOKENS`); a
+ * platform's own list is another Layer of this Tag.
  */
-import { Context, Effect, Layer } from "effect"
+import { Context } from "effect"
 import type { Address } from "./Address.js"
-import { ChainDeployment } from "./Deployment.js"
 
 export interface StockToken {
   readonly symbol: string
@@ -25,9 +24,4 @@ export interface TokenRegistryShape {
   readonly tokens: ReadonlyArray<StockToken>
 }
 
-export class TokenRegistry extends Context.Tag("app/TokenRegistry")<TokenRegistry, TokenRegistryShape>() {
-  static readonly fromDeployment = Layer.effect(
-    TokenRegistry,
-    Effect.map(ChainDeployment, (deployment) => ({ chainId: deployment.chainId, tokens: deployment.stocks }))
-  )
-}
+export class TokenRegistry extends Context.Tag("app/TokenRegistry")<TokenRegistry, TokenRegistryShape>() {}

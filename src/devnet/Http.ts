@@ -18,7 +18,7 @@ const FaucetHttpLive = HttpApiBuilder.group(ClientApi, "devnet", (handlers) =>
 ).pipe(Layer.provide([AuthenticationLive, DevnetFaucet.Default]))
 
 /**
- * The faucet's routes, registered only on a chain that can mint (the embedded devnet), as Server.ts
+ * The faucet's routes, registered only on a chain that can mint (the embedded devnet), as App.ts
  * adds the group to the API in force only then (`withDevnet`). A group layer registers its routes
  * when built; what it provides is a type-level marker, hence the empty layer's cast elsewhere.
  */

@@ -10,6 +10,9 @@
  * - `stopLeftover` stops a server that a previous run left behind, after checking through /proc
  *   that the pid still belongs to it;
  * - every failure is an `EmbeddedServerError` naming the server, the path and the cause.
+ *
+ * One file because these are one process's life, from spawn to leftover: each step hands the next
+ * the same handle (pid, pipe, readiness), and both servers use them all.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { readFileSync } from "node:fs"

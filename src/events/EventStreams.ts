@@ -18,6 +18,9 @@
  * EVENTS_MAX_STREAMS_PER_USER streams per user across replicas (the oldest is closed) and
  * EVENTS_MAX_STREAMS on this replica. The heartbeat also closes the streams whose session was
  * signed out or expired, and asks the identity provider about a pending check (as GET /me does).
+ *
+ * One file because the dispatcher, the streams' registry and the heartbeat share one state (each
+ * stream's position and outbox): split apart, each would reach into the others'.
  */
 import { randomUUID } from "node:crypto"
 import { Readable } from "node:stream"

@@ -1,8 +1,9 @@
 /**
- * The HTTP application: the API with every handler and domain service, the background loops, the
- * error normaliser, CORS, OpenAPI, the docs page, request ids and access logs. `httpLive` takes the
- * `HttpServer` layer (main.ts gives it a Node server on PORT, tests one on a free port) and requires
- * the ports (Ports.ts), the database and the configuration from outside.
+ * The HTTP server in front of any API: the request pipeline (request ids, body checks, metrics,
+ * access logs, response headers), the error normaliser, and the Node server with its limits.
+ * It knows no domain: the app (App.ts) hands it the API to serve. One file because the pipeline
+ * and the Node server are two halves of one front door: both refuse what no handler should see,
+ * with the same `{error, code}` bodies, `nosniff` and message bounds.
  */
 import { createServer, type IncomingMessage, type ServerResponse, STATUS_CODES } from "node:http"
 import type { Duplex } from "node:stream"
@@ -11,15 +12,13 @@ import {
   type HttpApi,
   HttpApiBuilder,
   type HttpApiGroup,
-  HttpApiScalar,
   HttpApp,
   HttpIncomingMessage,
   HttpMethod,
   HttpMiddleware,
   HttpServer,
   HttpServerRequest,
-  HttpServerResponse,
-  OpenApi
+  HttpServerResponse
 } from "@effect/platform"
 import { NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
 import {
@@ -27,7 +26,6 @@ import {
   Config,
   ConfigError,
   Context,
-  Deferred,
   Duration,
   Effect,
   Either,
@@ -39,44 +37,11 @@ import {
   LogLevel,
   Option
 } from "effect"
-import { AgentEnabledApi, Api, ClientApi, CoreApi, MerchantEnabledApi } from "../Api.js"
-import { Account } from "../account/Account.js"
-import { AccountHttpLive } from "../account/Http.js"
-import { Agent } from "../agent/Agent.js"
-import { AgentLoop, AgentLoopLive } from "../agent/AgentLoop.js"
-import { AgentHttpLive, StrategyHttpLive } from "../agent/Http.js"
-import { WebAppLive } from "../app/WebApp.js"
-import { Auth } from "../auth/Auth.js"
-import { AuthHttpLive } from "../auth/Http.js"
-import { Cards } from "../cards/Cards.js"
-import { StatementHttpLive } from "../cards/Http.js"
-import { Statement } from "../cards/Statement.js"
-import { ChainClient } from "../chain/ChainClient.js"
-import { withDevnet } from "../devnet/Api.js"
-import { DevnetHttpLive } from "../devnet/Http.js"
-import { EventStreams } from "../events/EventStreams.js"
-import { Events } from "../events/Events.js"
-import { CloseEventStreamsFirst, EventsHttpLive } from "../events/Http.js"
-import { HealthHttpLive } from "../health/Http.js"
-import { KycHttpLive, KycSandboxHttpLive, KycWebhookHttpLive } from "../kyc/Http.js"
-import { Kyc } from "../kyc/Kyc.js"
-import { KycConfig } from "../kyc/KycConfig.js"
-import { KycProvider } from "../kyc/KycProvider.js"
-import { SandboxDeskLive } from "../kyc/SandboxDesk.js"
-import { MarketHttpLive } from "../market/Http.js"
-import { Market, MarketRefreshLive } from "../market/Market.js"
-import { MerchantHttpLive } from "../merchant/Http.js"
-import { Merchant, SettlementReconcilerLive } from "../merchant/Merchant.js"
 import { jsonLineLogger, writeLogLine } from "../observability/LogSink.js"
-import { metricsRoute, requestMetrics, routeTemplates, statusOfExit } from "../observability/Metrics.js"
-import { OutagesLive, reportUnavailable } from "../observability/Outages.js"
-import { Retention, RetentionLive } from "../retention/Retention.js"
-import { AppConfig, type AppSettings, durationConfig } from "../runtime/Config.js"
+import { requestMetrics, routeTemplates, statusOfExit } from "../observability/Metrics.js"
+import { reportUnavailable } from "../observability/Outages.js"
+import { AppConfig, durationConfig } from "../runtime/Config.js"
 import { describeError } from "../runtime/Launch.js"
-import { Secrets } from "../runtime/Secrets.js"
-import { ServerAddress } from "../runtime/ServerAddress.js"
-import { SERVICE_NAME, SERVICE_VERSION } from "../runtime/ServiceInfo.js"
-import { DatabasePool } from "../storage/Database.js"
 import { isDatabaseUnavailable } from "../storage/Sql.js"
 import {
   BadRequest,
@@ -89,9 +54,7 @@ import {
   RequestTimeout,
   UnsupportedMediaType
 } from "./ApiError.js"
-import { LandingLive } from "./Landing.js"
 import { NOSNIFF, scriptedPageCsp } from "./PageSecurity.js"
-import { RateLimiter } from "./RateLimit.js"
 import {
   announcesBody,
   type BodyKind,
@@ -151,22 +114,7 @@ const describeIssues = (issues: ReadonlyArray<DecodeIssue>, fallback: string) =>
     MAX_MESSAGE_LENGTH * 2
   )
 
-/** Paths of the parts that exist only when configured, and what switches them on. */
-const switchedOff = (config: AppSettings): ReadonlyArray<readonly [RegExp, string]> => [
-  ...(config.agentMode === "off"
-    ? [
-        [
-          /^\/(portfolio|agent)(\/|$)/,
-          "the agent is off: /portfolio and /agent/* exist with AGENT_MODE=dry or live"
-        ] as const
-      ]
-    : []),
-  ...(Option.isNone(config.merchantPayTo)
-    ? [[/^\/merchant(\/|$)/, "the demo merchant is off: /merchant/* exists when MERCHANT_PAY_TO is set"] as const]
-    : [])
-]
-
-const notFound = (request: HttpServerRequest.HttpServerRequest, off: ReturnType<typeof switchedOff>) => {
+const notFound = (request: HttpServerRequest.HttpServerRequest, off: ReadonlyArray<readonly [RegExp, string]>) => {
   const path = request.url.split("?")[0] ?? ""
   const reason = off.find(([pattern]) => pattern.test(path))?.[1]
   return new NotFound({ error: reason ?? truncated(`no route for ${request.method} ${path}`) })
@@ -175,59 +123,59 @@ const notFound = (request: HttpServerRequest.HttpServerRequest, off: ReturnType<
 /**
  * HttpApi answers routing misses, schema mismatches and defects with empty or framework-shaped
  * bodies; this turns each into the service's `{error, code}` errors. A database that cannot answer
- * (the repositories die with its error) is 503 DATABASE_UNAVAILABLE, any other defect 500.
+ * (the repositories die with its error) is 503 DATABASE_UNAVAILABLE, any other defect 500. A
+ * routing miss under a part that is switched off (`off`: its paths and why) says how to switch it on.
  */
-const ErrorNormalizerLive = HttpApiBuilder.middleware(
-  Api,
-  Effect.map(AppConfig, (config) => {
-    const off = switchedOff(config)
-    return (app) =>
-      Effect.catchAllCause(
-        app,
-        (cause): Effect.Effect<never, BadRequest | NotFound | DatabaseUnavailable | InternalError> => {
-          if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
-          const failure = Cause.failureOption(cause)
-          if (Option.isSome(failure)) {
-            const error: unknown = failure.value
-            switch (tagOf(error)) {
-              case "RouteNotFound":
-                return Effect.fail(notFound((error as { request: HttpServerRequest.HttpServerRequest }).request, off))
-              case "HttpApiDecodeError": {
-                const decode = error as { message: string; issues: ReadonlyArray<DecodeIssue> }
-                return Effect.fail(new BadRequest({ error: describeIssues(decode.issues, decode.message) }))
-              }
-              case "ChainUnavailable":
-                return Effect.zipRight(
-                  reportUnavailable("chain", (error as ChainUnavailable).error, "request"),
-                  Effect.failCause(cause)
-                )
-              default:
-                if (!isDatabaseUnavailable(error)) return Effect.failCause(cause)
-            }
+export const normalizeErrors = (off: ReadonlyArray<readonly [RegExp, string]>) => (app: HttpApp.Default) =>
+  Effect.catchAllCause(
+    app,
+    (cause): Effect.Effect<never, BadRequest | NotFound | DatabaseUnavailable | InternalError> => {
+      if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
+      const failure = Cause.failureOption(cause)
+      if (Option.isSome(failure)) {
+        const error: unknown = failure.value
+        switch (tagOf(error)) {
+          case "RouteNotFound":
+            return Effect.fail(notFound((error as { request: HttpServerRequest.HttpServerRequest }).request, off))
+          case "HttpApiDecodeError": {
+            const decode = error as { message: string; issues: ReadonlyArray<DecodeIssue> }
+            return Effect.fail(new BadRequest({ error: describeIssues(decode.issues, decode.message) }))
           }
-          const fault = Option.orElse(Cause.dieOption(cause), () => failure)
-          if (Option.isSome(fault) && isDatabaseUnavailable(fault.value)) {
-            // counted in the outage, not logged per request (Outages.ts)
-            return reportUnavailable("database", describeError(fault.value), "request").pipe(
-              Effect.zipRight(Effect.fail(new DatabaseUnavailable({ error: "the database did not answer in time" })))
+          case "ChainUnavailable":
+            return Effect.zipRight(
+              reportUnavailable("chain", (error as ChainUnavailable).error, "request"),
+              Effect.failCause(cause)
             )
-          }
-          if (Option.isSome(fault) && tagOf(fault.value) === "RequestError") {
-            // The body was read and checked before routing; only a broken connection gets here.
-            return Effect.fail(new BadRequest({ error: "the request body could not be read" }))
-          }
-          return Effect.logError("unhandled defect", cause).pipe(
-            Effect.zipRight(Effect.fail(new InternalError({ error: "internal server error" })))
-          )
+          default:
+            if (!isDatabaseUnavailable(error)) return Effect.failCause(cause)
         }
+      }
+      const fault = Option.orElse(Cause.dieOption(cause), () => failure)
+      if (Option.isSome(fault) && isDatabaseUnavailable(fault.value)) {
+        // counted in the outage, not logged per request (Outages.ts)
+        return reportUnavailable("database", describeError(fault.value), "request").pipe(
+          Effect.zipRight(Effect.fail(new DatabaseUnavailable({ error: "the database did not answer in time" })))
+        )
+      }
+      if (Option.isSome(fault) && tagOf(fault.value) === "RequestError") {
+        // The body was read and checked before routing; only a broken connection gets here.
+        return Effect.fail(new BadRequest({ error: "the request body could not be read" }))
+      }
+      return Effect.logError("unhandled defect", cause).pipe(
+        Effect.zipRight(Effect.fail(new InternalError({ error: "internal server error" })))
       )
-  })
-)
+    }
+  )
+
+/** What the pipeline reads of the API it serves: each request's route template and the body kind it takes. */
+interface Routes {
+  readonly routeOf: (method: string, url: string) => string
+  readonly payloadKindOf: ReadonlyMap<string, BodyKind>
+}
+
+class ApiRoutes extends Context.Tag("http/ApiRoutes")<ApiRoutes, Routes>() {}
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/
-
-const routeOf = routeTemplates(ClientApi)
-const payloadKindOf = payloadKinds(ClientApi)
 
 /** A `{error, code}` response written before routing, for one of the declared errors. */
 const refusal = (error: { readonly code: string; readonly status: number }, message: string) =>
@@ -253,7 +201,11 @@ const unsupportedMediaType = (contentType: string | undefined, expected: BodyKin
  * memory. A body sent to an endpoint that reads none (or to no endpoint) is read under the size
  * limit and otherwise ignored.
  */
-const withCheckedBody = <E, R>(request: HttpServerRequest.HttpServerRequest, app: HttpApp.Default<E, R>) =>
+const withCheckedBody = <E, R>(
+  request: HttpServerRequest.HttpServerRequest,
+  app: HttpApp.Default<E, R>,
+  { payloadKindOf, routeOf }: Routes
+) =>
   Effect.gen(function* () {
     const source = NodeHttpServerRequest.toIncomingMessage(request)
     if (source.httpVersion === "1.1" && request.headers.host === undefined) {
@@ -349,6 +301,8 @@ const accessLine = (method: string, url: string, status: number, id: string, fib
  * cost); under a minimum level above Info it is not built at all.
  */
 const makeRequestPipeline = Effect.gen(function* () {
+  const routes = yield* ApiRoutes
+  const { routeOf } = routes
   const tracing = yield* FiberRef.get(FiberRef.currentTracerEnabled)
   const logged = LogLevel.greaterThanEqual(LogLevel.Info, yield* FiberRef.get(FiberRef.currentMinimumLogLevel))
   const direct = logged && HashSet.has(yield* FiberRef.get(FiberRef.currentLoggers), jsonLineLogger)
@@ -374,7 +328,7 @@ const makeRequestPipeline = Effect.gen(function* () {
           annotations
         )
       }
-      const served = withCheckedBody(request, app).pipe(
+      const served = withCheckedBody(request, app, routes).pipe(
         Effect.onExit(answered),
         Effect.annotateLogs("requestId", id),
         Effect.matchCauseEffect({
@@ -395,187 +349,30 @@ const makeRequestPipeline = Effect.gen(function* () {
 /**
  * The API served through the request pipeline. Bodies are read by `withCheckedBody` (never past
  * MAX_BODY_BYTES); the platform's own limit is set to the same. Without tracing the platform's
- * per-request span (URL parsing, header redaction) is skipped too.
+ * per-request span (URL parsing, header redaction) is skipped too. `routesOf` is the API whose
+ * routes the pipeline knows (for metrics and body checks): every group, whichever are served.
  */
-const ServeLive = Layer.unwrapEffect(
-  Effect.gen(function* () {
-    const app = yield* HttpApiBuilder.httpApp
-    const pipeline = yield* makeRequestPipeline
-    const serve = HttpServer.serve(pipeline(app))
-    return (yield* FiberRef.get(FiberRef.currentTracerEnabled))
-      ? serve
-      : HttpMiddleware.withTracerDisabledWhen(serve, () => true)
-  })
-).pipe(
-  Layer.provide([
-    HttpApiBuilder.Router.Live,
-    HttpApiBuilder.Middleware.layer,
-    Layer.succeed(HttpIncomingMessage.MaxBodySize, Option.some(FileSystem.Size(MAX_BODY_BYTES)))
-  ])
-)
-
-/** The domain services, each with its own repositories; the ports they use come from outside. */
-const DomainLive = Layer.mergeAll(
-  Account.Default,
-  Agent.Default,
-  AgentLoop.Default,
-  RateLimiter.Default,
-  EventStreams.Default
-).pipe(
-  Layer.provideMerge(Layer.mergeAll(Auth.Default, Kyc.Default, SandboxDeskLive, Statement.Default, Market.Default)),
-  Layer.provideMerge(Layer.merge(Cards.Default, Events.Default)),
-  Layer.provide(KycConfig.layer)
-)
-
-const CoreLive = Layer.mergeAll(
-  HealthHttpLive,
-  AuthHttpLive,
-  AccountHttpLive,
-  KycHttpLive,
-  KycWebhookHttpLive,
-  KycSandboxHttpLive,
-  MarketHttpLive,
-  StatementHttpLive,
-  StrategyHttpLive,
-  DevnetHttpLive,
-  EventsHttpLive,
-  ErrorNormalizerLive,
-  MarketRefreshLive,
-  RetentionLive.pipe(Layer.provide(Retention.Default))
-)
-
-const MerchantLive = Layer.merge(MerchantHttpLive, SettlementReconcilerLive).pipe(Layer.provide(Merchant.Default))
-
-/** The agent's endpoints and its loop, when `AGENT_MODE` is `dry` or `live`. */
-const AgentLive = Layer.merge(AgentHttpLive, AgentLoopLive)
-
-/**
- * The API in force: the core, plus the merchant when `MERCHANT_PAY_TO` is set, the agent unless
- * it is off, and the devnet faucet while the embedded devnet runs (a chain that can mint). Its
- * OpenAPI document (/openapi.json, /docs) names API_URL as the server.
- */
-const ApiLive = Layer.unwrapEffect(
-  Effect.gen(function* () {
-    const config = yield* AppConfig
-    const merchant = Option.isSome(config.merchantPayTo)
-    const agent = config.agentMode !== "off"
-    const devnet = Option.isSome((yield* ChainClient).faucet)
-    const served = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(
-      api: HttpApi.HttpApi<Id, Groups, E, R>
-    ) =>
-      HttpApiBuilder.api(
-        withDevnet(api, devnet).annotate(OpenApi.Servers, [{ url: config.apiUrl, description: "API_URL" }])
-      )
-    return merchant && agent
-      ? served(Api).pipe(Layer.provide([MerchantLive, AgentLive]))
-      : merchant
-        ? served(MerchantEnabledApi).pipe(Layer.provide(MerchantLive))
-        : agent
-          ? served(AgentEnabledApi).pipe(Layer.provide(AgentLive))
-          : served(CoreApi)
-  })
-).pipe(Layer.provide(CoreLive))
-
-const CorsLive = Layer.unwrapEffect(
-  Effect.map(AppConfig, (config) =>
-    HttpApiBuilder.middlewareCors({
-      allowedOrigins: config.webOrigins,
-      // The reference x402 client also sends Access-Control-Expose-Headers as a request header.
-      allowedHeaders: [
-        "authorization",
-        "content-type",
-        "payment-signature",
-        "access-control-expose-headers",
-        "x-request-id",
-        // A browser resuming GET /me/events with fetch.
-        "last-event-id"
-      ],
-      exposedHeaders: ["payment-required", "payment-response", "x-request-id", "www-authenticate"],
-      maxAge: 600
-    })
-  )
-)
-
-/** `GET /metrics` in Prometheus' text format, beside the API (for METRICS_TOKEN or loopback clients). */
-const MetricsRouteLive = HttpApiBuilder.Router.use((router) =>
-  Effect.flatMap(DatabasePool, metricsRoute).pipe(Effect.flatMap((handler) => router.get("/metrics", handler)))
-)
-
-/**
- * /docs uses nothing from elsewhere: Scalar's script is inlined, and its default web fonts (from
- * Scalar's servers), its usage telemetry and its toolbar (shown on localhost; "Share" uploads the
- * document to Scalar, "Generate SDKs" opens their service) are off. `telemetry` and `showToolbar`
- * are options Scalar reads that HttpApiScalar's type does not list, hence no object literal at the call.
- */
-const offlineScalar = { withDefaultFonts: false, telemetry: false, showToolbar: "never" }
-
-/** Tells the services that wait for it where the server listens. */
-const AnnounceAddress = Layer.effectDiscard(
-  Effect.gen(function* () {
-    const server = yield* HttpServer.HttpServer
-    yield* Deferred.succeed(yield* ServerAddress, server.address)
-  })
-)
-
-const urlOf = (address: HttpServer.Address) =>
-  address._tag === "UnixAddress"
-    ? `unix:${address.path}`
-    : `http://${address.hostname.includes(":") ? `[${address.hostname}]` : address.hostname}:${address.port}`
-
-/**
- * One line, once listening, with what an operator checks first: where, which parts are on, what is
- * embedded and which secrets are development values; and one when shutting down.
- */
-const StartupSummary = Layer.scopedDiscard(
-  Effect.gen(function* () {
-    const config = yield* AppConfig
-    const server = yield* HttpServer.HttpServer
-    const chain = yield* ChainClient
-    const kyc = yield* KycProvider
-    const developmentSecrets = yield* Effect.flatMap(Secrets, (secrets) => secrets.development)
-    const rpcUrl = yield* Config.option(Config.string("CHAIN_RPC_URL"))
-    const url = urlOf(server.address)
-    yield* Effect.logInfo(`${SERVICE_NAME} ${SERVICE_VERSION} listening on ${url}, docs at ${url}/docs`).pipe(
-      Effect.annotateLogs({
-        url,
-        docs: `${url}/docs`,
-        database: Option.isSome(config.databaseUrl) ? "DATABASE_URL" : "embedded PostgreSQL",
-        chain: `${Option.isNone(rpcUrl) && Option.isSome(chain.faucet) ? "embedded devnet" : "CHAIN_RPC_URL"} (${chain.network})`,
-        merchant: Option.isSome(config.merchantPayTo) ? "on" : "off",
-        agent: config.agentMode,
-        identityProvider: kyc.name,
-        developmentSecrets: developmentSecrets.length === 0 ? "none" : developmentSecrets.join(", ")
+export const serveApi = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(
+  routesOf: HttpApi.HttpApi<Id, Groups, E, R>
+) =>
+  Layer.unwrapEffect(
+    Effect.gen(function* () {
+      const app = yield* HttpApiBuilder.httpApp
+      const pipeline = yield* Effect.provideService(makeRequestPipeline, ApiRoutes, {
+        routeOf: routeTemplates(routesOf),
+        payloadKindOf: payloadKinds(routesOf)
       })
-    )
-    yield* Effect.addFinalizer(() => Effect.logInfo(`${SERVICE_NAME} shutting down`))
-  })
-)
-
-/**
- * The HTTP application on the given server layer. The server is built last, so it starts
- * listening only once every service below it is ready: a connection accepted earlier would wait
- * for a handler that is not attached yet (and hold up shutdown).
- */
-export const httpLive = <A, E, R>(server: Layer.Layer<A | HttpServer.HttpServer, E, R>) =>
-  ServeLive.pipe(
-    Layer.merge(AnnounceAddress),
-    Layer.merge(StartupSummary),
-    Layer.merge(CloseEventStreamsFirst),
-    Layer.provideMerge(server),
+      const serve = HttpServer.serve(pipeline(app))
+      return (yield* FiberRef.get(FiberRef.currentTracerEnabled))
+        ? serve
+        : HttpMiddleware.withTracerDisabledWhen(serve, () => true)
+    })
+  ).pipe(
     Layer.provide([
-      HttpApiScalar.layer({ path: "/docs", scalar: offlineScalar }),
-      LandingLive,
-      WebAppLive,
-      MetricsRouteLive
-    ]),
-    Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
-    Layer.provide(CorsLive),
-    Layer.provide(ApiLive),
-    // The domain services are in the app's context too: tests and tools reach them (the agent loop's tick).
-    Layer.provideMerge(DomainLive),
-    // Below everything that reports to it: one outage tracker for the whole app.
-    Layer.provideMerge(OutagesLive),
-    Layer.provide(ServerAddress.layer)
+      HttpApiBuilder.Router.Live,
+      HttpApiBuilder.Middleware.layer,
+      Layer.succeed(HttpIncomingMessage.MaxBodySize, Option.some(FileSystem.Size(MAX_BODY_BYTES)))
+    ])
   )
 
 /** The Node server's own limits, set deliberately rather than left to Node's defaults. */

@@ -11,6 +11,9 @@
 import { Config, Context, Effect, Layer, Option, type Redacted } from "effect"
 import { AppConfig, httpUrl } from "../runtime/Config.js"
 
+/** How far a webhook's signed timestamp may be from now (both ways) and still be accepted. */
+export const WEBHOOK_TOLERANCE_MS = 5 * 60 * 1000
+
 /** The built-in providers `KYC_PROVIDER` chooses from; another provider is another `KycProvider` Layer. */
 export type ProviderName = "sandbox" | "didit"
 const PROVIDER_NAMES: ReadonlyArray<ProviderName> = ["sandbox", "didit"]

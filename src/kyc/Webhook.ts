@@ -16,8 +16,7 @@
  * signature outside the window is `Stale`.
  */
 import { createHash, createHmac, timingSafeEqual } from "node:crypto"
-
-export const WEBHOOK_TOLERANCE_MS = 5 * 60 * 1000
+import { WEBHOOK_TOLERANCE_MS } from "./KycConfig.js"
 
 export type Verdict = "valid" | "bad-signature" | "stale"
 

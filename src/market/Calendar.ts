@@ -9,7 +9,8 @@
  * - Session instants are computed from day boundaries, never by scanning time; holidays are memoised
  *   per (table, year) and session boundaries per ET date.
  *
- * Rules and the reasonCode table are documented in docs/market.md.
+ * Rules and the reasonCode table are documented in docs/market.md. One file because the holiday
+ * rules, the session boundaries and the status that reads them share one set of memoised tables.
  */
 import { wallOf, offsetAt as zoneOffsetAt } from "./TimeZone.js"
 

@@ -9,9 +9,7 @@
  * so a dependency that answers probes but still fails requests (a pool starved by lock waits)
  * stays down instead of flapping between the two lines.
  */
-import { SqlClient } from "@effect/sql"
-import { Cause, Clock, Context, Duration, Effect, Layer, Option, Queue, Ref } from "effect"
-import { ChainClient, ChainError } from "../chain/ChainClient.js"
+import { Cause, Clock, Context, Duration, Effect, Layer, Option, Predicate, Queue, Ref } from "effect"
 import { describeError } from "../runtime/Launch.js"
 import { isDatabaseUnavailable } from "../storage/Sql.js"
 
@@ -61,7 +59,10 @@ export const outageOf = <E>(
   if (isDatabaseUnavailable(error.value)) {
     return Option.some({ dependency: "database", reason: describeError(error.value) })
   }
-  if (error.value instanceof ChainError) return Option.some({ dependency: "chain", reason: error.value.message })
+  // The chain port's failure (chain/ChainClient.ts), known by its tag: the platform imports no domain.
+  if (Predicate.isTagged(error.value, "ChainError") && Predicate.hasProperty(error.value, "message")) {
+    return Option.some({ dependency: "chain", reason: String(error.value.message) })
+  }
   return Option.none()
 }
 
@@ -176,12 +177,3 @@ const make = (probes: Record<Dependency, Effect.Effect<unknown, unknown>>) =>
 /** An outage tracker over the given probes (tests give their own). */
 export const outagesLayer = (probes: Record<Dependency, Effect.Effect<unknown, unknown>>) =>
   Layer.scoped(Outages, make(probes))
-
-/** Outages of this service's database and chain, probed with `SELECT 1` and the latest block. */
-export const OutagesLive = Layer.unwrapEffect(
-  Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    const chain = yield* ChainClient
-    return outagesLayer({ database: sql`SELECT 1`, chain: chain.blockTime })
-  })
-)

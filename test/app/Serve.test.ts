@@ -10,9 +10,8 @@ import { expect, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { formatUnits } from "viem"
 import { ChainClient } from "../../src/chain/ChainClient.js"
-import { ChainDeployment } from "../../src/chain/Deployment.js"
+import { ChainDeployment, DeployedTokens } from "../../src/chain/Deployment.js"
 import { EvmChain } from "../../src/chain/EvmChain.js"
-import { TokenRegistry } from "../../src/chain/Tokens.js"
 import { FAUCET_GRANT_USD1 } from "../../src/devnet/Faucet.js"
 import { APP_PAGE_CSP } from "../../src/http/PageSecurity.js"
 import { signIn } from "../support/auth.js"
@@ -133,7 +132,7 @@ layer(testServer({ MERCHANT_PAY_TO: PAY_TO, AGENT_MODE: "dry", RATE_LIMIT_FAUCET
 })
 
 /** The same devnet reached as any chain (as with CHAIN_RPC_URL): no faucet. */
-const RemoteChain = Layer.merge(EvmChain, TokenRegistry.fromDeployment).pipe(
+const RemoteChain = Layer.merge(EvmChain, DeployedTokens).pipe(
   Layer.provide(
     Layer.effect(
       ChainDeployment,

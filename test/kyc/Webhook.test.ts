@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { FastCheck } from "effect"
+import { WEBHOOK_TOLERANCE_MS } from "../../src/kyc/KycConfig.js"
 import {
   bodyDigest,
   hexDigestEquals,
@@ -7,8 +8,7 @@ import {
   signDidit,
   signSandbox,
   verifyDidit,
-  verifySandbox,
-  WEBHOOK_TOLERANCE_MS
+  verifySandbox
 } from "../../src/kyc/Webhook.js"
 
 const NOW = Date.parse("2026-11-21T12:00:00Z")

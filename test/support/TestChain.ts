@@ -1,8 +1,12 @@
 import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
-import { ChainDeployment, DEVNET_POLL_INTERVAL, DEVNET_RELAYER_KEY } from "../../src/chain/Deployment.js"
+import {
+  ChainDeployment,
+  DEVNET_POLL_INTERVAL,
+  DEVNET_RELAYER_KEY,
+  DeployedTokens
+} from "../../src/chain/Deployment.js"
 import { type Devnet, startDevnet } from "../../src/chain/Devnet.js"
 import { EvmChain } from "../../src/chain/EvmChain.js"
-import { TokenRegistry } from "../../src/chain/Tokens.js"
 import { startTcpProxy, type TcpProxy } from "./TcpProxy.js"
 
 /** One JSON-RPC call to the devnet (anvil's own methods too: `evm_setAutomine`, `anvil_setBalance`, ...). */
@@ -46,16 +50,14 @@ export const TestDevnetDeployment = Layer.unwrapScoped(
 )
 
 /** The chain ports (`ChainClient`, `TokenRegistry`) on a fresh devnet, with `TestDevnet` for the test. */
-export const TestChain = Layer.merge(EvmChain, TokenRegistry.fromDeployment).pipe(
-  Layer.provideMerge(TestDevnetDeployment)
-)
+export const TestChain = Layer.merge(EvmChain, DeployedTokens).pipe(Layer.provideMerge(TestDevnetDeployment))
 
 /**
  * `TestChain` reaching the devnet through a TCP proxy (`ChainProxy`) that a test stalls or cuts;
  * reads give up after `readTimeout` (CHAIN_TIMEOUT). `TestDevnet` is the devnet itself, unproxied.
  */
 export const proxiedTestChain = (readTimeout: Duration.DurationInput) =>
-  Layer.merge(EvmChain, TokenRegistry.fromDeployment).pipe(
+  Layer.merge(EvmChain, DeployedTokens).pipe(
     Layer.provideMerge(
       Layer.unwrapScoped(
         Effect.gen(function* () {

@@ -1,0 +1,243 @@
+/**
+ * The app's layer: the API with every handler and domain service, the background loops, CORS,
+ * OpenAPI, the docs page and the start-up line, served through the request pipeline
+ * (http/Server.ts). `httpLive` takes the `HttpServer` layer (main.ts gives it a Node server on
+ * PORT, tests one on a free port) and requires the ports (Ports.ts), the database and the
+ * configuration from outside.
+ */
+import { type HttpApi, HttpApiBuilder, type HttpApiGroup, HttpApiScalar, HttpServer, OpenApi } from "@effect/platform"
+import { SqlClient } from "@effect/sql"
+import { Config, Deferred, Effect, Layer, Option } from "effect"
+import { AgentEnabledApi, Api, ClientApi, CoreApi, MerchantEnabledApi } from "./Api.js"
+import { Account } from "./account/Account.js"
+import { AccountHttpLive } from "./account/Http.js"
+import { Agent } from "./agent/Agent.js"
+import { AgentLoop, AgentLoopLive } from "./agent/AgentLoop.js"
+import { AgentHttpLive, StrategyHttpLive } from "./agent/Http.js"
+import { WebAppLive } from "./app/WebApp.js"
+import { Auth } from "./auth/Auth.js"
+import { AuthHttpLive } from "./auth/Http.js"
+import { Cards } from "./cards/Cards.js"
+import { StatementHttpLive } from "./cards/Http.js"
+import { Statement } from "./cards/Statement.js"
+import { ChainClient } from "./chain/ChainClient.js"
+import { withDevnet } from "./devnet/Api.js"
+import { DevnetHttpLive } from "./devnet/Http.js"
+import { EventStreams } from "./events/EventStreams.js"
+import { Events } from "./events/Events.js"
+import { CloseEventStreamsFirst, EventsHttpLive } from "./events/Http.js"
+import { HealthHttpLive } from "./health/Http.js"
+import { LandingLive } from "./http/Landing.js"
+import { RateLimiter } from "./http/RateLimit.js"
+import { normalizeErrors, serveApi } from "./http/Server.js"
+import { KycHttpLive, KycSandboxHttpLive, KycWebhookHttpLive } from "./kyc/Http.js"
+import { Kyc } from "./kyc/Kyc.js"
+import { KycConfig } from "./kyc/KycConfig.js"
+import { KycProvider } from "./kyc/KycProvider.js"
+import { SandboxDeskLive } from "./kyc/SandboxDesk.js"
+import { MarketHttpLive } from "./market/Http.js"
+import { Market, MarketRefreshLive } from "./market/Market.js"
+import { MerchantHttpLive } from "./merchant/Http.js"
+import { Merchant, SettlementReconcilerLive } from "./merchant/Merchant.js"
+import { metricsRoute } from "./observability/Metrics.js"
+import { outagesLayer } from "./observability/Outages.js"
+import { Retention, RetentionLive } from "./retention/Retention.js"
+import { AppConfig, type AppSettings } from "./runtime/Config.js"
+import { Secrets } from "./runtime/Secrets.js"
+import { ServerAddress } from "./runtime/ServerAddress.js"
+import { SERVICE_NAME, SERVICE_VERSION } from "./runtime/ServiceInfo.js"
+import { DatabasePool } from "./storage/Database.js"
+
+/** Paths of the parts that exist only when configured, and what switches them on. */
+const switchedOff = (config: AppSettings): ReadonlyArray<readonly [RegExp, string]> => [
+  ...(config.agentMode === "off"
+    ? [
+        [
+          /^\/(portfolio|agent)(\/|$)/,
+          "the agent is off: /portfolio and /agent/* exist with AGENT_MODE=dry or live"
+        ] as const
+      ]
+    : []),
+  ...(Option.isNone(config.merchantPayTo)
+    ? [[/^\/merchant(\/|$)/, "the demo merchant is off: /merchant/* exists when MERCHANT_PAY_TO is set"] as const]
+    : [])
+]
+
+/** Outages of this service's database and chain, probed with `SELECT 1` and the latest block. */
+const OutagesLive = Layer.unwrapEffect(
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const chain = yield* ChainClient
+    return outagesLayer({ database: sql`SELECT 1`, chain: chain.blockTime })
+  })
+)
+
+/** The error normaliser (`normalizeErrors`), knowing which parts of this app are switched off. */
+const ErrorNormalizerLive = HttpApiBuilder.middleware(
+  Api,
+  Effect.map(AppConfig, (config) => normalizeErrors(switchedOff(config)))
+)
+
+/** The domain services, each with its own repositories; the ports they use come from outside. */
+const DomainLive = Layer.mergeAll(
+  Account.Default,
+  Agent.Default,
+  AgentLoop.Default,
+  RateLimiter.Default,
+  EventStreams.Default
+).pipe(
+  Layer.provideMerge(Layer.mergeAll(Auth.Default, Kyc.Default, SandboxDeskLive, Statement.Default, Market.Default)),
+  Layer.provideMerge(Layer.merge(Cards.Default, Events.Default)),
+  Layer.provide(KycConfig.layer)
+)
+
+const CoreLive = Layer.mergeAll(
+  HealthHttpLive,
+  AuthHttpLive,
+  AccountHttpLive,
+  KycHttpLive,
+  KycWebhookHttpLive,
+  KycSandboxHttpLive,
+  MarketHttpLive,
+  StatementHttpLive,
+  StrategyHttpLive,
+  DevnetHttpLive,
+  EventsHttpLive,
+  ErrorNormalizerLive,
+  MarketRefreshLive,
+  RetentionLive.pipe(Layer.provide(Retention.Default))
+)
+
+const MerchantLive = Layer.merge(MerchantHttpLive, SettlementReconcilerLive).pipe(Layer.provide(Merchant.Default))
+
+/** The agent's endpoints and its loop, when `AGENT_MODE` is `dry` or `live`. */
+const AgentLive = Layer.merge(AgentHttpLive, AgentLoopLive)
+
+/**
+ * The API in force: the core, plus the merchant when `MERCHANT_PAY_TO` is set, the agent unless
+ * it is off, and the devnet faucet while the embedded devnet runs (a chain that can mint). Its
+ * OpenAPI document (/openapi.json, /docs) names API_URL as the server.
+ */
+const ApiLive = Layer.unwrapEffect(
+  Effect.gen(function* () {
+    const config = yield* AppConfig
+    const merchant = Option.isSome(config.merchantPayTo)
+    const agent = config.agentMode !== "off"
+    const devnet = Option.isSome((yield* ChainClient).faucet)
+    const served = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(
+      api: HttpApi.HttpApi<Id, Groups, E, R>
+    ) =>
+      HttpApiBuilder.api(
+        withDevnet(api, devnet).annotate(OpenApi.Servers, [{ url: config.apiUrl, description: "API_URL" }])
+      )
+    return merchant && agent
+      ? served(Api).pipe(Layer.provide([MerchantLive, AgentLive]))
+      : merchant
+        ? served(MerchantEnabledApi).pipe(Layer.provide(MerchantLive))
+        : agent
+          ? served(AgentEnabledApi).pipe(Layer.provide(AgentLive))
+          : served(CoreApi)
+  })
+).pipe(Layer.provide(CoreLive))
+
+const CorsLive = Layer.unwrapEffect(
+  Effect.map(AppConfig, (config) =>
+    HttpApiBuilder.middlewareCors({
+      allowedOrigins: config.webOrigins,
+      // The reference x402 client also sends Access-Control-Expose-Headers as a request header.
+      allowedHeaders: [
+        "authorization",
+        "content-type",
+        "payment-signature",
+        "access-control-expose-headers",
+        "x-request-id",
+        // A browser resuming GET /me/events with fetch.
+        "last-event-id"
+      ],
+      exposedHeaders: ["payment-required", "payment-response", "x-request-id", "www-authenticate"],
+      maxAge: 600
+    })
+  )
+)
+
+/** `GET /metrics` in Prometheus' text format, beside the API (for METRICS_TOKEN or loopback clients). */
+const MetricsRouteLive = HttpApiBuilder.Router.use((router) =>
+  Effect.flatMap(DatabasePool, metricsRoute).pipe(Effect.flatMap((handler) => router.get("/metrics", handler)))
+)
+
+/**
+ * /docs uses nothing from elsewhere: Scalar's script is inlined, and its default web fonts (from
+ * Scalar's servers), its usage telemetry and its toolbar (shown on localhost; "Share" uploads the
+ * document to Scalar, "Generate SDKs" opens their service) are off. `telemetry` and `showToolbar`
+ * are options Scalar reads that HttpApiScalar's type does not list, hence no object literal at the call.
+ */
+const offlineScalar = { withDefaultFonts: false, telemetry: false, showToolbar: "never" }
+
+/** Tells the services that wait for it where the server listens. */
+const AnnounceAddress = Layer.effectDiscard(
+  Effect.gen(function* () {
+    const server = yield* HttpServer.HttpServer
+    yield* Deferred.succeed(yield* ServerAddress, server.address)
+  })
+)
+
+const urlOf = (address: HttpServer.Address) =>
+  address._tag === "UnixAddress"
+    ? `unix:${address.path}`
+    : `http://${address.hostname.includes(":") ? `[${address.hostname}]` : address.hostname}:${address.port}`
+
+/**
+ * One line, once listening, with what an operator checks first: where, which parts are on, what is
+ * embedded and which secrets are development values; and one when shutting down.
+ */
+const StartupSummary = Layer.scopedDiscard(
+  Effect.gen(function* () {
+    const config = yield* AppConfig
+    const server = yield* HttpServer.HttpServer
+    const chain = yield* ChainClient
+    const kyc = yield* KycProvider
+    const developmentSecrets = yield* Effect.flatMap(Secrets, (secrets) => secrets.development)
+    const rpcUrl = yield* Config.option(Config.string("CHAIN_RPC_URL"))
+    const url = urlOf(server.address)
+    yield* Effect.logInfo(`${SERVICE_NAME} ${SERVICE_VERSION} listening on ${url}, docs at ${url}/docs`).pipe(
+      Effect.annotateLogs({
+        url,
+        docs: `${url}/docs`,
+        database: Option.isSome(config.databaseUrl) ? "DATABASE_URL" : "embedded PostgreSQL",
+        chain: `${Option.isNone(rpcUrl) && Option.isSome(chain.faucet) ? "embedded devnet" : "CHAIN_RPC_URL"} (${chain.network})`,
+        merchant: Option.isSome(config.merchantPayTo) ? "on" : "off",
+        agent: config.agentMode,
+        identityProvider: kyc.name,
+        developmentSecrets: developmentSecrets.length === 0 ? "none" : developmentSecrets.join(", ")
+      })
+    )
+    yield* Effect.addFinalizer(() => Effect.logInfo(`${SERVICE_NAME} shutting down`))
+  })
+)
+
+/**
+ * The HTTP application on the given server layer. The server is built last, so it starts
+ * listening only once every service below it is ready: a connection accepted earlier would wait
+ * for a handler that is not attached yet (and hold up shutdown).
+ */
+export const httpLive = <A, E, R>(server: Layer.Layer<A | HttpServer.HttpServer, E, R>) =>
+  serveApi(ClientApi).pipe(
+    Layer.merge(AnnounceAddress),
+    Layer.merge(StartupSummary),
+    Layer.merge(CloseEventStreamsFirst),
+    Layer.provideMerge(server),
+    Layer.provide([
+      HttpApiScalar.layer({ path: "/docs", scalar: offlineScalar }),
+      LandingLive,
+      WebAppLive,
+      MetricsRouteLive
+    ]),
+    Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
+    Layer.provide(CorsLive),
+    Layer.provide(ApiLive),
+    // The domain services are in the app's context too: tests and tools reach them (the agent loop's tick).
+    Layer.provideMerge(DomainLive),
+    // Below everything that reports to it: one outage tracker for the whole app.
+    Layer.provideMerge(OutagesLive),
+    Layer.provide(ServerAddress.layer)
+  )
