@@ -1,133 +1,287 @@
 /**
- * (f) the agent loop's tick in dry mode for 1, 100 and 1,000 cards on the shared devnet: the time of
- * one full tick (claim, bulk reads, decide, store, move on) and the time per card. The loop runs in
- * this process over the shared database; cards, users and strategies are inserted directly (the
- * benchmark measures the tick, not onboarding). Each size is ticked three times: the first tick
- * stores every card's first decision, the later ones find nothing new to store (idle cards write
- * nothing), which is the steady state of a deployment.
+ * (f) the agent loop at programme scale: one tick over 10,000 and 100,000 due cards with 1, 2 and 4
+ * replicas on one database, in dry mode, plus a live tick of 1,000 refills on the devnet.
+ *
+ * Each replica is its own process (`bench/agentReplica.ts`, the loop as a service replica builds
+ * it), started before the measure and told to tick by a line on stdin, all at once. Per tick the
+ * table shows the tick time (start to the last replica done), wall and CPU (all replicas) per card,
+ * SQL statements per 100 cards (counted through each replica's SQL client), JSON-RPC calls per 100
+ * cards (a counting proxy in front of anvil), rows written (decisions, events and the schedule's two
+ * updates per card: the lease and the next due time) and the largest peak RSS of a replica.
+ *
+ * Two chains: `memory` (the in-memory chain inside each replica: the CPU-only figures, no node to
+ * wait for) and `devnet` (the shared anvil, every balance read a real `eth_call`). Cards are seeded
+ * by SQL (`generate_series`), agent wallets for the live run by `anvil_setBalance` (gas) and
+ * `anvil_setStorageAt` (USD1 balance slots): seeding 100,000 cards takes seconds. The dry runs'
+ * cards come with made-up wallet addresses (as after the loop's first look, which derives and keeps
+ * each wallet's address: about 1 ms of CPU per card, once per card and deployment). Everything seeded
+ * is removed afterwards. Sizes: BENCH_AGENT_CARDS (default 10000,100000; quick 1000),
+ * BENCH_AGENT_REPLICAS (1,2,4), BENCH_AGENT_CHAINS (memory,devnet), BENCH_AGENT_DEVNET_MAX (the largest size also run on the devnet,
+ * 10000), BENCH_AGENT_LIVE (refills of the live run, 1000; 0 skips it).
  */
-import { randomBytes } from "node:crypto"
-import { PgClient } from "@effect/sql-pg"
+import { type ChildProcess, spawn } from "node:child_process"
+import { loadavg } from "node:os"
+import path from "node:path"
+import { createInterface } from "node:readline"
+import { SqlClient } from "@effect/sql"
 import { ConfigProvider, Effect, Layer, Redacted } from "effect"
-import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
-import { AgentLoop } from "../src/agent/AgentLoop.js"
-import { Statement } from "../src/cards/Statement.js"
-import { Events } from "../src/events/Events.js"
-import { Market } from "../src/market/Market.js"
-import { portsLayer } from "../src/Ports.js"
-import { AppConfig } from "../src/runtime/Config.js"
 import { sqlLayer } from "../src/storage/Database.js"
-import { type BenchContext, median, type Section, serviceEnv } from "./harness.js"
+import { clearAgentBench, fundAgentWallets, seedAgentCards } from "../test/support/agentCards.js"
+import { median, repoRoot, type Section, serviceEnv } from "./harness.js"
+import { startRpcProxy, total } from "./proxies.js"
 
-/** Inserts `count` users, each with a card and a strategy due now, in a few statements. */
-const insertCards = (sql: PgClient.PgClient, count: number) =>
+const SEED = "agent-bench-seed-0123456789abcdef0123456789abcdef"
+
+const listOf = (name: string, fallback: ReadonlyArray<number>) =>
+  process.env[name] === undefined
+    ? fallback
+    : process.env[name]!.split(",")
+        .map((n) => Number(n.trim()))
+        .filter((n) => n > 0)
+
+interface TickResult {
+  readonly claimed: number
+  readonly stored: number
+  readonly executed: number
+  readonly wallMs: number
+  readonly cpuMs: number
+  readonly statements: number
+  readonly peakRssMb: number
+}
+
+interface Replica {
+  readonly tick: (at?: number) => Effect.Effect<TickResult>
+}
+
+/** A replica process, ready to tick; killed when the scope closes. */
+const startReplica = (env: Record<string, string>) =>
   Effect.gen(function* () {
-    const now = new Date()
-    const cards = Array.from({ length: count }, () => ({
-      id: randomBytes(16).toString("hex"),
-      address: privateKeyToAccount(generatePrivateKey()).address
-    }))
-    for (let i = 0; i < cards.length; i += 500) {
-      const chunk = cards.slice(i, i + 500)
-      yield* sql`INSERT INTO users ${sql.insert(chunk.map((card) => ({ address: card.address, createdAt: now })))}`
-      yield* sql`INSERT INTO cards ${sql.insert(
-        chunk.map((card) => ({
-          id: card.id,
-          address: card.address,
-          issuer: "bench",
-          issuerRef: card.id,
-          holder: "Bench Holder",
-          numberSealed: new Uint8Array(40),
-          cvvSealed: new Uint8Array(40),
-          last4: "0000",
-          expiry: "01/30",
-          documentHash: randomBytes(32),
-          createdAt: now
-        }))
-      )}`
-      yield* sql`INSERT INTO agent_strategies ${sql.insert(
-        chunk.map((card) => ({
-          cardId: card.id,
-          targets: sql.json({ NVDA: 0.5, SPY: 0.5 }),
-          weeklySpendUsd: 140,
-          timeZone: "America/New_York",
-          createdAt: now,
-          updatedAt: now,
-          dueAt: now
-        }))
-      )}`
-    }
+    const child = yield* Effect.acquireRelease(
+      Effect.sync(
+        () =>
+          spawn(process.execPath, ["--import", "tsx", path.join(repoRoot, "bench", "agentReplica.ts")], {
+            cwd: repoRoot,
+            env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", LOG_LEVEL: "Warn", ...env },
+            stdio: ["pipe", "pipe", "inherit"]
+          }) as ChildProcess
+      ),
+      (child) => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL"))
+    )
+    // The replica's answers are JSON lines; its log lines (logfmt) are passed over.
+    const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]()
+    const answer = (): Effect.Effect<unknown> =>
+      Effect.promise(() => lines.next()).pipe(
+        Effect.flatMap((next) =>
+          next.done
+            ? Effect.die(new Error(`an agent replica exited (${child.exitCode})`))
+            : next.value.startsWith("{")
+              ? Effect.succeed(JSON.parse(next.value))
+              : answer()
+        )
+      )
+    yield* answer()
+    return {
+      tick: (at?: number) =>
+        Effect.suspend(() => {
+          child.stdin!.write(at === undefined ? "tick\n" : `tick ${at}\n`)
+          return answer().pipe(
+            Effect.flatMap((result) =>
+              typeof result === "object" && result !== null && "error" in result
+                ? Effect.die(new Error(`an agent replica's tick failed: ${String(result.error)}`))
+                : Effect.succeed(result as TickResult)
+            )
+          )
+        })
+    } satisfies Replica
   })
 
-const clear = (sql: PgClient.PgClient) =>
-  sql`TRUNCATE agent_transactions, agent_decisions, agent_strategies RESTART IDENTITY`.pipe(
-    // The decisions' events, and the bench users' event ids with them.
-    Effect.zipRight(sql`DELETE FROM events WHERE address IN (SELECT address FROM cards WHERE issuer = 'bench')`),
-    Effect.zipRight(
-      sql`DELETE FROM event_sequences WHERE address IN (SELECT address FROM cards WHERE issuer = 'bench')`
-    ),
-    Effect.zipRight(sql`DELETE FROM cards WHERE issuer = 'bench'`),
-    Effect.zipRight(sql`DELETE FROM users WHERE NOT EXISTS (SELECT 1 FROM cards WHERE cards.address = users.address)
-                        AND NOT EXISTS (SELECT 1 FROM sessions WHERE sessions.address = users.address)`)
+interface Measure {
+  readonly tickMs: number
+  readonly wallPerCardMs: number
+  readonly cpuPerCardMs: number
+  readonly statementsPer100: number
+  readonly rpcPer100: number
+  readonly rowsWritten: number
+  readonly peakRssMb: number
+  readonly claimed: number
+  readonly executed: number
+  /** Each replica's CPU in the tick, ms. */
+  readonly cpuMs: ReadonlyArray<number>
+}
+
+const rowCounts = (sql: SqlClient.SqlClient) =>
+  sql<{ decisions: number; events: number }>`
+    SELECT (SELECT count(*)::int FROM agent_decisions) AS decisions, (SELECT count(*)::int FROM events) AS events`.pipe(
+    Effect.map((rows) => rows[0]!)
   )
 
-/** The agent loop over the shared database and devnet, in dry mode, as a service replica builds it. */
-const agentLayer = (ctx: BenchContext) =>
-  Layer.unwrapEffect(
-    Effect.map(ctx.sharedDevnet, (devnet) => {
-      const env = {
-        ...serviceEnv(ctx, devnet, "agent-bench"),
-        AGENT_MODE: "dry",
-        AGENT_BATCH: "500",
-        LOG_LEVEL: "Warn"
-      }
-      return AgentLoop.Default.pipe(
-        Layer.provide([Market.Default, Statement.Default, Events.Default]),
-        Layer.provide(portsLayer()),
-        Layer.provideMerge(sqlLayer(Redacted.make(ctx.databaseUrl))),
-        Layer.provide(AppConfig.layer),
-        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
-      )
-    })
-  )
+/** One tick of every replica at once. */
+const tickAll = (
+  sql: SqlClient.SqlClient,
+  replicas: ReadonlyArray<Replica>,
+  cards: number,
+  rpcCalls: () => number,
+  at?: number
+) =>
+  Effect.gen(function* () {
+    const rowsBefore = yield* rowCounts(sql)
+    const rpcBefore = rpcCalls()
+    const started = performance.now()
+    const results = yield* Effect.all(
+      replicas.map((replica) => replica.tick(at)),
+      { concurrency: "unbounded" }
+    )
+    const tickMs = performance.now() - started
+    const rowsAfter = yield* rowCounts(sql)
+    const claimed = results.reduce((sum, r) => sum + r.claimed, 0)
+    return {
+      tickMs,
+      wallPerCardMs: tickMs / cards,
+      cpuPerCardMs: results.reduce((sum, r) => sum + r.cpuMs, 0) / cards,
+      statementsPer100: (results.reduce((sum, r) => sum + r.statements, 0) * 100) / cards,
+      rpcPer100: ((rpcCalls() - rpcBefore) * 100) / cards,
+      // Decisions and events inserted; each claimed card's schedule row updated twice (lease, next due).
+      rowsWritten: rowsAfter.decisions - rowsBefore.decisions + (rowsAfter.events - rowsBefore.events) + 2 * claimed,
+      peakRssMb: Math.max(...results.map((r) => r.peakRssMb)),
+      claimed,
+      executed: results.reduce((sum, r) => sum + r.executed, 0),
+      cpuMs: results.map((r) => r.cpuMs)
+    } satisfies Measure
+  })
+
+const fixed = (n: number, digits: number) => (Number.isFinite(n) ? n.toFixed(digits) : "–")
+
+const row = (label: string, cards: number, replicas: number, m: Measure, refillsPerSecond = Number.NaN) =>
+  `| ${label} | ${cards.toLocaleString("en-US")} | ${replicas} | ${fixed(m.tickMs / 1000, 2)} | ${fixed(m.wallPerCardMs, 3)} | ` +
+  `${fixed(m.cpuPerCardMs, 3)} | ${m.cpuMs.map((ms) => fixed(ms / 1000, 1)).join(" / ")} | ` +
+  `${fixed(m.statementsPer100, 2)} | ${fixed(m.rpcPer100, 1)} | ${m.rowsWritten.toLocaleString("en-US")} | ` +
+  `${fixed(m.peakRssMb, 0)} | ${fixed(refillsPerSecond, 1)} |`
 
 export const agentSection: Section = {
   name: "agent",
-  about: "one agent tick in dry mode for 1, 100 and 1,000 cards: time per tick and per card",
+  about: "agent ticks over 10,000 and 100,000 cards, 1/2/4 replicas, dry (in-memory chain, devnet) and live",
   run: (ctx) =>
     Effect.gen(function* () {
-      const loop = yield* AgentLoop
-      const sql = yield* PgClient.PgClient
-      const lines: Array<string> = [
-        "agent tick, dry mode (first: every card's first decision stored; steady: the median of two later ticks, nothing new to store)",
-        "",
-        "| cards | first tick, ms | per card, ms | steady tick, ms | per card, ms |",
-        "|---:|---:|---:|---:|---:|"
-      ]
-      for (const size of ctx.sizes.agentCards) {
-        yield* clear(sql)
-        yield* insertCards(sql, size)
-        const timed = Effect.gen(function* () {
-          yield* sql`UPDATE agent_strategies SET due_at = now()`
-          const started = performance.now()
-          const summary = yield* loop.tick()
-          if (summary.claimed !== size) {
-            return yield* Effect.fail(new Error(`the tick claimed ${summary.claimed} of ${size} cards`))
-          }
-          return performance.now() - started
+      const sql = yield* SqlClient.SqlClient
+      const devnet = yield* ctx.sharedDevnet
+      const proxy = yield* startRpcProxy(devnet.rpcUrl)
+      const sizes = listOf("BENCH_AGENT_CARDS", ctx.sizes.agentCards)
+      const replicaCounts = listOf("BENCH_AGENT_REPLICAS", [1, 2, 4])
+      const devnetMax = Number(process.env.BENCH_AGENT_DEVNET_MAX ?? 10_000)
+      const liveRefills = Number(process.env.BENCH_AGENT_LIVE ?? (ctx.sizes.agentCards[0]! < 10_000 ? 100 : 1_000))
+      const baseEnv = (chain: "memory" | "devnet", name: string) => {
+        const env = serviceEnv(ctx, devnet, name, {
+          LOG_LEVEL: "Warn",
+          AGENT_WALLET_SEED: SEED,
+          // The bench ticks by hand: the next due time is far enough that no card is due twice in a tick.
+          AGENT_INTERVAL: "1 hour",
+          AGENT_LEASE: "10 minutes",
+          // A multicall of 500 reads can take seconds on the loaded shared devnet.
+          CHAIN_TIMEOUT: "60 seconds"
         })
-        const first = yield* timed
-        const steady = median([yield* timed, yield* timed])
-        ctx.progress(`[agent] ${size} cards: first tick ${first.toFixed(0)} ms, steady ${steady.toFixed(0)} ms`)
-        lines.push(
-          `| ${size.toLocaleString("en-US")} | ${first.toFixed(0)} | ${(first / size).toFixed(2)} | ` +
-            `${steady.toFixed(0)} | ${(steady / size).toFixed(2)} |`
-        )
+        return {
+          ...env,
+          CHAIN_RPC_URL: proxy.url,
+          ...(chain === "memory" ? { AGENT_BENCH_CHAIN: "memory" } : {})
+        } as Record<string, string>
       }
-      yield* clear(sql)
+      const rpcCalls = () => total(proxy.counter.snapshot())
+      const lines: Array<string> = [
+        `agent ticks (load average at the start: ${loadavg()
+          .map((l) => l.toFixed(2))
+          .join(" ")}); first: every card's first decision stored; steady: the median of two later ticks, ` +
+          "nothing changed, nothing new stored; live: one tick of cash refills on the devnet",
+        "",
+        "| tick | cards | replicas | tick, s | wall per card, ms | CPU per card, ms | CPU per replica, s | SQL per 100 cards | JSON-RPC per 100 cards | rows written | peak RSS per replica, MB | refills/s |",
+        "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|"
+      ]
+
+      const chains = (process.env.BENCH_AGENT_CHAINS ?? "memory,devnet").split(",")
+      for (const chain of (["memory", "devnet"] as const).filter((c) => chains.includes(c))) {
+        for (const cards of sizes) {
+          if (chain === "devnet" && cards > devnetMax) continue
+          for (const count of replicaCounts) {
+            yield* clearAgentBench(sql)
+            const seedStarted = performance.now()
+            yield* seedAgentCards(sql, cards, new Date(), { weeklySpendUsd: 140, wallets: "placeholder" })
+            const seedMs = performance.now() - seedStarted
+            const { first, steady } = yield* Effect.scoped(
+              Effect.gen(function* () {
+                const replicas = yield* Effect.all(
+                  Array.from({ length: count }, (_, i) => startReplica(baseEnv(chain, `agent-${chain}-${i}`))),
+                  { concurrency: "unbounded" }
+                )
+                const first = yield* tickAll(sql, replicas, cards, rpcCalls)
+                const steady: Array<Measure> = []
+                for (const _ of [1, 2]) {
+                  yield* sql`UPDATE agent_strategies SET due_at = now()`
+                  steady.push(yield* tickAll(sql, replicas, cards, rpcCalls))
+                }
+                return { first, steady }
+              })
+            )
+            // The steady figures: the faster of the two ticks' row, with the median tick time.
+            const [fast] = [...steady].sort((a, b) => a.tickMs - b.tickMs)
+            const tickMs = median(steady.map((m) => m.tickMs))
+            const steadyMedian: Measure = { ...fast!, tickMs, wallPerCardMs: tickMs / cards }
+            ctx.progress(
+              `[agent] ${chain} ${cards} cards × ${count} replicas: seeded in ${(seedMs / 1000).toFixed(1)} s, ` +
+                `first ${(first.tickMs / 1000).toFixed(1)} s, steady ${(tickMs / 1000).toFixed(1)} s`
+            )
+            lines.push(row(`${chain} first`, cards, count, first))
+            lines.push(row(`${chain} steady`, cards, count, steadyMedian))
+          }
+        }
+      }
+
+      if (liveRefills > 0) {
+        for (const count of replicaCounts) {
+          yield* clearAgentBench(sql)
+          // Cards below the $10 floor with no spending, wallets holding $25 of USD1: a cash refill each.
+          yield* seedAgentCards(sql, liveRefills, new Date(), { weeklySpendUsd: 0 })
+          const fundStarted = performance.now()
+          yield* fundAgentWallets(sql, devnet, SEED, liveRefills)
+          const fundMs = performance.now() - fundStarted
+          const live = yield* Effect.scoped(
+            Effect.gen(function* () {
+              const replicas = yield* Effect.all(
+                Array.from({ length: count }, (_, i) =>
+                  startReplica({ ...baseEnv("devnet", `agent-live-${i}`), AGENT_MODE: "live", AGENT_CONCURRENCY: "32" })
+                ),
+                { concurrency: "unbounded" }
+              )
+              return yield* tickAll(sql, replicas, liveRefills, rpcCalls)
+            })
+          )
+          const [executed] = yield* sql<{ n: number }>`
+            SELECT count(*)::int AS n FROM agent_decisions WHERE status = 'executed'`
+          ctx.progress(
+            `[agent] live ${liveRefills} refills × ${count} replicas: wallets funded in ${(fundMs / 1000).toFixed(1)} s, ` +
+              `${executed!.n} executed in ${(live.tickMs / 1000).toFixed(1)} s`
+          )
+          lines.push(
+            row(`live (${executed!.n} executed)`, liveRefills, count, live, executed!.n / (live.tickMs / 1000))
+          )
+        }
+      }
+      yield* clearAgentBench(sql)
       return { ratios: [], counts: [], checks: [lines.join("\n")] }
     }).pipe(
-      Effect.provide(agentLayer(ctx)),
+      Effect.provide(
+        Layer.unwrapEffect(Effect.sync(() => sqlLayer(Redacted.make(ctx.databaseUrl)))).pipe(
+          Layer.provide(
+            Layer.setConfigProvider(
+              ConfigProvider.fromMap(
+                new Map([
+                  ["DATA_DIR", ctx.tmp],
+                  // Seeding and clearing 100,000 cards are single statements of many seconds.
+                  ["DATABASE_STATEMENT_TIMEOUT", "10 minutes"]
+                ])
+              )
+            )
+          )
+        )
+      ),
       Effect.mapError((cause) => new Error(String(cause)))
     )
 }

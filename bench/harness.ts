@@ -67,7 +67,7 @@ export const sizesFor = (quick: boolean, rounds: number | undefined): Sizes =>
         recoverSeconds: 0.5,
         idleSettleMs: 500,
         countedOps: 3,
-        agentCards: [1, 100],
+        agentCards: [1_000],
         events: { streams: 100, count: 1_000, perSecond: 500 },
         remoteConcurrencies: [10],
         remotePayments: (concurrency) => concurrency
@@ -85,7 +85,7 @@ export const sizesFor = (quick: boolean, rounds: number | undefined): Sizes =>
         recoverSeconds: 3,
         idleSettleMs: 3000,
         countedOps: 10,
-        agentCards: [1, 100, 1_000],
+        agentCards: [10_000, 100_000],
         events: { streams: 1_000, count: 10_000, perSecond: 1_000 },
         remoteConcurrencies: [10, 50, 200],
         // At least 5 blocks' worth at the rates seen (10-50/s), so that a run is not one block.

@@ -29,7 +29,7 @@ import type { StockToken } from "../chain/Tokens.js"
 import { Events } from "../events/Events.js"
 import type { MarketData } from "../market/Api.js"
 import { Market } from "../market/Market.js"
-import { agentTickDuration, countAgentDecision } from "../observability/Metrics.js"
+import { agentTickDuration, agentTickOverruns, countAgentDecision } from "../observability/Metrics.js"
 import { backgroundLoop } from "../runtime/BackgroundLoop.js"
 import { AppConfig, durationConfig, positiveInteger } from "../runtime/Config.js"
 import {
@@ -44,6 +44,7 @@ import {
 import { type AgentCard, AgentWallet, type AgentWalletError, type WalletHoldings } from "./AgentWallet.js"
 import { CASH_SYMBOL, type Decision, decide } from "./Decide.js"
 import { LOOKBACK_DAYS } from "./Forecast.js"
+import { nextDueAfter } from "./Schedule.js"
 
 const DAY_MS = 86_400_000
 /** After an executed refill, no new trade for the card before this. */
@@ -55,10 +56,14 @@ const RECONCILE_RECEIPT_WAIT_MS = 2_000
 
 const loopSettings = Config.all({
   interval: durationConfig("AGENT_INTERVAL", "1 minute"),
+  /** The cards' due times are spread over this much of each interval (default: all of it). */
+  jitter: durationConfig("AGENT_JITTER", Duration.infinity),
+  /** How often the loop looks for due cards (default: a tenth of the interval, at most 5 seconds). */
+  poll: durationConfig("AGENT_POLL", Duration.infinity),
   /** Live trades of one replica in flight at once. */
   concurrency: positiveInteger("AGENT_CONCURRENCY", 8),
   /** Cards claimed at a time. */
-  batch: positiveInteger("AGENT_BATCH", 500),
+  batch: positiveInteger("AGENT_BATCH", 1000),
   /** How long a replica holds its claim on a batch, and after which an unfinished trade is the reconciler's. */
   lease: durationConfig("AGENT_LEASE", "2 minutes"),
   /** How long a trade's transaction may stay unmined before the decision is `unknown`. */
@@ -72,7 +77,15 @@ const loopSettings = Config.all({
     ),
     Config.withDefault(0.01)
   )
-})
+}).pipe(
+  Config.map((settings) => ({
+    ...settings,
+    jitter: Duration.min(settings.jitter, settings.interval),
+    poll: Duration.isFinite(settings.poll)
+      ? settings.poll
+      : Duration.min(Duration.millis(Duration.toMillis(settings.interval) / 10), Duration.seconds(5))
+  }))
+)
 
 /** The trade a stored decision carries out, step by step. */
 const stepsOf = (decision: ExecutingDecision): ReadonlyArray<TransactionStep> =>
@@ -135,13 +148,19 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
     /** This replica, as the owner of its leases. */
     const owner = randomUUID()
     const intervalMs = Duration.toMillis(settings.interval)
+    const jitterMs = Duration.toMillis(settings.jitter)
     const leaseMs = Duration.toMillis(settings.lease)
     const txTimeoutMs = Duration.toMillis(settings.txTimeout)
     const { usd1 } = chain
 
-    const agentCard = (card: { readonly cardId: string; readonly address: Address }): AgentCard => ({
+    const agentCard = (card: {
+      readonly cardId: string
+      readonly address: Address
+      readonly wallet?: Address | null
+    }): AgentCard => ({
       id: card.cardId,
-      address: card.address
+      address: card.address,
+      ...(card.wallet == null ? {} : { wallet: card.wallet })
     })
     const tokenBySymbol = (symbol: string): StockToken =>
       Option.getOrThrowWith(Option.fromNullable(market.tokens.find((t) => t.symbol === symbol)), () =>
@@ -387,29 +406,38 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
         )
       )
 
-    const decideBatch = (cards: ReadonlyArray<ClaimedCard>, at: number) =>
+    /** Every registry token's market data at `at`, by symbol (a token without a price is left out). */
+    const marketsAt = (at: number) =>
+      Effect.forEach(
+        market.tokens,
+        (token) =>
+          market.marketData(token.address, at).pipe(
+            Effect.option,
+            Effect.map((data) => [token.symbol, data] as const)
+          ),
+        { concurrency: "unbounded" }
+      ).pipe(
+        Effect.map(
+          (markets) =>
+            new Map(markets.flatMap(([symbol, data]) => (Option.isSome(data) ? [[symbol, data.value] as const] : [])))
+        )
+      )
+
+    const decideBatch = (
+      cards: ReadonlyArray<ClaimedCard>,
+      at: number,
+      marketBySymbol: ReadonlyMap<string, MarketData>
+    ) =>
       Effect.gen(function* () {
         const addresses = cards.map((card) => card.address)
-        const [cardBalances, holdings, markets, payments, latest] = yield* Effect.all(
+        const [cardBalances, holdings, payments, latest] = yield* Effect.all(
           [
             chain.balances(addresses, [usd1.address]),
             holdingsOf(cards),
-            Effect.forEach(
-              market.tokens,
-              (token) =>
-                market.marketData(token.address, at).pipe(
-                  Effect.option,
-                  Effect.map((data) => [token.symbol, data] as const)
-                ),
-              { concurrency: "unbounded" }
-            ),
             statement.payments(addresses, at - (LOOKBACK_DAYS + 1) * DAY_MS),
             repo.latestDecisions(cards.map((card) => card.cardId))
           ],
           { concurrency: "unbounded" }
-        )
-        const marketBySymbol = new Map(
-          markets.flatMap(([symbol, data]) => (Option.isSome(data) ? [[symbol, data.value]] : []))
         )
         const previous = new Map(latest.map((row) => [row.cardId, row]))
 
@@ -482,16 +510,33 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
      * Decides one claimed batch at `at`, stores it, moves the cards on from `now` and, live,
      * executes the trades.
      */
-    const runBatch = (cards: ReadonlyArray<ClaimedCard>, at: number, now: number) =>
+    const runBatch = (
+      cards: ReadonlyArray<ClaimedCard>,
+      at: number,
+      now: number,
+      markets: ReadonlyMap<string, MarketData>
+    ) =>
       Effect.gen(function* () {
-        const outcomes = yield* decideBatch(cards, at)
+        const outcomes = yield* decideBatch(cards, at, markets)
         const rows = outcomes.flatMap((outcome) => (outcome.row === undefined ? [] : [outcome.row]))
         // The stored decisions' `decision` events, in the transaction that stores them.
-        const ids = yield* repo.insertDecisions(rows).pipe(
-          Effect.tap((stored) => publishDecisions([...stored.values()])),
-          repo.withTransaction
-        )
-        // One span per card's decision (stored or, being the same as its last, not), and the counters.
+        const addresses = new Map(cards.map((card) => [card.cardId, card.address]))
+        const stored =
+          rows.length === 0
+            ? new Map()
+            : yield* repo.insertDecisions(rows).pipe(
+                Effect.tap((stored) =>
+                  events.publishAll(
+                    [...stored].map(([cardId, row]) => ({
+                      address: addresses.get(cardId)!,
+                      event: { type: "decision", data: decisionItem(row) } as const
+                    }))
+                  )
+                ),
+                repo.withTransaction
+              )
+        const ids = new Map([...stored].map(([cardId, row]) => [cardId, row.id]))
+        // The counters, and one span per stored decision (an unchanged card only counts in the tick's tally).
         const tally = new Map<string, number>()
         yield* Effect.forEach(
           outcomes,
@@ -500,28 +545,38 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
             const status = row === undefined ? "unchanged" : id === undefined ? "taken" : row.status
             const key = `${decision.action}.${status}`
             tally.set(key, (tally.get(key) ?? 0) + 1)
-            return (id === undefined ? Effect.void : countAgentDecision(decision.action, status)).pipe(
-              Effect.withSpan("AgentLoop.decision", {
-                attributes: {
-                  "card.id": card.cardId,
-                  "decision.action": decision.action,
-                  "decision.rule": decision.rule,
-                  "decision.status": status,
-                  ...(id === undefined ? {} : { "decision.id": id })
-                }
-              })
-            )
+            return id === undefined
+              ? Effect.void
+              : countAgentDecision(decision.action, status).pipe(
+                  Effect.withSpan("AgentLoop.decision", {
+                    attributes: {
+                      "card.id": card.cardId,
+                      "decision.action": decision.action,
+                      "decision.rule": decision.rule,
+                      "decision.status": status,
+                      "decision.id": id
+                    }
+                  })
+                )
           },
           { discard: true }
         )
         yield* repo.advance(
           owner,
-          cards.map((card) => {
-            // The next slot of the card's own grid after now, however far behind the loop fell.
-            const behind = Math.max(0, now - card.dueAt.getTime())
-            const next = card.dueAt.getTime() + (Math.floor(behind / intervalMs) + 1) * intervalMs
-            return { cardId: card.cardId, dueAt: new Date(next) }
-          })
+          yield* Effect.forEach(cards, (card) =>
+            Effect.map(
+              card.wallet === null
+                ? wallet.address(agentCard(card)).pipe(Effect.option)
+                : Effect.succeed(Option.none()),
+              (derived) => ({
+                cardId: card.cardId,
+                // The next instant of the card's own grid after now, however far behind the loop fell.
+                dueAt: new Date(nextDueAfter(card.cardId, Math.max(now, card.dueAt.getTime()), intervalMs, jitterMs)),
+                // The wallet's address, derived once and kept: later reads need no key derivation.
+                wallet: Option.getOrNull(derived)
+              })
+            )
+          )
         )
         const trades = outcomes.flatMap((outcome) => {
           const id = outcome.row?.status === "executing" ? ids.get(outcome.card.cardId) : undefined
@@ -535,24 +590,31 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
       })
 
     /**
-     * Claims and decides batches of the cards due now until none is left. The decisions are taken at
-     * `at` (default now): a tool can ask what the loop does at another instant, with today's cards.
+     * Claims and decides pages of the cards due now until none is left, with the market read once.
+     * The decisions are taken at `at` (default: when the tick starts): a tool can ask what the loop
+     * does at another instant, with today's cards. A tick longer than the interval is reported; it
+     * never overlaps itself on a card (the claim's lease) and no card is due twice in one interval.
      */
     const tick = (at?: number) =>
       Effect.gen(function* () {
         const started = yield* Clock.currentTimeMillis
+        const decidedAt = at ?? started
         let summary: TickSummary = { claimed: 0, stored: 0, executed: 0 }
         const tally = new Map<string, number>()
+        let markets: ReadonlyMap<string, MarketData> | undefined
         while (true) {
           const now = yield* Clock.currentTimeMillis
+          // The cards due when the tick started: those falling due meanwhile are the next tick's, so
+          // that a tick ends and a page is never a trickle of one or two cards.
           const cards = yield* repo.claimDue({
             owner,
-            now: new Date(now),
+            now: new Date(started),
             leaseUntil: new Date(now + leaseMs),
             limit: settings.batch
           })
           if (cards.length === 0) break
-          const batch = yield* runBatch(cards, at ?? now, now)
+          markets ??= yield* marketsAt(decidedAt)
+          const batch = yield* runBatch(cards, decidedAt, now, markets)
           for (const [key, n] of batch.tally) tally.set(key, (tally.get(key) ?? 0) + n)
           summary = {
             claimed: summary.claimed + cards.length,
@@ -560,7 +622,15 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
             executed: summary.executed + batch.executed
           }
         }
-        yield* Metric.update(agentTickDuration, ((yield* Clock.currentTimeMillis) - started) / 1000)
+        const tookMs = (yield* Clock.currentTimeMillis) - started
+        yield* Metric.update(agentTickDuration, tookMs / 1000)
+        if (tookMs > intervalMs) {
+          yield* Metric.increment(agentTickOverruns)
+          yield* Effect.logWarning(
+            `agent tick took ${Duration.format(Duration.millis(tookMs))}, longer than its interval of ` +
+              `${Duration.format(settings.interval)}: add replicas or lengthen AGENT_INTERVAL`
+          ).pipe(Effect.annotateLogs({ "agent.cards_claimed": summary.claimed }))
+        }
         yield* Effect.annotateCurrentSpan({
           "agent.cards_claimed": summary.claimed,
           "agent.decisions_stored": summary.stored,
@@ -595,6 +665,6 @@ export const AgentLoopLive = backgroundLoop(
   "agent",
   Effect.map(AgentLoop, (loop) => ({
     tick: Effect.zipRight(loop.reconcile, loop.tick()),
-    every: loop.settings.interval
+    every: loop.settings.poll
   }))
 )

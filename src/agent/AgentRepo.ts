@@ -27,21 +27,32 @@ const DecisionRow = Schema.Struct({
   error: Schema.NullOr(Schema.String)
 })
 
+/** A decision just stored, with its card. */
+const StoredDecision = Schema.Struct({ cardId: Schema.String, ...DecisionRow.fields }).pipe(Schema.omit("txs"))
+
 /** A decision as `GET /agent/decisions` answers it. */
 export const decisionItem = (row: typeof DecisionRow.Type) => ({ ...row, at: row.at.getTime() })
 
 const strategyColumns = "card_id, targets, weekly_spend_usd, time_zone, created_at, updated_at"
 
+/**
+ * An address as the service wrote it into the database (checksummed on the way in): a page of
+ * cards is not checksummed again, which would cost a keccak hash per address and per tick.
+ */
+const StoredAddress = Schema.TemplateLiteral("0x", Schema.String)
+
 /** A card the loop claimed for one interval, with what deciding it needs. */
 export const ClaimedCard = Schema.Struct({
   cardId: Schema.String,
-  address: Address,
+  address: StoredAddress,
   cardCreatedAt: Schema.DateFromSelf,
   dueAt: Schema.DateFromSelf,
   targets: Schema.Record({ key: Schema.String, value: Schema.Number }),
   weeklySpendUsd: Schema.Number,
   timeZone: Schema.String,
-  tradeAfter: Schema.NullOr(Schema.DateFromSelf)
+  tradeAfter: Schema.NullOr(Schema.DateFromSelf),
+  /** The agent wallet's address once the loop derived it. */
+  wallet: Schema.NullOr(StoredAddress)
 })
 export type ClaimedCard = typeof ClaimedCard.Type
 
@@ -194,17 +205,22 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
         FROM due, cards c
         WHERE s.card_id = due.card_id AND c.id = s.card_id
         RETURNING s.card_id, c.address, c.created_at AS card_created_at, s.due_at, s.targets,
-                  s.weekly_spend_usd, s.time_zone, s.trade_after`
+                  s.weekly_spend_usd, s.time_zone, s.trade_after, s.wallet`
     })
 
-    /** Moves each claimed card to its next interval and gives its lease back. */
-    const advance = (owner: string, cards: ReadonlyArray<{ readonly cardId: string; readonly dueAt: Date }>) =>
+    /** Moves each claimed card to its next interval, keeps a newly derived wallet address and gives the lease back. */
+    const advance = (
+      owner: string,
+      cards: ReadonlyArray<{ readonly cardId: string; readonly dueAt: Date; readonly wallet: string | null }>
+    ) =>
       cards.length === 0
         ? Effect.void
         : sql`
-            UPDATE agent_strategies s SET due_at = next.due_at, lease_owner = NULL, lease_until = NULL
+            UPDATE agent_strategies s SET due_at = next.due_at, wallet = COALESCE(s.wallet, next.wallet),
+                                          lease_owner = NULL, lease_until = NULL
             FROM (SELECT unnest(${cards.map((card) => card.cardId)}::text[]) AS card_id,
-                         unnest(${cards.map((card) => card.dueAt.toISOString())}::timestamptz[]) AS due_at) next
+                         unnest(${cards.map((card) => card.dueAt.toISOString())}::timestamptz[]) AS due_at,
+                         unnest(${cards.map((card) => card.wallet)}::text[]) AS wallet) next
             WHERE s.card_id = next.card_id AND s.lease_owner = ${owner}`.pipe(Effect.asVoid)
 
     /** Each card's latest decision: what an idle decision is compared with before it is written. */
@@ -224,17 +240,21 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
 
     /**
      * Stores a batch of decisions in one statement. (card, interval) is unique: a decision another
-     * replica already stored for that interval is skipped. Answers the stored ones' ids by card.
+     * replica already stored for that interval is skipped. Answers the stored ones by card, as the
+     * log shows them (a new decision has no transaction yet).
      */
     const insertDecisions = (rows: ReadonlyArray<NewDecision>) =>
       rows.length === 0
-        ? Effect.succeed(new Map<string, string>())
-        : sql<{ cardId: string; id: string }>`
+        ? Effect.succeed(new Map<string, typeof DecisionRow.Type>())
+        : sql`
             INSERT INTO agent_decisions ${sql.insert(
               rows.map((row) => ({ ...row, createdAt: row.at, updatedAt: row.at }))
             )}
             ON CONFLICT (card_id, due_at) DO NOTHING
-            RETURNING card_id, id`.pipe(Effect.map((stored) => new Map(stored.map((row) => [row.cardId, row.id]))))
+            RETURNING card_id, id, at, action, symbol, usd, reason, status, error`.pipe(
+            Effect.flatMap(Schema.decodeUnknown(Schema.Array(StoredDecision))),
+            Effect.map((stored) => new Map(stored.map(({ cardId, ...row }) => [cardId, { ...row, txs: [] }])))
+          )
 
     const setTradeAfter = (cardId: string, until: Date) =>
       sql`UPDATE agent_strategies SET trade_after = GREATEST(trade_after, ${until}) WHERE card_id = ${cardId}`

@@ -19,6 +19,8 @@ import type { StockToken } from "../chain/Tokens.js"
 export interface AgentCard {
   readonly id: string
   readonly address: Address
+  /** The wallet's address when the caller knows it already (the loop keeps it): reading needs no key. */
+  readonly wallet?: Address
 }
 
 export type AgentWalletErrorCode = "SESSION_EXPIRED" | "NOT_LOGGED_IN" | "AGENT_WALLET_ERROR"

@@ -26,6 +26,9 @@ export const AGENT_WALLET_SEED: SecretName = {
 const STARTING_USD1 = 25n
 const STARTING_STOCKS_USD = 1_000n
 
+/** Derived accounts a replica keeps (each holds its key): the cards of the last few pages it traded for. */
+const MAX_CACHED_ACCOUNTS = 10_000
+
 /** The private key of a card's agent wallet. */
 export const agentWalletKey = (seed: Redacted.Redacted<string>, cardId: string): Redacted.Redacted<`0x${string}`> =>
   Redacted.make<`0x${string}`>(
@@ -73,35 +76,36 @@ export const ChainAgentWallet = Layer.effect(
     const registry = yield* TokenRegistry
     const seed = yield* (yield* Secrets).secret(AGENT_WALLET_SEED)
 
-    /** Deriving an account costs an elliptic-curve multiplication: once per card. */
+    /**
+     * Deriving an account costs an elliptic-curve multiplication: kept for the cards seen lately
+     * (bounded, so that a replica's memory does not grow with the programme; the loop keeps every
+     * wallet's address in the database and passes it, so reads derive nothing).
+     */
     const accounts = new Map<string, ChainAccount>()
     const accountOf = (card: AgentCard) => {
       const known = accounts.get(card.id)
       if (known !== undefined) return known
       const account = chain.account(agentWalletKey(seed, card.id))
+      if (accounts.size >= MAX_CACHED_ACCOUNTS) accounts.clear()
       accounts.set(card.id, account)
       return account
     }
+    const walletOf = (card: AgentCard) => card.wallet ?? accountOf(card).address
 
     const holdings = (cards: ReadonlyArray<AgentCard>) => {
       const tokens = [chain.usd1.address, ...registry.tokens.map((token) => token.address)]
-      return chain
-        .balances(
-          cards.map((card) => accountOf(card).address),
-          tokens
-        )
-        .pipe(
-          Effect.map((rows) =>
-            rows.map(
-              ([usd1 = 0n, ...held]): WalletHoldings => ({
-                usd1,
-                tokens: new Map(registry.tokens.map((token, j) => [token.address, held[j] ?? 0n] as const))
-              })
-            )
-          ),
-          Effect.mapError(walletError("reading the agent wallets' holdings")),
-          Effect.withSpan("AgentWallet.holdings", { attributes: { cards: cards.length } })
-        )
+      return chain.balances(cards.map(walletOf), tokens).pipe(
+        Effect.map((rows) =>
+          rows.map(
+            ([usd1 = 0n, ...held]): WalletHoldings => ({
+              usd1,
+              tokens: new Map(registry.tokens.map((token, j) => [token.address, held[j] ?? 0n] as const))
+            })
+          )
+        ),
+        Effect.mapError(walletError("reading the agent wallets' holdings")),
+        Effect.withSpan("AgentWallet.holdings", { attributes: { cards: cards.length } })
+      )
     }
 
     const fund = (card: AgentCard) =>
@@ -137,7 +141,7 @@ export const ChainAgentWallet = Layer.effect(
       })
 
     return AgentWallet.of({
-      address: (card) => Effect.sync(() => accountOf(card).address),
+      address: (card) => Effect.sync(() => walletOf(card)),
       holdings,
       sell: (card, token, amount, minUsd1Out, record) =>
         accountOf(card)

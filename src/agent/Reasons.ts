@@ -18,11 +18,20 @@ const etFormat = new Intl.DateTimeFormat("en-US", {
   minute: "2-digit"
 })
 
+// A page of decisions names the same few instants again and again: memoised, bounded.
+const MAX_ET_TEXTS = 4_096
+const etTexts = new Map<number, string>()
+
 /** New York time, `Mon Nov 23, 09:30 ET`. */
 export const formatEt = (at: number): string => {
+  const known = etTexts.get(at)
+  if (known !== undefined) return known
   const part: Partial<Record<Intl.DateTimeFormatPartTypes, string>> = {}
   for (const { type, value } of etFormat.formatToParts(at)) part[type] = value
-  return `${part.weekday} ${part.month} ${part.day}, ${part.hour}:${part.minute} ET`
+  const text = `${part.weekday} ${part.month} ${part.day}, ${part.hour}:${part.minute} ET`
+  if (etTexts.size >= MAX_ET_TEXTS) etTexts.clear()
+  etTexts.set(at, text)
+  return text
 }
 
 /** A weight, `62.5%`. */

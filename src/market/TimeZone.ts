@@ -36,12 +36,23 @@ const formatterOf = (timeZone: string): Intl.DateTimeFormat => {
   return formatter
 }
 
+// The agent decides a page of cards at one instant: the same (zone, instant) pairs come back for every
+// card, and `formatToParts` costs microseconds each. Memoised, bounded.
+const MAX_WALLS = 16_384
+const walls = new Map<string, number>()
+
 /** Local wall clock of an instant as "ms since 1970-01-01T00:00 local", whole seconds. */
 export const wallOf = (at: number, timeZone: string): number => {
+  const key = `${timeZone} ${at}`
+  const known = walls.get(key)
+  if (known !== undefined) return known
   const field: Partial<Record<Intl.DateTimeFormatPartTypes, number>> = {}
   for (const part of formatterOf(timeZone).formatToParts(at)) field[part.type] = Number(part.value)
   const { year = 0, month = 1, day = 1, hour = 0, minute = 0, second = 0 } = field
-  return Date.UTC(year, month - 1, day, hour, minute, second)
+  const wall = Date.UTC(year, month - 1, day, hour, minute, second)
+  if (walls.size >= MAX_WALLS) walls.clear()
+  walls.set(key, wall)
+  return wall
 }
 
 /** Local minus UTC, ms, in force at an instant. */

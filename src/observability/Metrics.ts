@@ -66,6 +66,9 @@ export const agentTickDuration = Metric.histogram(
   MetricBoundaries.exponential({ start: 0.01, factor: 2, count: 14 }),
   "Duration of one agent loop tick"
 )
+export const agentTickOverruns = Metric.counter("agent_tick_overruns_total", {
+  description: "Agent loop ticks that took longer than AGENT_INTERVAL"
+})
 const dbPoolConnections = Metric.gauge("db_pool_connections", {
   description: "PostgreSQL pool connections, by state"
 })
