@@ -42,6 +42,7 @@ import {
   Usd1Artifact
 } from "./contracts/artifacts.js"
 import { MULTICALL3_ADDRESS } from "./Multicall.js"
+import { wallClockPause } from "./WallClock.js"
 
 // ---------------------------------------------------------------------------------------------------
 // Public types
@@ -210,18 +211,8 @@ export const awaitReceipt = (devnet: Pick<Devnet, "rpcUrl" | "chainId">, hash: H
           message: `${what}: ${hash} not mined within ${RECEIPT_LIMIT_MS / 1000} s (${known ? "still pending" : "unknown to the node: dropped"})`
         })
       }
-      yield* realTimePause(POLLING_INTERVAL_MS)
+      yield* wallClockPause(POLLING_INTERVAL_MS)
     }
-  })
-
-/**
- * A pause on the wall clock, whatever Clock the caller runs with: the node mines in real time, and
- * a test under the TestClock (that never moves it) must still see the receipt come.
- */
-const realTimePause = (ms: number) =>
-  Effect.async<void>((resume) => {
-    const timer = setTimeout(() => resume(Effect.void), ms)
-    return Effect.sync(() => clearTimeout(timer))
   })
 
 export const sendAsDeployer = (

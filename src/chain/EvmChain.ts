@@ -71,6 +71,7 @@ import { chunksOf, MULTICALL_CHUNK, MULTICALL3_ADDRESS, rowsOf } from "./Multica
 import { rpcPool } from "./RpcPool.js"
 import { sendQueues } from "./SendQueues.js"
 import { checkChain } from "./StartupCheck.js"
+import { wallClockPause } from "./WallClock.js"
 
 /** viem's error text, with the node's own words and a revert reason when there is one. */
 export const errorText = (cause: unknown): string => {
@@ -219,16 +220,6 @@ const noRecord: RecordSigned<never, never> = () => Effect.void
 
 /** `mint(to, amount)` of USD1 and of the stock tokens alike. */
 const mintAbi = [parseAbiItem("function mint(address to, uint256 amount)")]
-
-/** Waits `ms` of real time, whatever clock a test installed: the node mines in real time. */
-const pause = (ms: number) =>
-  Effect.promise(
-    (signal) =>
-      new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, ms)
-        signal.addEventListener("abort", () => clearTimeout(timer))
-      })
-  )
 
 const withMargin = (gas: bigint, [numerator, denominator]: readonly [bigint, bigint]) => (gas * numerator) / denominator
 
@@ -538,7 +529,7 @@ export const EvmChain = Layer.scoped(
         const deadline = Date.now() + timeoutMs
         let raw = yield* rawReceipt(hash)
         while (raw === null && Date.now() + pollMs <= deadline) {
-          yield* pause(pollMs)
+          yield* wallClockPause(pollMs)
           raw = yield* rawReceipt(hash)
         }
         return raw === null ? Option.none<Receipt>() : Option.some(yield* toReceipt(hash, raw))

@@ -24,6 +24,7 @@ import type { RpcEndpointState } from "./ChainClient.js"
 import { type EndpointHealth, type EndpointStatus, meanLatency, type Probe, rankEndpoints } from "./EndpointRanking.js"
 import { type JsonRpc, type JsonRpcOptions, jsonRpcClient, RpcUnreachable } from "./JsonRpc.js"
 import { type ChainMisconfigured, checkEndpointChains, type EndpointChain } from "./StartupCheck.js"
+import { wallClockPause } from "./WallClock.js"
 
 export interface RpcPoolOptions {
   /** The chain every endpoint must be on. */
@@ -62,16 +63,6 @@ interface Endpoint {
 type BroadcastAnswer =
   | { readonly _tag: "Accepted"; readonly hash: Hash }
   | { readonly _tag: "Refused" | "Unreachable"; readonly error: unknown }
-
-/** Waits in real time, whatever clock a test installed. */
-const pause = (ms: number) =>
-  Effect.promise(
-    (signal) =>
-      new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, ms)
-        signal.addEventListener("abort", () => clearTimeout(timer))
-      })
-  )
 
 const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error))
 
@@ -201,7 +192,7 @@ export const rpcPool = (
     if (!single) {
       yield* Effect.forkScoped(
         Effect.forever(
-          pause(options.probeIntervalMs).pipe(
+          wallClockPause(options.probeIntervalMs).pipe(
             Effect.zipRight(Effect.forEach(endpoints, probe, { concurrency: "unbounded", discard: true })),
             Effect.zipRight(logChanges)
           )
