@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os"
 import { configDefaults, defineConfig } from "vitest/config"
 
 export default defineConfig({
@@ -6,6 +7,10 @@ export default defineConfig({
     // The reliability suite runs on its own: npm run test:reliability (vitest.reliability.config.ts).
     exclude: [...configDefaults.exclude, "test/reliability/**"],
     globalSetup: ["test/support/globalSetup.ts"],
+    // Two files at a time even on two cores (vitest's default there is one): most of a file's time
+    // is spent waiting on the processes it starts (PostgreSQL, anvil, services, Chromium).
+    maxWorkers: Math.max(2, availableParallelism() - 1),
+    minWorkers: 1,
     // Guards against a hang, not speed checks: a slow machine must make the suite slower, not red.
     // Waits inside tests are bounded on their own (test/support/wait.ts) and name what they awaited.
     testTimeout: 300_000,
