@@ -105,6 +105,32 @@ const lineStarting = (service: ServiceProcess, prefix: string) =>
 /** The pid on a pid file's first line (PostgreSQL's postmaster.pid, the devnet's anvil.pid). */
 const pidIn = (file: string) => Number(readFileSync(file, "utf8").split("\n")[0])
 
+/** The supervisor's "<server> restarted after N s" line (or the service's exit, which fails the match). */
+const awaitRestarted = (service: ServiceProcess, server: "PostgreSQL" | "anvil") =>
+  Effect.gen(function* () {
+    const restarted = yield* awaitSeen(
+      `${server} is restarted (or the service exited)`,
+      service,
+      Effect.map(
+        lineStarting(service, `${server} restarted`),
+        (line) => line ?? (service.child.exitCode !== null ? ({ message: "exited" } as LogLine) : undefined)
+      )
+    )
+    expect(restarted.message).toMatch(new RegExp(`^${server} restarted after \\d+\\.\\d s$`))
+    return restarted
+  })
+
+/** When the first payment answered 200 `paid` after `since` came. */
+const awaitPaidAfter = (service: ServiceProcess, answers: Effect.Effect<ReadonlyArray<Timed>>, since: number) =>
+  awaitSeen(
+    "a payment is settled again",
+    service,
+    Effect.map(
+      answers,
+      (all) => all.find((answer) => answer.at > since && answer.status === 200 && answer.body?.status === "paid")?.at
+    )
+  )
+
 /** The embedded devnet's RPC URL and USD1, from its start-up line. */
 const devnetOf = (service: ServiceProcess) => {
   const ready = lines(service).find((line) => line.message.startsWith("devnet ready at "))
@@ -188,15 +214,7 @@ describe("dependencies that fail under the service", () => {
         const postmaster = pidIn(pidFile)
         process.kill(postmaster, "SIGKILL")
         const killedAt = Date.now()
-        const restarted = yield* awaitSeen(
-          "PostgreSQL is restarted (or the service exited)",
-          service,
-          Effect.map(
-            lineStarting(service, "PostgreSQL restarted"),
-            (line) => line ?? (service.child.exitCode !== null ? ({ message: "exited" } as LogLine) : undefined)
-          )
-        )
-        expect(restarted.message).toMatch(/^PostgreSQL restarted after \d+\.\d s$/)
+        const restarted = yield* awaitRestarted(service, "PostgreSQL")
         const served = yield* awaitSeen(
           "a database route answers 200 again",
           service,
@@ -252,27 +270,8 @@ describe("dependencies that fail under the service", () => {
           (i) => orderAndPay(service, payers[4 + (i % 3)]!),
           () => callService(service, "GET", "/ready")
         ])
-        const restarted = yield* awaitSeen(
-          "anvil is restarted (or the service exited)",
-          service,
-          Effect.map(
-            lineStarting(service, "anvil restarted"),
-            (line) => line ?? (service.child.exitCode !== null ? ({ message: "exited" } as LogLine) : undefined)
-          )
-        )
-        expect(restarted.message).toMatch(/^anvil restarted after \d+\.\d s$/)
-        const settled = yield* awaitSeen(
-          "a payment is settled again",
-          service,
-          Effect.map(
-            traffic.answers,
-            (all) =>
-              all.find(
-                (answer) =>
-                  answer.at > Date.parse(restarted.timestamp) && answer.status === 200 && answer.body?.status === "paid"
-              )?.at
-          )
-        )
+        const restarted = yield* awaitRestarted(service, "anvil")
+        const settled = yield* awaitPaidAfter(service, traffic.answers, Date.parse(restarted.timestamp))
         const answers = yield* traffic.stop
         // every payment answered paid is one transfer on chain, and no other transfer reached the merchant
         const transfers = yield* transfersTo(service, merchant)
@@ -352,27 +351,8 @@ describe("dependencies that fail under the service", () => {
         )
         process.kill(pidIn(path.join(dataDir, "chain", "anvil.pid")), "SIGKILL")
         const killedAt = Date.now()
-        const restarted = yield* awaitSeen(
-          "anvil is restarted (or the service exited)",
-          service,
-          Effect.map(
-            lineStarting(service, "anvil restarted"),
-            (line) => line ?? (service.child.exitCode !== null ? ({ message: "exited" } as LogLine) : undefined)
-          )
-        )
-        expect(restarted.message).toMatch(/^anvil restarted after \d+\.\d s$/)
-        const settled = yield* awaitSeen(
-          "a payment is settled again",
-          service,
-          Effect.map(
-            traffic.answers,
-            (all) =>
-              all.find(
-                (answer) =>
-                  answer.at > Date.parse(restarted.timestamp) && answer.status === 200 && answer.body?.status === "paid"
-              )?.at
-          )
-        )
+        const restarted = yield* awaitRestarted(service, "anvil")
+        const settled = yield* awaitPaidAfter(service, traffic.answers, Date.parse(restarted.timestamp))
         yield* Effect.sleep("3 seconds")
         const answers = yield* traffic.stop
         // Every order ends paid or unpaid (nothing left settling), then the three sources are compared.
