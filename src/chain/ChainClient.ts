@@ -235,6 +235,16 @@ export interface ChainClientShape {
    */
   readonly followRelayerNonce: (resendable: Resendable) => Effect.Effect<NonceCheck, ChainError>
   /**
+   * A relayer transaction not mined RELAYER_STUCK_AFTER after `signedAt` is replaced: the same call
+   * and nonce signed with fees raised by at least 12.5 % (and to at least the estimate now), within
+   * MAX_FEE_PER_GAS, at most RELAYER_MAX_FEE_BUMPS times (`bumps` done so far); `record` persists it
+   * before it is broadcast. None when it is not due or no bump is left (it can only wait).
+   */
+  readonly replaceStuck: <E, R>(
+    stuck: { readonly raw: Hex; readonly signedAt: Date; readonly bumps: number },
+    record: RecordSigned<E, R>
+  ) => Effect.Effect<Option.Option<SignedTransaction>, ChainError | E, R>
+  /**
    * Sends an already signed transaction again (crash recovery). "Already known" or "nonce too low"
    * is `known` only when the node knows the transaction itself; `replaced` when its nonce was used
    * by another transaction.

@@ -5,7 +5,7 @@
  */
 import path from "node:path"
 import { Config, ConfigError, Context, type Duration, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
-import type { Hex } from "viem"
+import { type Hex, parseUnits } from "viem"
 import { AppConfig, addressConfig, durationConfig } from "../runtime/Config.js"
 import { Address } from "./Address.js"
 import type { Usd1Token } from "./ChainClient.js"
@@ -28,7 +28,48 @@ export interface Deployment {
   readonly pollInterval: Duration.Duration
   /** How often each of several endpoints is probed (CHAIN_RPC_PROBE_INTERVAL). */
   readonly rpcProbeInterval: Duration.Duration
+  /** How the relayer treats a transaction the chain does not mine (see `RelayerFees`). */
+  readonly relayerFees: RelayerFees
 }
+
+/**
+ * A relayer transaction not mined RELAYER_STUCK_AFTER after it was signed is replaced with the same
+ * nonce and a higher fee, at most RELAYER_MAX_FEE_BUMPS times; no fee signed ever exceeds
+ * MAX_FEE_PER_GAS (gwei; none: no cap).
+ */
+export interface RelayerFees {
+  readonly stuckAfter: Duration.Duration
+  readonly maxBumps: number
+  readonly maxFeePerGas: Option.Option<bigint>
+}
+
+/** A stuck transaction's bound: a few blocks on a public chain; the embedded devnet mines at once. */
+export const DEFAULT_STUCK_AFTER = "30 seconds"
+export const DEVNET_STUCK_AFTER = "5 seconds"
+export const DEFAULT_MAX_FEE_BUMPS = 3
+
+export const relayerFeesConfig = (configured: boolean) =>
+  Config.all({
+    stuckAfter: durationConfig("RELAYER_STUCK_AFTER", configured ? DEFAULT_STUCK_AFTER : DEVNET_STUCK_AFTER),
+    maxBumps: Config.integer("RELAYER_MAX_FEE_BUMPS").pipe(
+      Config.validate({
+        message: "RELAYER_MAX_FEE_BUMPS must be a whole number, 0 or more",
+        validation: (bumps) => bumps >= 0
+      }),
+      Config.withDefault(DEFAULT_MAX_FEE_BUMPS)
+    ),
+    maxFeePerGas: Config.option(
+      Config.string("MAX_FEE_PER_GAS").pipe(
+        Config.mapOrFail((text) =>
+          /^\d+(\.\d{1,9})?$/.test(text.trim()) && parseUnits(text.trim(), 9) > 0n
+            ? Either.right(parseUnits(text.trim(), 9))
+            : Either.left(
+                ConfigError.InvalidData(["MAX_FEE_PER_GAS"], "Expected MAX_FEE_PER_GAS to be a positive number of gwei")
+              )
+        )
+      )
+    )
+  })
 
 /**
  * The endpoints of CHAIN_RPC_URL (one URL, or several separated by commas) then CHAIN_RPC_URLS,
@@ -152,6 +193,7 @@ export class ChainDeployment extends Context.Tag("app/ChainDeployment")<ChainDep
         configured ? DEFAULT_POLL_INTERVAL : DEVNET_POLL_INTERVAL
       )
       const rpcProbeInterval = yield* durationConfig("CHAIN_RPC_PROBE_INTERVAL", DEFAULT_RPC_PROBE_INTERVAL)
+      const relayerFees = yield* relayerFeesConfig(configured)
       if (configured) {
         const settings = yield* Config.all({
           chainId: Config.integer("CHAIN_ID"),
@@ -171,7 +213,8 @@ export class ChainDeployment extends Context.Tag("app/ChainDeployment")<ChainDep
           local: false,
           readTimeout,
           pollInterval,
-          rpcProbeInterval
+          rpcProbeInterval,
+          relayerFees
         } satisfies Deployment
       }
       const devnet = yield* startDevnet({ stateDir: path.join(dataDir, "chain") }).pipe(Effect.orDie)
@@ -185,7 +228,8 @@ export class ChainDeployment extends Context.Tag("app/ChainDeployment")<ChainDep
         local: true,
         readTimeout,
         pollInterval,
-        rpcProbeInterval
+        rpcProbeInterval,
+        relayerFees
       } satisfies Deployment
     })
   )

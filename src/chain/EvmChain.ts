@@ -38,6 +38,7 @@ import {
   parseAbiItem,
   parseEther,
   parseEventLogs,
+  parseTransaction,
   RpcRequestError,
   recoverAddress,
   recoverMessageAddress,
@@ -66,6 +67,7 @@ import { DemoExchangeArtifact, PriceFeedArtifact, StockTokenArtifact, Usd1Artifa
 import { ChainDeployment } from "./Deployment.js"
 import { DEVNET_DEPLOYER_KEY } from "./Devnet.js"
 import { transferWithAuthorizationTypedData } from "./Eip3009.js"
+import { bumpedFees, cappedFees, type Fees } from "./FeeBump.js"
 import { isUnreachable } from "./JsonRpc.js"
 import { chunksOf, MULTICALL_CHUNK, MULTICALL3_ADDRESS, rowsOf } from "./Multicall.js"
 import { rpcPool } from "./RpcPool.js"
@@ -190,9 +192,6 @@ type Broadcast =
   | { readonly _tag: "Sent" }
   | { readonly _tag: "Refused"; readonly stale: "nonce" | "fees"; readonly text: string }
 
-/** Fee fields of a transaction to sign. */
-type Fees = { readonly maxFeePerGas: bigint; readonly maxPriorityFeePerGas: bigint } | { readonly gasPrice: bigint }
-
 /** Gas ether the devnet faucet gives with every grant. */
 const FAUCET_GAS = parseEther("1")
 /** How long a send waits for a receipt it needs before going on (an approval, the faucet's mints). */
@@ -311,8 +310,8 @@ export const EvmChain = Layer.scoped(
       }).pipe(Effect.asVoid, Effect.withSpan("ChainClient.simulate"))
 
     let fees: { readonly value: Fees; readonly until: number } | undefined
-    /** Fees to sign with: EIP-1559 (twice the base fee, plus the node's tip), or a gas price. */
-    const currentFees = Effect.suspend(() =>
+    /** The node's fee estimate: EIP-1559 (twice the base fee, plus the node's tip), or a gas price. */
+    const estimatedFees = Effect.suspend(() =>
       fees !== undefined && Date.now() < fees.until
         ? Effect.succeed(fees.value)
         : chainCall("fees", async (): Promise<Fees> => {
@@ -334,6 +333,10 @@ export const EvmChain = Layer.scoped(
             )
           )
     )
+
+    const { relayerFees } = deployment
+    /** Fees to sign with: the estimate, within MAX_FEE_PER_GAS. */
+    const currentFees = Effect.map(estimatedFees, (estimate) => cappedFees(estimate, relayerFees.maxFeePerGas))
 
     const pendingNonce = (address: Address) =>
       read<Hex>("nonce", "eth_getTransactionCount", [address, "pending"]).pipe(Effect.map(hexToNumber))
@@ -424,18 +427,24 @@ export const EvmChain = Layer.scoped(
         yield* resend(raw)
       })
 
-    /** Sends a signed transaction once more; one the node has or has mined already counts as sent. */
+    /**
+     * Sends a signed transaction once more; one the node has or has mined already counts as sent.
+     * "underpriced": the node wants a higher fee for it now (a fee spike): it waits for its fee bump
+     * (`replaceStuck`), it does not stop what sends it.
+     */
     const resend = (raw: Hex) =>
       Effect.tryPromise({
         try: (signal) => writes.request<Hash>("eth_sendRawTransaction", [raw], signal),
         catch: (cause) => cause
       }).pipe(
-        Effect.asVoid,
+        Effect.as<"sent" | "underpriced">("sent"),
         Effect.catchAll((cause) => {
           const text = errorText(cause)
-          return !isUnreachable(cause) && (alreadyKnown.test(text) || /nonce too low/i.test(text))
-            ? Effect.void
-            : Effect.fail(new ChainError({ message: `resend: ${text}`, cause }))
+          if (!isUnreachable(cause)) {
+            if (alreadyKnown.test(text) || /nonce too low/i.test(text)) return Effect.succeed("sent" as const)
+            if (lowFee.test(text)) return Effect.succeed("underpriced" as const)
+          }
+          return Effect.fail(new ChainError({ message: `resend: ${text}`, cause }))
         })
       )
 
@@ -480,6 +489,48 @@ export const EvmChain = Layer.scoped(
       }).pipe(Effect.withSpan("ChainClient.closeGap"))
 
     const followRelayerNonce = (resendable: Resendable) => queueOf(relayer.address).serially(closeGap(resendable))
+
+    /** The fees a signed transaction carries. */
+    const feesOf = (tx: ReturnType<typeof parseTransaction>): Fees =>
+      tx.type === "legacy" || tx.type === "eip2930"
+        ? { gasPrice: tx.gasPrice ?? 0n }
+        : { maxFeePerGas: tx.maxFeePerGas ?? 0n, maxPriorityFeePerGas: tx.maxPriorityFeePerGas ?? 0n }
+
+    const replaceStuck = <E, R>(
+      stuck: { readonly raw: Hex; readonly signedAt: Date; readonly bumps: number },
+      record: RecordSigned<E, R>
+    ) =>
+      Effect.gen(function* () {
+        const waited = Date.now() - stuck.signedAt.getTime()
+        if (stuck.bumps >= relayerFees.maxBumps || waited < Duration.toMillis(relayerFees.stuckAfter)) {
+          return Option.none<SignedTransaction>()
+        }
+        const tx = parseTransaction(stuck.raw)
+        if (tx.nonce === undefined || tx.gas === undefined) return Option.none<SignedTransaction>()
+        // The estimate now, not a cached one: the fee that left the transaction behind may be just that.
+        fees = undefined
+        const raised = bumpedFees(feesOf(tx), yield* estimatedFees, relayerFees.maxFeePerGas)
+        if (Option.isNone(raised)) return Option.none<SignedTransaction>()
+        const raw = yield* chainCall("sign", () =>
+          relayer.signTransaction({
+            chainId,
+            nonce: tx.nonce!,
+            gas: tx.gas!,
+            to: tx.to ?? null,
+            data: tx.data,
+            value: tx.value,
+            ...raised.value
+          })
+        )
+        const signed: SignedTransaction = { hash: keccak256(raw), raw, nonce: tx.nonce }
+        yield* record(signed)
+        // One the node refuses (a fee still too low) stays journaled: it is bumped again when due.
+        yield* resend(raw)
+        return Option.some(signed)
+      }).pipe(
+        queueOf(relayer.address).serially,
+        Effect.withSpan("ChainClient.replaceStuck", { attributes: { "chain.bumps": stuck.bumps } })
+      )
 
     /** Simulates, signs, records and broadcasts one call from the signer's queue. */
     const send = <E, R>(signer: PrivateKeyAccount, call: Call, record: RecordSigned<E, R>) =>
@@ -937,6 +988,7 @@ export const EvmChain = Layer.scoped(
       usd1DomainSeparator,
       transferWithAuthorization,
       followRelayerNonce,
+      replaceStuck,
       rebroadcast,
       receipt,
       feedRound,

@@ -391,6 +391,8 @@ const make = (options: InMemoryChainOptions) =>
       usd1DomainSeparator: Effect.succeedNone,
       transferWithAuthorization,
       rebroadcast: () => Effect.succeed("known" as const),
+      // every transaction is mined when sent: none is ever stuck
+      replaceStuck: () => Effect.succeedNone,
       // every transaction is mined when sent: no nonce is ever missing
       followRelayerNonce: () =>
         Effect.map(Ref.get(state), (current) => {

@@ -25,12 +25,18 @@ import {
   ChainClient,
   type ChainClientShape,
   ChainError,
+  type Receipt,
   type Resendable,
   receiptShowsTransfer
 } from "../chain/ChainClient.js"
 import { Events } from "../events/Events.js"
 import { ChainUnavailable } from "../http/ApiError.js"
-import { countLostTransaction, countRevertedSettlement, countSettlement } from "../observability/Metrics.js"
+import {
+  countFeeBump,
+  countLostTransaction,
+  countRevertedSettlement,
+  countSettlement
+} from "../observability/Metrics.js"
 import { outageOf, reportUnavailable } from "../observability/Outages.js"
 import { traced } from "../observability/Traced.js"
 import { backgroundLoop } from "../runtime/BackgroundLoop.js"
@@ -431,7 +437,12 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
             }
             if (recorded !== "recorded") return yield* new SettlementAbandoned()
           })
-        const settled = yield* processor.settle(payload, requirements, record, resendable).pipe(
+        // A read that fails is no other version: the transaction signed here is still awaited.
+        const versions = repo.versionsOf(settlementId).pipe(
+          Effect.map((hashes) => hashes as ReadonlyArray<Hash>),
+          Effect.orElseSucceed((): ReadonlyArray<Hash> => [])
+        )
+        const settled = yield* processor.settle(payload, requirements, record, resendable, versions).pipe(
           Effect.timeoutTo({
             duration: SETTLEMENT_WORK_LIMIT,
             onSuccess: (outcome) => outcome,
@@ -675,8 +686,15 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
     const checkTransaction = (row: Tracked, head: bigint) =>
       Effect.gen(function* () {
         const now = new Date(yield* Clock.currentTimeMillis)
-        const hash = row.txHash as Hash
-        const receipt = yield* chain.receipt(hash, 0)
+        const receipt = yield* minedVersion([row.txHash, ...row.versions] as ReadonlyArray<Hash>)
+        if (Option.isSome(receipt) && receipt.value.hash !== row.txHash) {
+          // An earlier signature of the nonce was mined, not the last fee bump: it is the settlement's.
+          yield* repo.promoteVersion(row.txHash, receipt.value.hash, now)
+          yield* Effect.logInfo("an earlier fee of a bumped settlement transaction was mined").pipe(
+            Effect.annotateLogs({ "order.id": row.orderId, "tx.hash": receipt.value.hash })
+          )
+        }
+        const hash = Option.match(receipt, { onNone: () => row.txHash as Hash, onSome: (mined) => mined.hash })
         if (Option.isSome(receipt)) {
           const { blockNumber, blockHash } = receipt.value
           const status = head - blockNumber + 1n >= confirmations ? "final" : "mined"
@@ -697,12 +715,57 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
               Effect.zipRight(countLostTransaction)
             )
             yield* withinChainTimeout(chain.rebroadcast(row.rawTx as Hex))
+          } else if (row.settlementStatus === "broadcast") {
+            yield* replaceIfStuck(row, now)
           }
           return yield* repo.markTransaction(hash, { status: "pending" }, now)
         }
         yield* repo.markTransaction(hash, { status: "dropped" }, now)
         if (row.settlementStatus === "succeeded") yield* undoLost(row, now)
       })
+
+    /** The receipt of the first of a nonce's signed versions found mined. */
+    const minedVersion = (hashes: ReadonlyArray<Hash>) =>
+      Effect.gen(function* () {
+        for (const hash of hashes) {
+          const receipt = yield* chain.receipt(hash, 0)
+          if (Option.isSome(receipt)) return receipt
+        }
+        return Option.none<Receipt>()
+      })
+
+    /**
+     * A settlement transaction not mined RELAYER_STUCK_AFTER after it was signed gets the same nonce
+     * with a higher fee (`ChainClient.replaceStuck`), journaled as a new version before it is sent.
+     */
+    const replaceIfStuck = (row: Tracked, now: Date) =>
+      chain
+        .replaceStuck({ raw: row.rawTx as Hex, signedAt: row.createdAt, bumps: row.versions.length }, (signed) =>
+          repo
+            .recordBump(
+              row.settlementId,
+              row.txHash,
+              { hash: signed.hash, raw: signed.raw, sender: chain.relayer, nonce: signed.nonce },
+              now
+            )
+            .pipe(Effect.flatMap((recorded) => (recorded === "recorded" ? Effect.void : new SettlementAbandoned())))
+        )
+        .pipe(
+          Effect.flatMap(
+            Option.match({
+              onNone: () => Effect.void,
+              onSome: (signed) =>
+                Effect.logWarning(
+                  `settlement transaction not mined in time: replaced with the same nonce ${signed.nonce} and a higher fee (bump ${row.versions.length + 1})`
+                ).pipe(
+                  Effect.annotateLogs({ "order.id": row.orderId, "tx.hash": signed.hash, "tx.replaced": row.txHash }),
+                  Effect.zipRight(countFeeBump)
+                )
+            })
+          ),
+          // mined or decided meanwhile: the next tick sees it
+          Effect.catchTag("SettlementAbandoned", () => Effect.void)
+        )
 
     /**
      * A paid order whose transaction is gone for good: unless another transaction used the

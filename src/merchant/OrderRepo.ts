@@ -173,7 +173,7 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
         if (moved.length === 0) return "decided" as const
         if (tx.raw === null || tx.relayed === null) return "recorded" as const
         yield* sql`UPDATE relayed_transactions SET status = 'replaced', checked_at = ${now}
-                   WHERE settlement_id = ${id} AND status IN ('pending', 'mined') AND tx_hash <> ${tx.hash}`
+                   WHERE settlement_id = ${id} AND status IN ('pending', 'mined', 'bumped') AND tx_hash <> ${tx.hash}`
         yield* sql`INSERT INTO relayed_transactions
                      (tx_hash, settlement_id, sender, nonce, raw_tx, status, created_at, checked_at)
                    VALUES (${tx.hash}, ${id}, ${tx.relayed.sender}, ${tx.relayed.nonce}, ${tx.raw}, 'pending', ${now}, ${now})
@@ -185,6 +185,65 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
           (error) => isUniqueViolation(error, "relayed_one_per_nonce"),
           () => Effect.succeed("nonceTaken" as const)
         )
+      )
+
+    /**
+     * Journals a fee bump of the live transaction `previous` (the same settlement and nonce, a higher
+     * fee) before it is broadcast: `previous` becomes `bumped` (it may still be mined) and the new
+     * signature the live row, also the settlement's transaction. "decided" when `previous` is no
+     * longer live and pending or the settlement left `broadcast` (mined meanwhile): nothing recorded.
+     */
+    const recordBump = (
+      id: number,
+      previous: string,
+      tx: { readonly hash: string; readonly raw: string; readonly sender: string; readonly nonce: number },
+      now: Date
+    ) =>
+      Effect.gen(function* () {
+        const moved = yield* sql`UPDATE settlements SET tx_hash = ${tx.hash}, raw_tx = ${tx.raw}, updated_at = ${now}
+                                 WHERE id = ${id} AND status = 'broadcast' RETURNING id`
+        const superseded = yield* sql`UPDATE relayed_transactions SET status = 'bumped', checked_at = ${now}
+                                      WHERE tx_hash = ${previous} AND settlement_id = ${id} AND status = 'pending'
+                                      RETURNING tx_hash`
+        if (moved.length === 0 || superseded.length === 0) return yield* Effect.fail("decided" as const)
+        yield* sql`INSERT INTO relayed_transactions
+                     (tx_hash, settlement_id, sender, nonce, raw_tx, status, created_at, checked_at)
+                   VALUES (${tx.hash}, ${id}, ${tx.sender}, ${tx.nonce}, ${tx.raw}, 'pending', ${now}, ${now})`
+        return "recorded" as const
+      }).pipe(
+        sql.withTransaction,
+        Effect.catchIf(
+          (error) => error === "decided",
+          () => Effect.succeed("decided" as const)
+        )
+      )
+
+    /**
+     * A version of the live transaction `live` was mined (`mined`, one of its `bumped` rows): it
+     * becomes the live row (pending, for `markTransaction`) and the settlement's transaction while
+     * that is not decided; `live` becomes a `bumped` version. Idempotent.
+     */
+    const promoteVersion = (live: string, mined: string, now: Date) =>
+      Effect.gen(function* () {
+        const demoted = yield* sql`UPDATE relayed_transactions SET status = 'bumped', block_number = NULL,
+                                     block_hash = NULL, checked_at = ${now}
+                                   WHERE tx_hash = ${live} AND status IN ('pending', 'mined') RETURNING tx_hash`
+        if (demoted.length === 0) return
+        const promoted = yield* sql`UPDATE relayed_transactions SET status = 'pending', checked_at = ${now}
+                                    WHERE tx_hash = ${mined} AND status = 'bumped'
+                                    RETURNING settlement_id, raw_tx`
+        const row = promoted[0] as { readonly settlementId: string; readonly rawTx: string } | undefined
+        if (row === undefined) return
+        yield* sql`UPDATE settlements SET tx_hash = ${mined}, raw_tx = ${row.rawTx}, updated_at = ${now}
+                   WHERE id = ${row.settlementId} AND status = 'broadcast'`
+      }).pipe(sql.withTransaction)
+
+    /** Every signed version of the settlement's relayed transaction that may be mined (the live one first). */
+    const versionsOf = (id: number) =>
+      sql<{ readonly txHash: string }>`SELECT tx_hash FROM relayed_transactions
+                                       WHERE settlement_id = ${id} AND status IN ('pending', 'mined', 'final', 'bumped')
+                                       ORDER BY status = 'bumped', created_at DESC`.pipe(
+        Effect.map((rows) => rows.map((row) => row.txHash))
       )
 
     /**
@@ -218,11 +277,19 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
         payer: Address,
         nonce: Schema.String,
         amountAtomic: Schema.BigInt,
-        payload: PaymentPayload
+        payload: PaymentPayload,
+        /** When this version was signed: a pending one older than RELAYER_STUCK_AFTER is bumped. */
+        createdAt: Schema.DateFromSelf,
+        /** The earlier signatures of its nonce (fee bumps), any of which may be mined instead. */
+        versions: Schema.Array(Schema.String)
       }),
       execute: ({ sender, limit }) =>
         sql`SELECT t.tx_hash, t.settlement_id, t.raw_tx, t.status, t.block_hash, s.valid_before,
-                   s.status AS settlement_status, s.order_id, s.payer, s.nonce, s.amount_atomic, s.payload
+                   s.status AS settlement_status, s.order_id, s.payer, s.nonce, s.amount_atomic, s.payload,
+                   t.created_at,
+                   ARRAY(SELECT b.tx_hash FROM relayed_transactions b
+                         WHERE b.sender = t.sender AND b.nonce = t.nonce AND b.settlement_id = t.settlement_id
+                           AND b.status = 'bumped' ORDER BY b.created_at DESC) AS versions
             FROM relayed_transactions t JOIN settlements s ON s.id = t.settlement_id
             WHERE t.sender = ${sender} AND t.status IN ('pending', 'mined')
             ORDER BY t.checked_at LIMIT ${limit}`
@@ -351,6 +418,9 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
         reserve,
         findSucceededSettlement,
         recordBroadcast,
+        recordBump,
+        promoteVersion,
+        versionsOf,
         resendableFrom,
         unfinalTransactions,
         markTransaction,

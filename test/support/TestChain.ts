@@ -4,7 +4,9 @@ import {
   DEFAULT_RPC_PROBE_INTERVAL,
   DEVNET_POLL_INTERVAL,
   DEVNET_RELAYER_KEY,
-  DeployedTokens
+  DeployedTokens,
+  type RelayerFees,
+  relayerFeesConfig
 } from "../../src/chain/Deployment.js"
 import { type Devnet, startDevnet } from "../../src/chain/Devnet.js"
 import { EvmChain } from "../../src/chain/EvmChain.js"
@@ -32,6 +34,7 @@ const deploymentOf = (
   devnet: Devnet,
   rpcUrl: string | ReadonlyArray<string>,
   readTimeout: Duration.DurationInput,
+  relayerFees: RelayerFees,
   rpcProbeInterval: Duration.DurationInput = DEFAULT_RPC_PROBE_INTERVAL
 ) =>
   ChainDeployment.of({
@@ -44,17 +47,20 @@ const deploymentOf = (
     local: true,
     readTimeout: Duration.decode(readTimeout),
     pollInterval: Duration.decode(DEVNET_POLL_INTERVAL),
-    rpcProbeInterval: Duration.decode(rpcProbeInterval)
+    rpcProbeInterval: Duration.decode(rpcProbeInterval),
+    relayerFees
   })
 
 /** A fresh, ephemeral anvil devnet with the contracts deployed, as `ChainDeployment` and as `TestDevnet`. */
 export const TestDevnetDeployment = Layer.unwrapScoped(
-  Effect.map(startDevnet().pipe(Effect.orDie), (devnet) =>
-    Layer.merge(
+  Effect.gen(function* () {
+    const devnet = yield* startDevnet().pipe(Effect.orDie)
+    const relayerFees = yield* relayerFeesConfig(false).pipe(Effect.orDie)
+    return Layer.merge(
       Layer.succeed(TestDevnet, devnet),
-      Layer.succeed(ChainDeployment, deploymentOf(devnet, devnet.rpcUrl, "4 seconds"))
+      Layer.succeed(ChainDeployment, deploymentOf(devnet, devnet.rpcUrl, "4 seconds", relayerFees))
     )
-  )
+  })
 )
 
 /** The chain ports (`ChainClient`, `TokenRegistry`) on a fresh devnet, with `TestDevnet` for the test. */
@@ -71,10 +77,11 @@ export const proxiedTestChain = (readTimeout: Duration.DurationInput) =>
         Effect.gen(function* () {
           const devnet = yield* startDevnet().pipe(Effect.orDie)
           const proxy = yield* startTcpProxy({ host: "127.0.0.1", port: Number(new URL(devnet.rpcUrl).port) })
+          const relayerFees = yield* relayerFeesConfig(false).pipe(Effect.orDie)
           return Layer.mergeAll(
             Layer.succeed(TestDevnet, devnet),
             Layer.succeed(ChainProxy, proxy),
-            Layer.succeed(ChainDeployment, deploymentOf(devnet, proxy.url(devnet.rpcUrl), readTimeout))
+            Layer.succeed(ChainDeployment, deploymentOf(devnet, proxy.url(devnet.rpcUrl), readTimeout, relayerFees))
           )
         })
       )
@@ -100,6 +107,7 @@ export const multiEndpointTestChain = (
         Effect.gen(function* () {
           const devnet = yield* startDevnet().pipe(Effect.orDie)
           const endpoints = yield* Effect.forEach(Array.from({ length: count }), () => startRpcProxy(devnet.rpcUrl))
+          const relayerFees = yield* relayerFeesConfig(false).pipe(Effect.orDie)
           return Layer.mergeAll(
             Layer.succeed(TestDevnet, devnet),
             Layer.succeed(ChainEndpoints, endpoints),
@@ -109,6 +117,7 @@ export const multiEndpointTestChain = (
                 devnet,
                 endpoints.map((endpoint) => endpoint.url),
                 readTimeout,
+                relayerFees,
                 probeInterval
               )
             )
