@@ -171,6 +171,11 @@ export interface ChainClientShape {
   readonly usd1: Usd1Token
   /** The account that pays gas for relayed transactions. */
   readonly relayer: Address
+  /**
+   * Whether the relayer's gas balance, as last read (cached: no call), pays its next transaction
+   * (gas limit × max fee). Until a first reading, yes.
+   */
+  readonly relayerFunded: Effect.Effect<boolean>
 
   /**
    * Whether `address` signed `message` (EIP-191): an EOA locally, a contract wallet through

@@ -33,11 +33,14 @@ export interface Deployment {
 }
 
 /**
- * A relayer transaction not mined RELAYER_STUCK_AFTER after it was signed is replaced with the same
- * nonce and a higher fee, at most RELAYER_MAX_FEE_BUMPS times; no fee signed ever exceeds
- * MAX_FEE_PER_GAS (gwei; none: no cap).
+ * How the relayer pays for gas. A relayer transaction not mined RELAYER_STUCK_AFTER after it was
+ * signed is replaced with the same nonce and a higher fee, at most RELAYER_MAX_FEE_BUMPS times; no
+ * fee signed ever exceeds MAX_FEE_PER_GAS (gwei; none: no cap). Its gas balance is read every
+ * RELAYER_BALANCE_INTERVAL.
  */
 export interface RelayerFees {
+  /** How often the relayer's gas balance is read (RELAYER_BALANCE_INTERVAL). */
+  readonly balanceInterval: Duration.Duration
   readonly stuckAfter: Duration.Duration
   readonly maxBumps: number
   readonly maxFeePerGas: Option.Option<bigint>
@@ -47,9 +50,12 @@ export interface RelayerFees {
 export const DEFAULT_STUCK_AFTER = "30 seconds"
 export const DEVNET_STUCK_AFTER = "5 seconds"
 export const DEFAULT_MAX_FEE_BUMPS = 3
+/** A balance read per key this often is cheap; sends in between are counted against it locally. */
+export const DEFAULT_BALANCE_INTERVAL = "10 seconds"
 
 export const relayerFeesConfig = (configured: boolean) =>
   Config.all({
+    balanceInterval: durationConfig("RELAYER_BALANCE_INTERVAL", DEFAULT_BALANCE_INTERVAL),
     stuckAfter: durationConfig("RELAYER_STUCK_AFTER", configured ? DEFAULT_STUCK_AFTER : DEVNET_STUCK_AFTER),
     maxBumps: Config.integer("RELAYER_MAX_FEE_BUMPS").pipe(
       Config.validate({

@@ -7,7 +7,7 @@
  * short-lived cache), recorded by the caller, then broadcast. The payment path's hot calls (the
  * transfer check, the relayer's send, receipts) are made directly; viem's actions serve the rest.
  */
-import { Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Duration, Effect, Layer, Option, Redacted, Schedule } from "effect"
 import {
   type Abi,
   type AbiFunction,
@@ -46,7 +46,7 @@ import {
   toHex
 } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
-import { countNonceGap } from "../observability/Metrics.js"
+import { countNonceGap, relayerGasMetrics } from "../observability/Metrics.js"
 import type { Address } from "./Address.js"
 import {
   CallReverted,
@@ -222,6 +222,11 @@ const mintAbi = [parseAbiItem("function mint(address to, uint256 amount)")]
 
 const withMargin = (gas: bigint, [numerator, denominator]: readonly [bigint, bigint]) => (gas * numerator) / denominator
 
+/** The relayer's transfer gas before it was first estimated: above what `transferWithAuthorization` takes. */
+const TRANSFER_GAS_GUESS = 120_000n
+
+const maxFeeOf = (fee: Fees) => ("gasPrice" in fee ? fee.gasPrice : fee.maxFeePerGas)
+
 export const EvmChain = Layer.scoped(
   ChainClient,
   Effect.gen(function* () {
@@ -338,6 +343,48 @@ export const EvmChain = Layer.scoped(
     /** Fees to sign with: the estimate, within MAX_FEE_PER_GAS. */
     const currentFees = Effect.map(estimatedFees, (estimate) => cappedFees(estimate, relayerFees.maxFeePerGas))
 
+    /**
+     * The relayer's gas watch: its balance read every RELAYER_BALANCE_INTERVAL, each transaction it
+     * signs since counted against it at its worst cost (gas limit × max fee), so that asking whether
+     * it can pay the next one costs no call. One WARN line when it no longer can, one INFO line when
+     * it can again; the `relayer_gas_funded` gauge follows.
+     */
+    const gasMetrics = relayerGasMetrics(relayer.address)
+    const gasWatch: { balance: bigint | undefined; funded: boolean } = { balance: undefined, funded: true }
+    const judgeGas = (balance: bigint) =>
+      Effect.gen(function* () {
+        gasWatch.balance = balance
+        gasMetrics.balance(balance)
+        const needed = (transferGas ?? TRANSFER_GAS_GUESS) * maxFeeOf(yield* currentFees)
+        const funded = balance >= needed
+        gasMetrics.funded(funded)
+        if (funded === gasWatch.funded) return
+        gasWatch.funded = funded
+        yield* (
+          funded
+            ? Effect.logInfo("relayer funded again: new payments are taken")
+            : Effect.logWarning(
+                "relayer cannot pay gas for its next transaction: new payments answer 503 RELAYER_UNFUNDED until it is funded"
+              )
+        ).pipe(
+          Effect.annotateLogs({
+            "chain.relayer": relayer.address,
+            "relayer.balanceWei": String(balance),
+            "relayer.neededWei": String(needed)
+          })
+        )
+      })
+    const readGas = read<Hex>("relayer balance", "eth_getBalance", [relayer.address, "latest"]).pipe(
+      Effect.flatMap((balance) => judgeGas(hexToBigInt(balance))),
+      // the last reading stands until a read answers
+      Effect.catchTag("ChainError", () => Effect.void)
+    )
+    /** A transaction signed with `gas` and `fee` was sent: its worst cost is no longer there to spend. */
+    const spentGas = (gas: bigint, fee: Fees) =>
+      Effect.suspend(() =>
+        gasWatch.balance === undefined ? Effect.void : judgeGas(gasWatch.balance - gas * maxFeeOf(fee))
+      ).pipe(Effect.catchTag("ChainError", () => Effect.void))
+
     const pendingNonce = (address: Address) =>
       read<Hex>("nonce", "eth_getTransactionCount", [address, "pending"]).pipe(Effect.map(hexToNumber))
 
@@ -408,7 +455,7 @@ export const EvmChain = Layer.scoped(
           yield* record(signed).pipe(Effect.tapError(() => queue.forget))
           const sent = yield* broadcast(raw).pipe(Effect.tapError(() => queue.forget))
           if (sent._tag === "Sent") {
-            if (keepsNonce) yield* queue.sent(nonce)
+            if (keepsNonce) yield* queue.sent(nonce).pipe(Effect.zipRight(spentGas(gas, fee)))
             return signed
           }
           yield* queue.forget
@@ -973,11 +1020,15 @@ export const EvmChain = Layer.scoped(
       }
     }
 
+    // Started last: it reads what the layer defines above (the transfer gas).
+    yield* readGas.pipe(Effect.repeat(Schedule.spaced(relayerFees.balanceInterval)), Effect.forkScoped)
+
     return ChainClient.of({
       chainId,
       network: `eip155:${chainId}`,
       usd1,
       relayer: relayer.address,
+      relayerFunded: Effect.sync(() => gasWatch.funded),
       verifyMessage,
       transferCheck,
       balanceOf,

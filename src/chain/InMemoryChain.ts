@@ -373,6 +373,8 @@ const make = (options: InMemoryChainOptions) =>
       network: `eip155:${chainId}`,
       usd1,
       relayer,
+      // gas does not exist here
+      relayerFunded: Effect.succeed(true),
       verifyMessage: (address, message, signature) =>
         Effect.promise(() => signedBy(address, () => recoverMessageAddress({ message, signature }))),
       transferCheck,

@@ -55,6 +55,13 @@ export class PaymentInProgress extends ApiError(
   "A payment for this order is being settled."
 ) {}
 
+export class RelayerUnfunded extends ApiError(
+  "RelayerUnfunded",
+  "RELAYER_UNFUNDED",
+  503,
+  "The relayer cannot pay gas for a settlement now; nothing was reserved: retry later (see Retry-After)."
+) {}
+
 const PaymentRequiredCode = Schema.Literal("PAYMENT_REQUIRED", "PAYMENT_INVALID", "SETTLEMENT_FAILED")
 
 /**
@@ -126,13 +133,15 @@ const payEndpoint = <const Name extends string>(endpoint: HttpApiEndpoint.HttpAp
     .addError(PaymentInProgress.wire)
     .addError(PaymentRequired.wire)
     .addError(ChainUnavailable.wire)
+    .addError(RelayerUnfunded.wire)
     .annotate(
       OpenApi.Description,
       "x402 v2: without PAYMENT-SIGNATURE answers 402 with PAYMENT-REQUIRED (or 200 with the order once paid); " +
         "with it, verifies and settles the EIP-3009 authorization once and answers 200 with the paid order and a " +
         "PAYMENT-RESPONSE header, or 202 with the settling order when the settlement's outcome is not known within " +
         "SETTLEMENT_WAIT (poll GET /merchant/orders/{id}: it becomes paid, or open when nothing was transferred). " +
-        "503 CHAIN_UNAVAILABLE: the chain did not answer before anything was reserved. GET and POST behave alike."
+        "503 CHAIN_UNAVAILABLE: the chain did not answer before anything was reserved; 503 RELAYER_UNFUNDED: the " +
+        "relayer cannot pay gas now, nothing was reserved. GET and POST behave alike."
     )
     .annotate(OpenApi.Transform, x402Headers)
 

@@ -41,7 +41,15 @@ import { outageOf, reportUnavailable } from "../observability/Outages.js"
 import { traced } from "../observability/Traced.js"
 import { backgroundLoop } from "../runtime/BackgroundLoop.js"
 import { AppConfig, durationConfig } from "../runtime/Config.js"
-import { Order, OrderAlreadyPaid, OrderExpired, OrderNotFound, PaymentInProgress, PaymentRequired } from "./Api.js"
+import {
+  Order,
+  OrderAlreadyPaid,
+  OrderExpired,
+  OrderNotFound,
+  PaymentInProgress,
+  PaymentRequired,
+  RelayerUnfunded
+} from "./Api.js"
 import { microsToAtomic, parseAmount } from "./Money.js"
 import { OrderRepo, type OrderRow, type SettlementRow } from "./OrderRepo.js"
 import {
@@ -533,6 +541,10 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       const nowSeconds = Math.floor((yield* Clock.currentTimeMillis) / 1000)
       const window = checkAuthorization(authorization, requirements, nowSeconds)
       if (Either.isLeft(window)) return yield* refuse(order, window.left, "PAYMENT_INVALID")
+      // A relayer that cannot pay the gas would leave the order settling with nothing sent (cached: no call).
+      if (processor.recordsBeforeBroadcast && !(yield* chain.relayerFunded)) {
+        return yield* new RelayerUnfunded({ error: "the relayer cannot pay gas now; nothing was reserved or sent" })
+      }
       const verified = yield* withinChainTimeout(processor.verify(payload, requirements)).pipe(
         Effect.catchTag("ChainError", (error) =>
           // counted in the chain's outage from the 503 (Outages.ts); the detail at debug level

@@ -60,6 +60,12 @@ const lostTransactions = Metric.counter("relayer_transactions_lost_total", {
 const feeBumps = Metric.counter("relayer_fee_bumps_total", {
   description: "Relayed transactions not mined in time, replaced with the same nonce and a higher fee"
 })
+const relayerFunded = Metric.gauge("relayer_gas_funded", {
+  description: "Whether a relayer key's gas balance, as last read, pays its next transaction (1) or not (0)"
+})
+const relayerGasBalance = Metric.gauge("relayer_gas_balance_wei", {
+  description: "A relayer key's gas balance as last read (less what it signed since), in wei"
+})
 const kycTransitions = Metric.counter("kyc_transitions_total", { description: "Identity-check state changes" })
 const agentDecisions = Metric.counter("agent_decisions_total", {
   description: "Agent decisions stored, by action and status"
@@ -150,6 +156,15 @@ export const countNonceGap = (resent: number, filled: number) =>
 export const countLostTransaction = Metric.increment(lostTransactions)
 
 export const countFeeBump = Metric.increment(feeBumps)
+
+/** A relayer key's gas, as its watch last saw it. */
+export const relayerGasMetrics = (relayer: string) => {
+  const labels = [MetricLabel.make("relayer", relayer)]
+  return {
+    funded: (funded: boolean) => relayerFunded.unsafeUpdate(funded ? 1 : 0, labels),
+    balance: (wei: bigint) => relayerGasBalance.unsafeUpdate(Number(wei), labels)
+  }
+}
 
 export const countKycTransition = (from: string, to: string) =>
   Metric.increment(Metric.tagged(Metric.tagged(kycTransitions, "from", from), "to", to))

@@ -6,7 +6,10 @@ import { bumpedFees, cappedFees, type Fees, minimumReplacementFee } from "../../
 const wei = fc.bigInt({ min: 1n, max: 10n ** 15n })
 const eip1559 = fc
   .tuple(wei, wei)
-  .map(([a, b]): Fees => ({ maxFeePerGas: a > b ? a : b, maxPriorityFeePerGas: a > b ? b : a }))
+  .map(
+    ([a, b]): Fees =>
+      a >= b ? { maxFeePerGas: a, maxPriorityFeePerGas: b } : { maxFeePerGas: b, maxPriorityFeePerGas: a }
+  )
 const legacy = wei.map((gasPrice): Fees => ({ gasPrice }))
 const cap = fc.option(wei, { nil: undefined }).map(Option.fromNullable)
 
