@@ -519,8 +519,8 @@ export const EvmChain = Layer.scoped(
             yield* fillNonce(nonce).pipe(Effect.tapError(() => queue.forget))
             filled++
           } else {
-            yield* resend(tx.raw).pipe(Effect.tapError(() => queue.forget))
-            resent++
+            // one the node now finds underpriced is not "sent again": its fee bump sends it (`replaceStuck`)
+            if ((yield* resend(tx.raw).pipe(Effect.tapError(() => queue.forget))) === "sent") resent++
           }
         }
         yield* queue.continueAt(next)
