@@ -39,6 +39,8 @@ export interface Deployment {
  * RELAYER_BALANCE_INTERVAL.
  */
 export interface RelayerFees {
+  /** Relayer sends under way at once (RELAYER_MAX_IN_FLIGHT): a node's pool holds about 16 per sender. */
+  readonly maxInFlight: number
   /** How often the relayer's gas balance is read (RELAYER_BALANCE_INTERVAL). */
   readonly balanceInterval: Duration.Duration
   readonly stuckAfter: Duration.Duration
@@ -50,12 +52,17 @@ export interface RelayerFees {
 export const DEFAULT_STUCK_AFTER = "30 seconds"
 export const DEVNET_STUCK_AFTER = "5 seconds"
 export const DEFAULT_MAX_FEE_BUMPS = 3
+export const DEFAULT_MAX_IN_FLIGHT = 16
 /** A balance read per key this often is cheap; sends in between are counted against it locally. */
 export const DEFAULT_BALANCE_INTERVAL = "10 seconds"
 
 export const relayerFeesConfig = (configured: boolean) =>
   Config.all({
     balanceInterval: durationConfig("RELAYER_BALANCE_INTERVAL", DEFAULT_BALANCE_INTERVAL),
+    maxInFlight: Config.integer("RELAYER_MAX_IN_FLIGHT").pipe(
+      Config.validate({ message: "RELAYER_MAX_IN_FLIGHT must be 1 or more", validation: (sends) => sends >= 1 }),
+      Config.withDefault(DEFAULT_MAX_IN_FLIGHT)
+    ),
     stuckAfter: durationConfig("RELAYER_STUCK_AFTER", configured ? DEFAULT_STUCK_AFTER : DEVNET_STUCK_AFTER),
     maxBumps: Config.integer("RELAYER_MAX_FEE_BUMPS").pipe(
       Config.validate({

@@ -410,59 +410,77 @@ export const EvmChain = Layer.scoped(
         })
       )
 
+    /** The call signed by `signer` with `nonce` and `fee`. */
+    const signCall = (signer: PrivateKeyAccount, call: Call, gas: bigint, nonce: number, fee: Fees) =>
+      chainCall("sign", () =>
+        signer.signTransaction({ chainId, nonce, gas, to: call.to, data: call.data, value: call.value, ...fee })
+      ).pipe(Effect.map((raw): SignedTransaction => ({ hash: keccak256(raw), raw, nonce })))
+
     /**
-     * Signs the call with the signer's next nonce, lets `record` persist it, then broadcasts it.
-     * Runs inside the signer's queue, with the call's gas decided.
-     *
-     * Only the relayer keeps its next nonce between sends: it is this replica's own account (one key
-     * per replica). Agent wallets move between replicas and the devnet's deployer key is shared with
-     * its operators, so their sends read the chain's count. A send that fails or whose fate is
-     * unknown makes the relayer read it too; one the node refuses for a stale nonce or fee is signed
-     * anew, recorded again (the refused one can never be mined) and broadcast, once.
-     *
-     * `beforeSigning` runs before every signature (a re-signed one too): the relayer's transfer
-     * passes the exact call run against the pending state (`callAtPending`), so a call that would
-     * revert now is `CallReverted` and nothing is signed or sent. It belongs to each send, not to
-     * the queue: a send path that keeps several transactions in flight must keep it right before
-     * each signature.
+     * Signs the call with the signer's next nonce on chain, lets `record` persist it, then
+     * broadcasts it; a refusal is a `ChainError`. Runs inside the signer's queue, with the call's gas
+     * decided. For the accounts that do not keep their nonce: agent wallets move between replicas and
+     * the devnet's deployer key is shared with its operators, so their sends read the chain's count.
      */
-    const signAndSend = <E, R, C = never>(
-      signer: PrivateKeyAccount,
-      call: Call,
-      gas: bigint,
-      record: RecordSigned<E, R>,
-      beforeSigning: Effect.Effect<void, C> = Effect.void,
-      resendable?: Resendable
-    ) =>
+    const signAndSend = <E, R>(signer: PrivateKeyAccount, call: Call, gas: bigint, record: RecordSigned<E, R>) =>
       Effect.gen(function* () {
-        const queue = queueOf(signer.address)
-        const keepsNonce = isAddressEqual(signer.address, relayer.address)
+        const nonce = yield* pendingNonce(signer.address)
+        const signed = yield* signCall(signer, call, gas, nonce, yield* currentFees)
+        yield* record(signed)
+        const sent = yield* broadcast(signed.raw)
+        if (sent._tag === "Sent") return signed
+        if (sent.stale === "fees") fees = undefined
+        return yield* new ChainError({ message: `broadcast refused: ${sent.text}` })
+      })
+
+    /** Relayer sends between their simulation and the node's answer to their broadcast (RELAYER_MAX_IN_FLIGHT). */
+    const relayerInFlight = Effect.unsafeMakeSemaphore(relayerFees.maxInFlight)
+
+    /**
+     * The relayer's send, pipelined: the exact call is run against the pending state first (a
+     * revert is `CallReverted`, nothing signed), then, holding the relayer's queue only for what
+     * orders nonces (the nonce, the signature, `record`: no chain round trip while the next nonce is
+     * known), the transaction takes the next nonce and is journaled; its broadcast goes out after the
+     * queue is let go, so that the next send signs while this one travels. Up to RELAYER_MAX_IN_FLIGHT
+     * sends are under way at once.
+     *
+     * The relayer keeps its next nonce between sends (one key per replica). A send that fails or
+     * whose fate is unknown makes the next send learn it again: from the journal with `resendable`
+     * (every recorded transaction above the chain's count sent again, `closeGap`), else from the
+     * chain's count. One the node refuses for a stale nonce or fee is simulated, signed anew (and
+     * recorded again: the refused one can never be mined) and broadcast, once.
+     */
+    const relayerSend = <E, R>(call: Call, gas: bigint, record: RecordSigned<E, R>, resendable?: Resendable) =>
+      Effect.gen(function* () {
+        const queue = queueOf(relayer.address)
+        const forget = queue.serially(queue.forget)
         for (let attempt = 1; ; attempt++) {
-          yield* beforeSigning
-          const nonce = yield* keepsNonce
-            ? queue.nonce(
+          yield* callAtPending(relayer.address, call)
+          const fee = yield* currentFees
+          const signed = yield* queue.serially(
+            Effect.gen(function* () {
+              const nonce = yield* queue.nonce(
                 resendable === undefined
-                  ? pendingNonce(signer.address)
+                  ? pendingNonce(relayer.address)
                   : Effect.map(closeGap(resendable), (check) => check.next)
               )
-            : pendingNonce(signer.address)
-          const fee = yield* currentFees
-          const raw = yield* chainCall("sign", () =>
-            signer.signTransaction({ chainId, nonce, gas, to: call.to, data: call.data, value: call.value, ...fee })
+              const signed = yield* signCall(relayer, call, gas, nonce, fee)
+              // not recorded, not sent: the nonce is free again, and the chain and the journal say where to go on
+              yield* record(signed).pipe(Effect.tapError(() => queue.forget))
+              yield* queue.sent(nonce)
+              return signed
+            })
           )
-          const signed: SignedTransaction = { hash: keccak256(raw), raw, nonce }
-          // not recorded, not sent: the nonce is free again, and the chain and the journal say where to go on
-          yield* record(signed).pipe(Effect.tapError(() => queue.forget))
-          const sent = yield* broadcast(raw).pipe(Effect.tapError(() => queue.forget))
+          const sent = yield* broadcast(signed.raw).pipe(Effect.tapError(() => forget))
           if (sent._tag === "Sent") {
-            if (keepsNonce) yield* queue.sent(nonce).pipe(Effect.zipRight(spentGas(gas, fee)))
+            yield* spentGas(gas, fee)
             return signed
           }
-          yield* queue.forget
+          yield* forget
           if (sent.stale === "fees") fees = undefined
-          if (!keepsNonce || attempt > 1) return yield* new ChainError({ message: `broadcast refused: ${sent.text}` })
+          if (attempt > 1) return yield* new ChainError({ message: `broadcast refused: ${sent.text}` })
         }
-      })
+      }).pipe(relayerInFlight.withPermits(1))
 
     /** The relayer's empty transaction for `nonce`: fills a nonce no recorded transaction can take. */
     const fillNonce = (nonce: number) =>
@@ -816,13 +834,9 @@ export const EvmChain = Layer.scoped(
               )
             )
       )
-      return queueOf(relayer.address)
-        .serially(
-          Effect.flatMap(gas, (limit) =>
-            signAndSend(relayer, call, limit, record, callAtPending(relayer.address, call), resendable)
-          )
-        )
-        .pipe(Effect.withSpan("ChainClient.transferWithAuthorization"))
+      return Effect.flatMap(gas, (limit) => relayerSend(call, limit, record, resendable)).pipe(
+        Effect.withSpan("ChainClient.transferWithAuthorization")
+      )
     }
 
     const rebroadcast = (raw: Hex) => {
