@@ -217,7 +217,8 @@ export interface ChainClientShape {
   readonly usd1DomainSeparator: Effect.Effect<Option.Option<Hex>, ChainError>
 
   /**
-   * Relays `transferWithAuthorization` from the relayer through its ordered send queue: simulates
+   * Relays `transferWithAuthorization` from the relayer, pipelined (its queue orders nonces, signatures
+   * and records; broadcasts overlap, up to RELAYER_MAX_IN_FLIGHT sends at once): simulates
    * the exact call against the pending state right before signing it (a call that would revert is
    * `CallReverted`, nothing signed or sent: the relayer never pays gas for a transfer that cannot
    * succeed, whatever was checked before), signs it, lets `record` persist the signed transaction,
