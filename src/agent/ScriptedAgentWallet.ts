@@ -94,7 +94,7 @@ const make = (inner: Option.Option<AgentWalletShape>) =>
       Effect.gen(function* () {
         yield* gate(card.id)
         const raw = toHex(randomBytes(32))
-        const signed: SignedTransaction = { hash: keccak256(raw), raw, nonce: 0 }
+        const signed: SignedTransaction = { sender: card.wallet ?? card.address, hash: keccak256(raw), raw, nonce: 0 }
         yield* record(signed)
         yield* Ref.update(state, (current) => ({
           ...current,

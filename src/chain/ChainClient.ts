@@ -34,8 +34,10 @@ export interface TransferAuthorization {
   readonly nonce: Hex
 }
 
-/** A transaction signed by the relayer, recorded before it is broadcast. */
+/** A transaction signed by one of our accounts (a relayer key, an agent wallet), recorded before it is broadcast. */
 export interface SignedTransaction {
+  /** The account that signed it. */
+  readonly sender: Address
   readonly hash: Hash
   readonly raw: Hex
   readonly nonce: number
@@ -93,10 +95,13 @@ export interface RecordedTransaction {
 }
 
 /**
- * The relayer's recorded transactions with a nonce from `fromNonce` up that may still be sent (their
- * authorization still valid), in nonce order: what closes a nonce gap.
+ * A relayer key's recorded transactions with a nonce from `fromNonce` up that may still be sent
+ * (their authorization still valid), in nonce order: what closes a nonce gap.
  */
-export type Resendable = (fromNonce: number) => Effect.Effect<ReadonlyArray<RecordedTransaction>, ChainError>
+export type Resendable = (
+  sender: Address,
+  fromNonce: number
+) => Effect.Effect<ReadonlyArray<RecordedTransaction>, ChainError>
 
 /**
  * What comparing the relayer's next nonce with the chain's pending count found: `resent` recorded
@@ -169,11 +174,14 @@ export interface ChainClientShape {
   /** CAIP-2 id, `eip155:<chainId>`, as x402 names networks. */
   readonly network: `eip155:${number}`
   readonly usd1: Usd1Token
-  /** The account that pays gas for relayed transactions. */
-  readonly relayer: Address
   /**
-   * Whether the relayer's gas balance, as last read (cached: no call), pays its next transaction
-   * (gas limit × max fee). Until a first reading, yes.
+   * The relayer pool: the keys that pay gas for relayed transactions (RELAYER_PRIVATE_KEYS), each
+   * with its own nonce sequence; payments are spread over those that can pay gas.
+   */
+  readonly relayers: ReadonlyArray<Address>
+  /**
+   * Whether some relayer key's gas balance, as last read (cached: no call), pays its next
+   * transaction (gas limit × max fee). A key that cannot leaves the rotation. Until a first reading, yes.
    */
   readonly relayerFunded: Effect.Effect<boolean>
 
@@ -239,7 +247,7 @@ export interface ChainClientShape {
    * and resends what was recorded above it. Runs in the relayer's send queue; a send that does not
    * know its nonce runs it first when given `resendable`.
    */
-  readonly followRelayerNonce: (resendable: Resendable) => Effect.Effect<NonceCheck, ChainError>
+  readonly followRelayerNonce: (resendable: Resendable) => Effect.Effect<ReadonlyArray<NonceCheck>, ChainError>
   /**
    * A relayer transaction not mined RELAYER_STUCK_AFTER after `signedAt` is replaced: the same call
    * and nonce signed with fees raised by at least 12.5 % (and to at least the estimate now), within
@@ -247,7 +255,7 @@ export interface ChainClientShape {
    * before it is broadcast. None when it is not due or no bump is left (it can only wait).
    */
   readonly replaceStuck: <E, R>(
-    stuck: { readonly raw: Hex; readonly signedAt: Date; readonly bumps: number },
+    stuck: { readonly sender: Address; readonly raw: Hex; readonly signedAt: Date; readonly bumps: number },
     record: RecordSigned<E, R>
   ) => Effect.Effect<Option.Option<SignedTransaction>, ChainError | E, R>
   /**

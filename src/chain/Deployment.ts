@@ -19,7 +19,8 @@ export interface Deployment {
   readonly usd1: Usd1Token
   readonly exchange: Option.Option<Address>
   readonly stocks: ReadonlyArray<StockToken>
-  readonly relayerKey: Redacted.Redacted<Hex>
+  /** The relayer pool's keys (RELAYER_PRIVATE_KEYS, or the one RELAYER_PRIVATE_KEY), at least one. */
+  readonly relayerKeys: ReadonlyArray<Redacted.Redacted<Hex>>
   /** True for the embedded devnet: demo funds (the faucet). */
   readonly local: boolean
   /** The longest one read may take (CHAIN_TIMEOUT). */
@@ -178,6 +179,45 @@ const privateKeyConfig = (name: string) =>
     )
   )
 
+const isPrivateKey = (key: string) => /^0x[0-9a-fA-F]{64}$/.test(key)
+
+/**
+ * The relayer pool: RELAYER_PRIVATE_KEYS (keys separated by commas), else RELAYER_PRIVATE_KEY, else
+ * `fallback` (the embedded devnet's key). A bad entry is named by its position, never echoed.
+ */
+export const relayerKeysConfig = (fallback: Option.Option<Hex>) =>
+  Config.all([
+    Config.option(Config.redacted("RELAYER_PRIVATE_KEYS")),
+    Config.option(privateKeyConfig("RELAYER_PRIVATE_KEY"))
+  ]).pipe(
+    Config.mapOrFail(([several, one]) => {
+      if (Option.isSome(several)) {
+        const keys = Redacted.value(several.value)
+          .split(",")
+          .map((key) => key.trim())
+          .filter((key) => key !== "")
+        const bad = keys.findIndex((key) => !isPrivateKey(key))
+        if (keys.length === 0 || bad >= 0) {
+          return Either.left(
+            ConfigError.InvalidData(
+              ["RELAYER_PRIVATE_KEYS"],
+              `Expected RELAYER_PRIVATE_KEYS to be 0x-prefixed 32-byte hex private keys separated by commas${bad >= 0 ? `; entry ${bad + 1} is not one` : ""}`
+            )
+          )
+        }
+        return Either.right([...new Set(keys.map((key) => key.toLowerCase()))].map((key) => Redacted.make(key as Hex)))
+      }
+      if (Option.isSome(one)) return Either.right([one.value])
+      return Option.match(fallback, {
+        onNone: () =>
+          Either.left(
+            ConfigError.MissingData(["RELAYER_PRIVATE_KEYS"], "Expected RELAYER_PRIVATE_KEYS or RELAYER_PRIVATE_KEY")
+          ),
+        onSome: (key) => Either.right([Redacted.make(key)])
+      })
+    })
+  )
+
 const usd1Domain = Config.all({
   name: Config.string("USD1_EIP712_NAME").pipe(Config.withDefault("World Liberty Financial USD")),
   version: Config.string("USD1_EIP712_VERSION").pipe(Config.withDefault("1"))
@@ -212,7 +252,7 @@ export class ChainDeployment extends Context.Tag("app/ChainDeployment")<ChainDep
           chainId: Config.integer("CHAIN_ID"),
           usd1: addressConfig("USD1_ADDRESS"),
           usd1Decimals: Config.integer("USD1_DECIMALS").pipe(Config.withDefault(18)),
-          relayerKey: privateKeyConfig("RELAYER_PRIVATE_KEY"),
+          relayerKeys: relayerKeysConfig(Option.none()),
           exchange: Config.option(addressConfig("EXCHANGE_ADDRESS")),
           stocks: stockTokensConfig
         })
@@ -222,7 +262,7 @@ export class ChainDeployment extends Context.Tag("app/ChainDeployment")<ChainDep
           usd1: { address: settings.usd1, decimals: settings.usd1Decimals, ...domain },
           exchange: settings.exchange,
           stocks: settings.stocks,
-          relayerKey: settings.relayerKey,
+          relayerKeys: settings.relayerKeys,
           local: false,
           readTimeout,
           pollInterval,
@@ -237,7 +277,7 @@ export class ChainDeployment extends Context.Tag("app/ChainDeployment")<ChainDep
         usd1: { address: devnet.usd1, decimals: 18, ...domain },
         exchange: Option.some(devnet.exchange),
         stocks: devnet.stocks.map((stock) => ({ ...stock, platform: "devnet" })),
-        relayerKey: Redacted.make(DEVNET_RELAYER_KEY),
+        relayerKeys: yield* relayerKeysConfig(Option.some(DEVNET_RELAYER_KEY)),
         local: true,
         readTimeout,
         pollInterval,

@@ -266,7 +266,7 @@ export const EvmChain = Layer.scoped(
         pollingInterval: pollMs
       })
     const publicClient = viemOver(reads.request)
-    const relayer = privateKeyToAccount(Redacted.value(deployment.relayerKey))
+    const relayers = deployment.relayerKeys.map((key) => privateKeyToAccount(Redacted.value(key)))
     const queueOf = sendQueues()
 
     const read = <A>(what: string, method: string, params: ReadonlyArray<unknown>) =>
@@ -344,46 +344,69 @@ export const EvmChain = Layer.scoped(
     const currentFees = Effect.map(estimatedFees, (estimate) => cappedFees(estimate, relayerFees.maxFeePerGas))
 
     /**
-     * The relayer's gas watch: its balance read every RELAYER_BALANCE_INTERVAL, each transaction it
-     * signs since counted against it at its worst cost (gas limit × max fee), so that asking whether
-     * it can pay the next one costs no call. One WARN line when it no longer can, one INFO line when
-     * it can again; the `relayer_gas_funded` gauge follows.
+     * Each relayer key's gas watch: its balance read every RELAYER_BALANCE_INTERVAL, each transaction
+     * it signs since counted against it at its worst cost (gas limit × max fee), so that asking
+     * whether it can pay the next one costs no call. A key that no longer can leaves the rotation
+     * (one WARN line), and comes back when it can again (one INFO line); the `relayer_gas_funded`
+     * gauge follows, per key.
      */
-    const gasMetrics = relayerGasMetrics(relayer.address)
-    const gasWatch: { balance: bigint | undefined; funded: boolean } = { balance: undefined, funded: true }
-    const judgeGas = (balance: bigint) =>
+    interface GasWatch {
+      readonly account: PrivateKeyAccount
+      readonly metrics: ReturnType<typeof relayerGasMetrics>
+      balance: bigint | undefined
+      funded: boolean
+    }
+    const gasWatches: ReadonlyArray<GasWatch> = relayers.map((account) => ({
+      account,
+      metrics: relayerGasMetrics(account.address),
+      balance: undefined,
+      funded: true
+    }))
+    const watchOf = (address: Address) => gasWatches.find((watch) => isAddressEqual(watch.account.address, address))!
+    const judgeGas = (watch: GasWatch, balance: bigint) =>
       Effect.gen(function* () {
-        gasWatch.balance = balance
-        gasMetrics.balance(balance)
+        watch.balance = balance
+        watch.metrics.balance(balance)
         const needed = (transferGas ?? TRANSFER_GAS_GUESS) * maxFeeOf(yield* currentFees)
         const funded = balance >= needed
-        gasMetrics.funded(funded)
-        if (funded === gasWatch.funded) return
-        gasWatch.funded = funded
+        watch.metrics.funded(funded)
+        if (funded === watch.funded) return
+        watch.funded = funded
+        const inRotation = gasWatches.filter((other) => other.funded).length
         yield* (
           funded
-            ? Effect.logInfo("relayer funded again: new payments are taken")
+            ? Effect.logInfo(`relayer key funded again: back in the rotation (${inRotation} of ${relayers.length})`)
             : Effect.logWarning(
-                "relayer cannot pay gas for its next transaction: new payments answer 503 RELAYER_UNFUNDED until it is funded"
+                inRotation === 0
+                  ? "relayer cannot pay gas for its next transaction: no key left, new payments answer 503 RELAYER_UNFUNDED until one is funded"
+                  : `relayer cannot pay gas for its next transaction: the key leaves the rotation (${inRotation} of ${relayers.length} left)`
               )
         ).pipe(
           Effect.annotateLogs({
-            "chain.relayer": relayer.address,
+            "chain.relayer": watch.account.address,
             "relayer.balanceWei": String(balance),
             "relayer.neededWei": String(needed)
           })
         )
       })
-    const readGas = read<Hex>("relayer balance", "eth_getBalance", [relayer.address, "latest"]).pipe(
-      Effect.flatMap((balance) => judgeGas(hexToBigInt(balance))),
-      // the last reading stands until a read answers
-      Effect.catchTag("ChainError", () => Effect.void)
-    )
+    const readGas = (watch: GasWatch) =>
+      read<Hex>("relayer balance", "eth_getBalance", [watch.account.address, "latest"]).pipe(
+        Effect.flatMap((balance) => judgeGas(watch, hexToBigInt(balance))),
+        // the last reading stands until a read answers
+        Effect.catchTag("ChainError", () => Effect.void)
+      )
     /** A transaction signed with `gas` and `fee` was sent: its worst cost is no longer there to spend. */
-    const spentGas = (gas: bigint, fee: Fees) =>
+    const spentGas = (watch: GasWatch, gas: bigint, fee: Fees) =>
       Effect.suspend(() =>
-        gasWatch.balance === undefined ? Effect.void : judgeGas(gasWatch.balance - gas * maxFeeOf(fee))
+        watch.balance === undefined ? Effect.void : judgeGas(watch, watch.balance - gas * maxFeeOf(fee))
       ).pipe(Effect.catchTag("ChainError", () => Effect.void))
+    let rotation = 0
+    /** The next relayer key in turn among those that can pay gas (all of them when none can: the send will tell). */
+    const nextRelayer = Effect.sync(() => {
+      const funded = gasWatches.filter((watch) => watch.funded)
+      const from = funded.length > 0 ? funded : gasWatches
+      return from[rotation++ % from.length]!
+    })
 
     const pendingNonce = (address: Address) =>
       read<Hex>("nonce", "eth_getTransactionCount", [address, "pending"]).pipe(Effect.map(hexToNumber))
@@ -414,7 +437,7 @@ export const EvmChain = Layer.scoped(
     const signCall = (signer: PrivateKeyAccount, call: Call, gas: bigint, nonce: number, fee: Fees) =>
       chainCall("sign", () =>
         signer.signTransaction({ chainId, nonce, gas, to: call.to, data: call.data, value: call.value, ...fee })
-      ).pipe(Effect.map((raw): SignedTransaction => ({ hash: keccak256(raw), raw, nonce })))
+      ).pipe(Effect.map((raw): SignedTransaction => ({ sender: signer.address, hash: keccak256(raw), raw, nonce })))
 
     /**
      * Signs the call with the signer's next nonce on chain, lets `record` persist it, then
@@ -444,7 +467,8 @@ export const EvmChain = Layer.scoped(
      * queue is let go, so that the next send signs while this one travels. Up to RELAYER_MAX_IN_FLIGHT
      * sends are under way at once.
      *
-     * The relayer keeps its next nonce between sends (one key per replica). A send that fails or
+     * Each send takes the next relayer key in turn among those that can pay gas (RELAYER_PRIVATE_KEYS).
+     * A key keeps its next nonce between sends (its keys are this replica's own). A send that fails or
      * whose fate is unknown makes the next send learn it again: from the journal with `resendable`
      * (every recorded transaction above the chain's count sent again, `closeGap`), else from the
      * chain's count. One the node refuses for a stale nonce or fee is simulated, signed anew (and
@@ -452,6 +476,8 @@ export const EvmChain = Layer.scoped(
      */
     const relayerSend = <E, R>(call: Call, gas: bigint, record: RecordSigned<E, R>, resendable?: Resendable) =>
       Effect.gen(function* () {
+        const watch = yield* nextRelayer
+        const relayer = watch.account
         const queue = queueOf(relayer.address)
         const forget = queue.serially(queue.forget)
         for (let attempt = 1; ; attempt++) {
@@ -462,7 +488,7 @@ export const EvmChain = Layer.scoped(
               const nonce = yield* queue.nonce(
                 resendable === undefined
                   ? pendingNonce(relayer.address)
-                  : Effect.map(closeGap(resendable), (check) => check.next)
+                  : Effect.map(closeGap(relayer, resendable), (check) => check.next)
               )
               const signed = yield* signCall(relayer, call, gas, nonce, fee)
               // not recorded, not sent: the nonce is free again, and the chain and the journal say where to go on
@@ -473,7 +499,7 @@ export const EvmChain = Layer.scoped(
           )
           const sent = yield* broadcast(signed.raw).pipe(Effect.tapError(() => forget))
           if (sent._tag === "Sent") {
-            yield* spentGas(gas, fee)
+            yield* spentGas(watch, gas, fee)
             return signed
           }
           yield* forget
@@ -482,8 +508,8 @@ export const EvmChain = Layer.scoped(
         }
       }).pipe(relayerInFlight.withPermits(1))
 
-    /** The relayer's empty transaction for `nonce`: fills a nonce no recorded transaction can take. */
-    const fillNonce = (nonce: number) =>
+    /** The relayer key's empty transaction for `nonce`: fills a nonce no recorded transaction can take. */
+    const fillNonce = (relayer: PrivateKeyAccount, nonce: number) =>
       Effect.gen(function* () {
         const fee = yield* currentFees
         const raw = yield* chainCall("sign", () =>
@@ -519,12 +545,12 @@ export const EvmChain = Layer.scoped(
      * transaction again or an empty one, in order. A node that lost blocks (a reorg, a restart from
      * a snapshot) or a transaction recorded but never broadcast (a crash) then holds nothing back.
      */
-    const closeGap = (resendable: Resendable) =>
+    const closeGap = (relayer: PrivateKeyAccount, resendable: Resendable) =>
       Effect.gen(function* () {
         const queue = queueOf(relayer.address)
         const local = yield* queue.known
         const chainNext = yield* pendingNonce(relayer.address)
-        const recorded = yield* resendable(chainNext)
+        const recorded = yield* resendable(relayer.address, chainNext)
         const next =
           local !== undefined
             ? Math.max(local, chainNext)
@@ -534,7 +560,7 @@ export const EvmChain = Layer.scoped(
         for (let nonce = chainNext; nonce < next; nonce++) {
           const tx = recorded.find((candidate) => candidate.nonce === nonce)
           if (tx === undefined) {
-            yield* fillNonce(nonce).pipe(Effect.tapError(() => queue.forget))
+            yield* fillNonce(relayer, nonce).pipe(Effect.tapError(() => queue.forget))
             filled++
           } else {
             // one the node now finds underpriced is not "sent again": its fee bump sends it (`replaceStuck`)
@@ -553,7 +579,8 @@ export const EvmChain = Layer.scoped(
         return check
       }).pipe(Effect.withSpan("ChainClient.closeGap"))
 
-    const followRelayerNonce = (resendable: Resendable) => queueOf(relayer.address).serially(closeGap(resendable))
+    const followRelayerNonce = (resendable: Resendable) =>
+      Effect.forEach(relayers, (relayer) => queueOf(relayer.address).serially(closeGap(relayer, resendable)))
 
     /** The fees a signed transaction carries. */
     const feesOf = (tx: ReturnType<typeof parseTransaction>): Fees =>
@@ -562,10 +589,11 @@ export const EvmChain = Layer.scoped(
         : { maxFeePerGas: tx.maxFeePerGas ?? 0n, maxPriorityFeePerGas: tx.maxPriorityFeePerGas ?? 0n }
 
     const replaceStuck = <E, R>(
-      stuck: { readonly raw: Hex; readonly signedAt: Date; readonly bumps: number },
+      stuck: { readonly sender: Address; readonly raw: Hex; readonly signedAt: Date; readonly bumps: number },
       record: RecordSigned<E, R>
     ) =>
       Effect.gen(function* () {
+        const relayer = watchOf(stuck.sender).account
         const waited = Date.now() - stuck.signedAt.getTime()
         if (stuck.bumps >= relayerFees.maxBumps || waited < Duration.toMillis(relayerFees.stuckAfter)) {
           return Option.none<SignedTransaction>()
@@ -587,13 +615,13 @@ export const EvmChain = Layer.scoped(
             ...raised.value
           })
         )
-        const signed: SignedTransaction = { hash: keccak256(raw), raw, nonce: tx.nonce }
+        const signed: SignedTransaction = { sender: relayer.address, hash: keccak256(raw), raw, nonce: tx.nonce }
         yield* record(signed)
         // One the node refuses (a fee still too low) stays journaled: it is bumped again when due.
         yield* resend(raw)
         return Option.some(signed)
       }).pipe(
-        queueOf(relayer.address).serially,
+        queueOf(stuck.sender).serially,
         Effect.withSpan("ChainClient.replaceStuck", { attributes: { "chain.bumps": stuck.bumps } })
       )
 
@@ -825,7 +853,7 @@ export const EvmChain = Layer.scoped(
       const gas = Effect.suspend(() =>
         vrs && transferGas !== undefined
           ? Effect.succeed(transferGas)
-          : simulate(relayer.address, call).pipe(
+          : simulate(relayers[0]!.address, call).pipe(
               Effect.map((estimate) => withMargin(estimate, vrs ? GAS_MARGIN_REUSED : GAS_MARGIN_ONE)),
               Effect.tap((reused) =>
                 Effect.sync(() => {
@@ -1035,14 +1063,17 @@ export const EvmChain = Layer.scoped(
     }
 
     // Started last: it reads what the layer defines above (the transfer gas).
-    yield* readGas.pipe(Effect.repeat(Schedule.spaced(relayerFees.balanceInterval)), Effect.forkScoped)
+    yield* Effect.forEach(gasWatches, readGas, { concurrency: "unbounded" }).pipe(
+      Effect.repeat(Schedule.spaced(relayerFees.balanceInterval)),
+      Effect.forkScoped
+    )
 
     return ChainClient.of({
       chainId,
       network: `eip155:${chainId}`,
       usd1,
-      relayer: relayer.address,
-      relayerFunded: Effect.sync(() => gasWatch.funded),
+      relayers: relayers.map((relayer) => relayer.address),
+      relayerFunded: Effect.sync(() => gasWatches.some((watch) => watch.funded)),
       verifyMessage,
       transferCheck,
       balanceOf,

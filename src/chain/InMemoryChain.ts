@@ -226,7 +226,7 @@ const make = (options: InMemoryChainOptions) =>
             [{ type: "address" }, { type: "uint256" }, { type: "address" }, { type: "bytes" }],
             [sender, BigInt(nonce), to, data]
           )
-          const signed: SignedTransaction = { hash: keccak256(raw), raw, nonce }
+          const signed: SignedTransaction = { sender, hash: keccak256(raw), raw, nonce }
           yield* record(signed)
           yield* Ref.update(state, (latest) => ({
             ...mine(latest, execution, signed.hash, blockTime),
@@ -372,7 +372,7 @@ const make = (options: InMemoryChainOptions) =>
       chainId,
       network: `eip155:${chainId}`,
       usd1,
-      relayer,
+      relayers: [relayer],
       // gas does not exist here
       relayerFunded: Effect.succeed(true),
       verifyMessage: (address, message, signature) =>
@@ -399,7 +399,7 @@ const make = (options: InMemoryChainOptions) =>
       followRelayerNonce: () =>
         Effect.map(Ref.get(state), (current) => {
           const next = current.nonces.get(relayer.toLowerCase()) ?? 0
-          return { chainNext: next, next, resent: 0, filled: 0 }
+          return [{ chainNext: next, next, resent: 0, filled: 0 }]
         }),
       receipt: (hash) => Effect.map(Ref.get(state), (current) => Option.fromNullable(current.receipts.get(hash))),
       feedRound: (feed) =>

@@ -413,10 +413,10 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       })
 
     /** The relayer's journaled transactions that may be sent again, for closing a nonce gap. */
-    const resendable: Resendable = (fromNonce) =>
+    const resendable: Resendable = (sender, fromNonce) =>
       Effect.gen(function* () {
         const nowSeconds = Math.floor((yield* Clock.currentTimeMillis) / 1000)
-        const rows = yield* repo.resendableFrom({ sender: chain.relayer, fromNonce, nowSeconds })
+        const rows = yield* repo.resendableFrom({ sender, fromNonce, nowSeconds })
         return rows.map((row) => ({ nonce: row.nonce, raw: row.rawTx as Hex }))
       })
 
@@ -436,7 +436,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
         const record = (tx: BroadcastRecord) =>
           Effect.gen(function* () {
             const now = new Date(yield* Clock.currentTimeMillis)
-            const relayed = tx.nonce === null ? null : { sender: chain.relayer, nonce: tx.nonce }
+            const relayed = tx.nonce === null || tx.sender === null ? null : { sender: tx.sender, nonce: tx.nonce }
             const recorded = yield* repo.recordBroadcast(settlementId, { hash: tx.hash, raw: tx.raw, relayed }, now)
             if (recorded === "nonceTaken") {
               yield* Effect.logWarning(
@@ -752,15 +752,17 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
      */
     const replaceIfStuck = (row: Tracked, now: Date) =>
       chain
-        .replaceStuck({ raw: row.rawTx as Hex, signedAt: row.createdAt, bumps: row.versions.length }, (signed) =>
-          repo
-            .recordBump(
-              row.settlementId,
-              row.txHash,
-              { hash: signed.hash, raw: signed.raw, sender: chain.relayer, nonce: signed.nonce },
-              now
-            )
-            .pipe(Effect.flatMap((recorded) => (recorded === "recorded" ? Effect.void : new SettlementAbandoned())))
+        .replaceStuck(
+          { sender: row.sender, raw: row.rawTx as Hex, signedAt: row.createdAt, bumps: row.versions.length },
+          (signed) =>
+            repo
+              .recordBump(
+                row.settlementId,
+                row.txHash,
+                { hash: signed.hash, raw: signed.raw, sender: signed.sender, nonce: signed.nonce },
+                now
+              )
+              .pipe(Effect.flatMap((recorded) => (recorded === "recorded" ? Effect.void : new SettlementAbandoned())))
         )
         .pipe(
           Effect.flatMap(
@@ -803,7 +805,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
     const followChain = Effect.gen(function* () {
       if (!processor.recordsBeforeBroadcast) return
       yield* chain.followRelayerNonce(resendable)
-      const rows = yield* repo.unfinalTransactions({ sender: chain.relayer, limit: TRACKED_PER_TICK })
+      const rows = yield* repo.unfinalTransactions({ senders: chain.relayers, limit: TRACKED_PER_TICK })
       if (rows.length === 0) return
       const head = yield* withinChainTimeout(chain.headBlock)
       for (const row of rows) yield* checkTransaction(row, head)

@@ -262,11 +262,12 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
             ORDER BY t.nonce, t.created_at DESC`
     })
 
-    /** The sender's transactions not final yet, least recently checked first (no lock: every change is conditional). */
+    /** The senders' transactions not final yet, least recently checked first (no lock: every change is conditional). */
     const unfinalTransactions = SqlSchema.findAll({
-      Request: Schema.Struct({ sender: Schema.String, limit: Schema.Number }),
+      Request: Schema.Struct({ senders: Schema.Array(Schema.String), limit: Schema.Number }),
       Result: Schema.Struct({
         txHash: Schema.String,
+        sender: Address,
         settlementId: Schema.NumberFromString,
         rawTx: Schema.String,
         status: Schema.Literal("pending", "mined"),
@@ -283,15 +284,15 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
         /** The earlier signatures of its nonce (fee bumps), any of which may be mined instead. */
         versions: Schema.Array(Schema.String)
       }),
-      execute: ({ sender, limit }) =>
-        sql`SELECT t.tx_hash, t.settlement_id, t.raw_tx, t.status, t.block_hash, s.valid_before,
+      execute: ({ senders, limit }) =>
+        sql`SELECT t.tx_hash, t.sender, t.settlement_id, t.raw_tx, t.status, t.block_hash, s.valid_before,
                    s.status AS settlement_status, s.order_id, s.payer, s.nonce, s.amount_atomic, s.payload,
                    t.created_at,
                    ARRAY(SELECT b.tx_hash FROM relayed_transactions b
                          WHERE b.sender = t.sender AND b.nonce = t.nonce AND b.settlement_id = t.settlement_id
                            AND b.status = 'bumped' ORDER BY b.created_at DESC) AS versions
             FROM relayed_transactions t JOIN settlements s ON s.id = t.settlement_id
-            WHERE t.sender = ${sender} AND t.status IN ('pending', 'mined')
+            WHERE t.sender IN ${sql.in(senders)} AND t.status IN ('pending', 'mined')
             ORDER BY t.checked_at LIMIT ${limit}`
     })
 

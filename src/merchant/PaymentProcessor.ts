@@ -11,6 +11,7 @@
 import { HttpClient, HttpClientRequest, HttpClientResponse } from "@effect/platform"
 import { Context, Data, Effect, Layer, Option, Schema } from "effect"
 import { type Hash, type Hex, isErc6492Signature, parseErc6492Signature } from "viem"
+import type { Address } from "../chain/Address.js"
 import {
   CallReverted,
   ChainClient,
@@ -53,6 +54,8 @@ export type Verification =
 export class SettlementAbandoned extends Data.TaggedError("SettlementAbandoned") {}
 
 export interface BroadcastRecord {
+  /** The relayer key that signed it; null when a facilitator sent it. */
+  readonly sender: Address | null
   readonly hash: Hash
   /** The signed transaction, kept for re-broadcast after a crash; null when a facilitator sent it. */
   readonly raw: Hex | null
@@ -209,7 +212,7 @@ export const RelayerProcessor = Layer.effect(
               authorizationOf(payload.payload.authorization),
               tokenSignature(payload.payload.signature as Hex).signature,
               (signed) =>
-                record({ hash: signed.hash, raw: signed.raw, nonce: signed.nonce }).pipe(
+                record({ sender: signed.sender, hash: signed.hash, raw: signed.raw, nonce: signed.nonce }).pipe(
                   Effect.tap(() => {
                     recorded = true
                   })
@@ -316,7 +319,7 @@ export const FacilitatorProcessor = (baseUrl: string) =>
             }
             const hash = response.transaction as Hash
             // Already sent by the facilitator: if the reconciler decided meanwhile, it read the chain.
-            return record({ hash, raw: null, nonce: null }).pipe(
+            return record({ sender: null, hash, raw: null, nonce: null }).pipe(
               Effect.ignore,
               Effect.zipRight(
                 confirm(chain, hash, payload, (receipt) => Effect.succeed(judge(chain, receipt, payload)))

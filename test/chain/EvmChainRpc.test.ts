@@ -234,7 +234,7 @@ layer(proxiedTestChain("1 second"), { excludeTestServices: true, timeout: "120 s
         const sent = yield* chain.transferWithAuthorization(first.authorization, first.signature, noRecord)
         const relayerSent = () =>
           Effect.promise(() =>
-            publicClientFor(devnet).getTransactionCount({ address: chain.relayer, blockTag: "pending" })
+            publicClientFor(devnet).getTransactionCount({ address: chain.relayers[0]!, blockTag: "pending" })
           )
         const before = yield* relayerSent()
         const recorded = yield* Ref.make(0)

@@ -52,7 +52,7 @@ const relayerSent = Effect.gen(function* () {
   const chain = yield* ChainClient
   return yield* Effect.promise(() =>
     createPublicClient({ transport: http(devnet.rpcUrl) }).getTransactionCount({
-      address: chain.relayer,
+      address: chain.relayers[0]!,
       blockTag: "pending"
     })
   )

@@ -34,7 +34,14 @@ const StallingProcessor = Layer.effect(
           WHERE lower(payer) = ${from.toLowerCase()} AND nonce = ${nonce.toLowerCase()}
           RETURNING order_id`.pipe(Effect.orDie)
         yield* sql`UPDATE orders SET status = 'open' WHERE id = ${row!.orderId}`.pipe(Effect.orDie)
-        const recorded = yield* Effect.either(record({ hash: `0x${"11".repeat(32)}` as Hash, raw: "0x00", nonce: 0 }))
+        const recorded = yield* Effect.either(
+          record({
+            sender: "0x0000000000000000000000000000000000000001",
+            hash: `0x${"11".repeat(32)}` as Hash,
+            raw: "0x00",
+            nonce: 0
+          })
+        )
         attempts.push(recorded)
         return (Either.isLeft(recorded)
           ? { _tag: "Rejected", reason: "unexpected_settle_error" }

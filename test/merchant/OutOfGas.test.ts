@@ -19,7 +19,12 @@ import { TestDatabase } from "../support/TestDatabase.js"
 import { signPayment } from "../support/x402.js"
 
 const MERCHANT = "0x000000000000000000000000000000000000dEaD"
-const starved: SignedTransaction = { hash: `0x${"5a".repeat(32)}` as Hash, raw: "0x5a", nonce: 0 }
+const starved: SignedTransaction = {
+  sender: "0x0000000000000000000000000000000000000001",
+  hash: `0x${"5a".repeat(32)}` as Hash,
+  raw: "0x5a",
+  nonce: 0
+}
 
 /** The in-memory chain, whose first relayed transaction is recorded, "sent" and mined out of gas. */
 const FirstRelayStarved = Layer.scopedContext(

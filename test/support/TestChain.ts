@@ -1,4 +1,5 @@
-import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Context, Duration, Effect, Layer, Option, type Redacted } from "effect"
+import type { Hex } from "viem"
 import {
   ChainDeployment,
   DEFAULT_RPC_PROBE_INTERVAL,
@@ -6,7 +7,8 @@ import {
   DEVNET_RELAYER_KEY,
   DeployedTokens,
   type RelayerFees,
-  relayerFeesConfig
+  relayerFeesConfig,
+  relayerKeysConfig
 } from "../../src/chain/Deployment.js"
 import { type Devnet, startDevnet } from "../../src/chain/Devnet.js"
 import { EvmChain } from "../../src/chain/EvmChain.js"
@@ -29,12 +31,18 @@ export class TestDevnet extends Context.Tag("test/TestDevnet")<TestDevnet, Devne
 /** The proxy between the chain client and the devnet: a test stalls or cuts it to fail the chain. */
 export class ChainProxy extends Context.Tag("test/ChainProxy")<ChainProxy, TcpProxy>() {}
 
+/** The relayer settings a test gives (RELAYER_* as in the service), the devnet's relayer key unless RELAYER_PRIVATE_KEYS names others. */
+const relayerSettings = Effect.all({
+  fees: relayerFeesConfig(false),
+  keys: relayerKeysConfig(Option.some(DEVNET_RELAYER_KEY))
+}).pipe(Effect.orDie)
+
 /** The devnet as `ChainDeployment` (relayer: dev account 9, like the embedded default), reached at `rpcUrl`. */
 const deploymentOf = (
   devnet: Devnet,
   rpcUrl: string | ReadonlyArray<string>,
   readTimeout: Duration.DurationInput,
-  relayerFees: RelayerFees,
+  relayer: { readonly fees: RelayerFees; readonly keys: ReadonlyArray<Redacted.Redacted<Hex>> },
   rpcProbeInterval: Duration.DurationInput = DEFAULT_RPC_PROBE_INTERVAL
 ) =>
   ChainDeployment.of({
@@ -43,22 +51,22 @@ const deploymentOf = (
     usd1: { address: devnet.usd1, decimals: 18, name: "World Liberty Financial USD", version: "1" },
     exchange: Option.some(devnet.exchange),
     stocks: devnet.stocks.map((stock) => ({ ...stock, platform: "devnet" })),
-    relayerKey: Redacted.make(DEVNET_RELAYER_KEY),
+    relayerKeys: relayer.keys,
     local: true,
     readTimeout: Duration.decode(readTimeout),
     pollInterval: Duration.decode(DEVNET_POLL_INTERVAL),
     rpcProbeInterval: Duration.decode(rpcProbeInterval),
-    relayerFees
+    relayerFees: relayer.fees
   })
 
 /** A fresh, ephemeral anvil devnet with the contracts deployed, as `ChainDeployment` and as `TestDevnet`. */
 export const TestDevnetDeployment = Layer.unwrapScoped(
   Effect.gen(function* () {
     const devnet = yield* startDevnet().pipe(Effect.orDie)
-    const relayerFees = yield* relayerFeesConfig(false).pipe(Effect.orDie)
+    const relayer = yield* relayerSettings
     return Layer.merge(
       Layer.succeed(TestDevnet, devnet),
-      Layer.succeed(ChainDeployment, deploymentOf(devnet, devnet.rpcUrl, "4 seconds", relayerFees))
+      Layer.succeed(ChainDeployment, deploymentOf(devnet, devnet.rpcUrl, "4 seconds", relayer))
     )
   })
 )
@@ -77,11 +85,11 @@ export const proxiedTestChain = (readTimeout: Duration.DurationInput) =>
         Effect.gen(function* () {
           const devnet = yield* startDevnet().pipe(Effect.orDie)
           const proxy = yield* startTcpProxy({ host: "127.0.0.1", port: Number(new URL(devnet.rpcUrl).port) })
-          const relayerFees = yield* relayerFeesConfig(false).pipe(Effect.orDie)
+          const relayer = yield* relayerSettings
           return Layer.mergeAll(
             Layer.succeed(TestDevnet, devnet),
             Layer.succeed(ChainProxy, proxy),
-            Layer.succeed(ChainDeployment, deploymentOf(devnet, proxy.url(devnet.rpcUrl), readTimeout, relayerFees))
+            Layer.succeed(ChainDeployment, deploymentOf(devnet, proxy.url(devnet.rpcUrl), readTimeout, relayer))
           )
         })
       )
@@ -107,7 +115,7 @@ export const multiEndpointTestChain = (
         Effect.gen(function* () {
           const devnet = yield* startDevnet().pipe(Effect.orDie)
           const endpoints = yield* Effect.forEach(Array.from({ length: count }), () => startRpcProxy(devnet.rpcUrl))
-          const relayerFees = yield* relayerFeesConfig(false).pipe(Effect.orDie)
+          const relayer = yield* relayerSettings
           return Layer.mergeAll(
             Layer.succeed(TestDevnet, devnet),
             Layer.succeed(ChainEndpoints, endpoints),
@@ -117,7 +125,7 @@ export const multiEndpointTestChain = (
                 devnet,
                 endpoints.map((endpoint) => endpoint.url),
                 readTimeout,
-                relayerFees,
+                relayer,
                 probeInterval
               )
             )
