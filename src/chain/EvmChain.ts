@@ -7,7 +7,7 @@
  * short-lived cache), recorded by the caller, then broadcast. The payment path's hot calls (the
  * transfer check, the relayer's send, receipts) are made directly; viem's actions serve the rest.
  */
-import { Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Duration, Effect, Layer, Option, Queue, Redacted } from "effect"
 import {
   type Abi,
   type AbiFunction,
@@ -63,6 +63,7 @@ import {
   type TransferCheck
 } from "./ChainClient.js"
 import { DemoExchangeArtifact, PriceFeedArtifact, StockTokenArtifact, Usd1Artifact } from "./contracts/artifacts.js"
+import { type BlockHead, blockWatcher, NoBlockReceipts, type RawReceipt } from "./BlockWatcher.js"
 import { ChainDeployment } from "./Deployment.js"
 import { DEVNET_DEPLOYER_KEY } from "./Devnet.js"
 import { transferWithAuthorizationTypedData } from "./Eip3009.js"
@@ -71,7 +72,6 @@ import { chunksOf, MULTICALL_CHUNK, MULTICALL3_ADDRESS, rowsOf } from "./Multica
 import { rpcPool } from "./RpcPool.js"
 import { sendQueues } from "./SendQueues.js"
 import { checkChain } from "./StartupCheck.js"
-import { wallClockPause } from "./WallClock.js"
 
 /** viem's error text, with the node's own words and a revert reason when there is one. */
 export const errorText = (cause: unknown): string => {
@@ -176,15 +176,6 @@ interface Call {
   readonly value?: bigint
 }
 
-/** A transaction receipt as the node sends it (the fields read here). */
-interface RpcReceipt {
-  readonly status: Hex
-  readonly gasUsed: Hex
-  readonly blockNumber: Hex
-  readonly blockHash: Hash
-  readonly logs: ReadonlyArray<{ readonly address: Hex; readonly topics: ReadonlyArray<Hex>; readonly data: Hex }>
-}
-
 /** A broadcast: sent, or refused for what a fresh signature can fix. */
 type Broadcast =
   | { readonly _tag: "Sent" }
@@ -197,6 +188,12 @@ type Fees = { readonly maxFeePerGas: bigint; readonly maxPriorityFeePerGas: bigi
 const FAUCET_GAS = parseEther("1")
 /** How long a send waits for a receipt it needs before going on (an approval, the faucet's mints). */
 const RECEIPT_TIMEOUT_MS = 30_000
+/** The block watcher's head poll while no receipt is awaited (at least CHAIN_POLL_INTERVAL). */
+const IDLE_POLL_MS = 1_000
+/** A sent transaction whose receipt nobody awaits is no longer watched for after this long. */
+const UNAWAITED_FORGOTTEN_MS = 2 * RECEIPT_TIMEOUT_MS
+/** A node's words for a JSON-RPC method it does not have. */
+const noSuchMethod = /method not found|not supported|does not exist|unsupported|not available|unknown method/i
 /** Multicall chunks read at once. */
 const BALANCE_READS_IN_FLIGHT = 4
 /** The longest a broadcast may take: longer than a read, as a node may check a transaction first. */
@@ -403,6 +400,7 @@ export const EvmChain = Layer.scoped(
           const signed: SignedTransaction = { hash: keccak256(raw), raw, nonce }
           // not recorded, not sent: the nonce is free again, and the chain and the journal say where to go on
           yield* record(signed).pipe(Effect.tapError(() => queue.forget))
+          yield* watcher.expect(signed.hash, signer.address)
           const sent = yield* broadcast(raw).pipe(Effect.tapError(() => queue.forget))
           if (sent._tag === "Sent") {
             if (keepsNonce) yield* queue.sent(nonce)
@@ -477,7 +475,20 @@ export const EvmChain = Layer.scoped(
           yield* countNonceGap(resent, filled)
         }
         return check
-      }).pipe(Effect.withSpan("ChainClient.closeGap"))
+      }).pipe(
+        Effect.tapBoth({
+          onFailure: (error) =>
+            Effect.sync(() => {
+              closeFailure = error.message
+            }),
+          onSuccess: () =>
+            Effect.sync(() => {
+              closeFailure = undefined
+              queuedSince = undefined
+            })
+        }),
+        Effect.withSpan("ChainClient.closeGap")
+      )
 
     const followRelayerNonce = (resendable: Resendable) => queueOf(relayer.address).serially(closeGap(resendable))
 
@@ -492,10 +503,104 @@ export const EvmChain = Layer.scoped(
     /** The relayer's (v, r, s) transfer gas: estimated once, reused with a margin; forgotten after an out-of-gas revert. */
     let transferGas: bigint | undefined
 
-    const rawReceipt = (hash: Hash) => read<RpcReceipt | null>("receipt", "eth_getTransactionReceipt", [hash])
+    // -----------------------------------------------------------------------------------------------
+    // Receipts by block, and the relayer's nonce checked at once when the chain says it may be off
+
+    /** Why the relayer's nonce must be checked now, for the merchant's tracker (`relayerNonceAlarm`). */
+    const nonceAlarms = yield* Queue.sliding<string>(1)
+    const checkNonceNow = (why: string) => Effect.asVoid(Queue.offer(nonceAlarms, why))
+    /** The last close of a nonce gap failed: why. */
+    let closeFailure: string | undefined
+    /** The chain's pending count below the relayer's next nonce, with its transactions in flight: since when. */
+    let queuedSince: { readonly at: number; readonly chainNext: number; readonly local: number } | undefined
+    const queuedStuckAfter = deployment.nonceGapStuckAfter
+
+    /**
+     * On a new head while relayer transactions are in flight: a chain counting fewer pending than the
+     * relayer's next nonce holds some of them queued (or lost them). Seen on two heads running (a
+     * broadcast may be on its way on the first), the nonce is checked at once.
+     */
+    const checkRelayerQueue = Effect.gen(function* () {
+      const local = yield* queueOf(relayer.address).known
+      if (local === undefined || watcher.inFlight(relayer.address) === 0) {
+        queuedSince = undefined
+        return
+      }
+      const chainNext = yield* pendingNonce(relayer.address)
+      if (chainNext >= local) {
+        queuedSince = undefined
+        return
+      }
+      const seenBefore = queuedSince !== undefined
+      queuedSince = { at: queuedSince?.at ?? Date.now(), chainNext, local }
+      if (seenBefore) {
+        yield* checkNonceNow(`the chain counts ${chainNext} pending for the relayer, whose next nonce is ${local}`)
+      }
+    }).pipe(Effect.ignore)
+
+    const blockReceiptsOf = (number: bigint) =>
+      Effect.tryPromise({
+        try: (signal) => reads.request<ReadonlyArray<RawReceipt> | null>("eth_getBlockReceipts", [toHex(number)], signal),
+        catch: (cause) =>
+          !isUnreachable(cause) && noSuchMethod.test(errorText(cause))
+            ? new NoBlockReceipts()
+            : new ChainError({ message: `block receipts: ${errorText(cause)}`, cause })
+      }).pipe(
+        Effect.flatMap((receipts) =>
+          receipts === null
+            ? Effect.fail(new ChainError({ message: `block ${number} is not known to the node yet` }))
+            : Effect.succeed(receipts)
+        )
+      )
+
+    const watcher = yield* blockWatcher(
+      {
+        head: read<{ number: Hex; hash: Hash; parentHash: Hash; transactions: ReadonlyArray<Hash> }>(
+          "head",
+          "eth_getBlockByNumber",
+          ["latest", false]
+        ).pipe(
+          Effect.map(
+            (block): BlockHead => ({
+              number: hexToBigInt(block.number),
+              hash: block.hash,
+              parentHash: block.parentHash,
+              transactions: block.transactions
+            })
+          )
+        ),
+        // Each its own call, all at once: one round trip.
+        blockReceipts: (numbers) => Effect.forEach(numbers, blockReceiptsOf, { concurrency: "unbounded" }),
+        receipts: (hashes) =>
+          Effect.forEach(hashes, (hash) => read<RawReceipt | null>("receipt", "eth_getTransactionReceipt", [hash]), {
+            concurrency: "unbounded"
+          })
+      },
+      {
+        pollMs,
+        idleMs: Math.max(pollMs, IDLE_POLL_MS),
+        forgetAfterMs: UNAWAITED_FORGOTTEN_MS,
+        headWentBack: (why) =>
+          Effect.logWarning(`chain head went back: ${why}; checking the relayer's nonce now`).pipe(
+            Effect.zipRight(checkNonceNow(`chain head went back: ${why}`))
+          ),
+        newHead: () => checkRelayerQueue
+      }
+    )
+
+    const relayerNonceTrouble = Effect.sync((): Option.Option<string> => {
+      if (closeFailure !== undefined) return Option.some(`a relayer nonce gap could not be closed: ${closeFailure}`)
+      if (queuedSince !== undefined && Date.now() - queuedSince.at >= Duration.toMillis(queuedStuckAfter)) {
+        return Option.some(
+          `relayer nonce gap: the chain counts ${queuedSince.chainNext} pending, the relayer's next nonce is ` +
+            `${queuedSince.local}, for over ${Duration.format(queuedStuckAfter)}`
+        )
+      }
+      return Option.none()
+    })
 
     /** Reverted with all its gas used: read from the transaction's own gas limit. */
-    const ranOutOfGas = (hash: Hash, raw: RpcReceipt) =>
+    const ranOutOfGas = (hash: Hash, raw: RawReceipt) =>
       read<{ readonly gas: Hex } | null>("transaction", "eth_getTransactionByHash", [hash]).pipe(
         Effect.map((tx) => tx !== null && hexToBigInt(raw.gasUsed) >= hexToBigInt(tx.gas)),
         Effect.tap((outOfGas) =>
@@ -505,7 +610,7 @@ export const EvmChain = Layer.scoped(
         )
       )
 
-    const toReceipt = (hash: Hash, raw: RpcReceipt) =>
+    const toReceipt = (hash: Hash, raw: RawReceipt) =>
       Effect.map(
         raw.status === "0x1" ? Effect.succeed(false) : ranOutOfGas(hash, raw),
         (outOfGas): Receipt => ({
@@ -523,17 +628,25 @@ export const EvmChain = Layer.scoped(
         })
       )
 
-    /** The receipt, read at once and then every CHAIN_POLL_INTERVAL until `timeoutMs` has passed. */
+    /**
+     * The receipt, caught by the block watcher within `timeoutMs`. A relayer's transaction not
+     * mined by then may be queued behind a nonce gap: the relayer's nonce is checked at once.
+     */
     const receipt = (hash: Hash, timeoutMs: number) =>
-      Effect.gen(function* () {
-        const deadline = Date.now() + timeoutMs
-        let raw = yield* rawReceipt(hash)
-        while (raw === null && Date.now() + pollMs <= deadline) {
-          yield* wallClockPause(pollMs)
-          raw = yield* rawReceipt(hash)
-        }
-        return raw === null ? Option.none<Receipt>() : Option.some(yield* toReceipt(hash, raw))
-      }).pipe(Effect.withSpan("ChainClient.receipt", { attributes: { "chain.tx": hash } }))
+      watcher.receipt([hash], timeoutMs).pipe(
+        Effect.tap((raw) =>
+          Option.isNone(raw) && timeoutMs > 0 && watcher.sentBy(hash, relayer.address)
+            ? checkNonceNow(`the relayer's transaction ${hash} was not mined within ${timeoutMs} ms`)
+            : Effect.void
+        ),
+        Effect.flatMap(
+          Option.match({
+            onNone: () => Effect.succeed(Option.none<Receipt>()),
+            onSome: (raw) => Effect.map(toReceipt(hash, raw), Option.some)
+          })
+        ),
+        Effect.withSpan("ChainClient.receipt", { attributes: { "chain.tx": hash } })
+      )
 
     const minedSuccessfully = (what: string, hash: Hash) =>
       receipt(hash, RECEIPT_TIMEOUT_MS).pipe(
@@ -937,6 +1050,8 @@ export const EvmChain = Layer.scoped(
       usd1DomainSeparator,
       transferWithAuthorization,
       followRelayerNonce,
+      relayerNonceAlarm: Queue.take(nonceAlarms),
+      relayerNonceTrouble,
       rebroadcast,
       receipt,
       feedRound,
