@@ -85,7 +85,8 @@ const same = (a: Hash, b: Hash) => a.toLowerCase() === b.toLowerCase()
 export const compareHead = (seen: Seen, head: BlockHead): HeadChange => {
   if (seen.latest === undefined) return { _tag: "First" }
   const from = seen.latest
-  if (head.number < from) return { _tag: "WentBack", from, why: `the head went back from block ${from} to ${head.number}` }
+  if (head.number < from)
+    return { _tag: "WentBack", from, why: `the head went back from block ${from} to ${head.number}` }
   const known = seen.hashes.get(head.number)
   if (known !== undefined && !same(known, head.hash)) {
     return { _tag: "WentBack", from, why: `block ${head.number} was replaced` }
@@ -173,7 +174,10 @@ export interface BlockWatcher {
    * wall-clock time; none past it. A hash not expected is read once directly first (timeout 0: only
    * that read).
    */
-  readonly receipt: (hashes: ReadonlyArray<Hash>, timeoutMs: number) => Effect.Effect<Option.Option<RawReceipt>, ChainError>
+  readonly receipt: (
+    hashes: ReadonlyArray<Hash>,
+    timeoutMs: number
+  ) => Effect.Effect<Option.Option<RawReceipt>, ChainError>
   /** Expected transactions of `sender` not mined yet. */
   readonly inFlight: (sender: string) => number
   /** Whether `hash` was expected as sent by `sender`. */
@@ -275,10 +279,9 @@ export const blockWatcher = (
     })
 
     const pause = Effect.suspend(() =>
-      Effect.raceFirst(
-        wallClockPause(awaited().length > 0 ? options.pollMs : options.idleMs),
-        Queue.take(wake)
-      ).pipe(Effect.zipRight(Queue.takeAll(wake)))
+      Effect.raceFirst(wallClockPause(awaited().length > 0 ? options.pollMs : options.idleMs), Queue.take(wake)).pipe(
+        Effect.zipRight(Queue.takeAll(wake))
+      )
     )
     // A poll that fails (the node does not answer) is tried again at the next one.
     yield* Effect.forkScoped(Effect.forever(pause.pipe(Effect.zipRight(Effect.ignore(round)))))

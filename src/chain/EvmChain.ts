@@ -47,6 +47,7 @@ import {
 import { privateKeyToAccount } from "viem/accounts"
 import { countNonceGap } from "../observability/Metrics.js"
 import type { Address } from "./Address.js"
+import { type BlockHead, blockWatcher, NoBlockReceipts, type RawReceipt } from "./BlockWatcher.js"
 import {
   CallReverted,
   type ChainAccount,
@@ -63,7 +64,6 @@ import {
   type TransferCheck
 } from "./ChainClient.js"
 import { DemoExchangeArtifact, PriceFeedArtifact, StockTokenArtifact, Usd1Artifact } from "./contracts/artifacts.js"
-import { type BlockHead, blockWatcher, NoBlockReceipts, type RawReceipt } from "./BlockWatcher.js"
 import { ChainDeployment } from "./Deployment.js"
 import { DEVNET_DEPLOYER_KEY } from "./Devnet.js"
 import { transferWithAuthorizationTypedData } from "./Eip3009.js"
@@ -72,6 +72,7 @@ import { chunksOf, MULTICALL_CHUNK, MULTICALL3_ADDRESS, rowsOf } from "./Multica
 import { rpcPool } from "./RpcPool.js"
 import { sendQueues } from "./SendQueues.js"
 import { checkChain } from "./StartupCheck.js"
+import { wallClockPause } from "./WallClock.js"
 
 /** viem's error text, with the node's own words and a revert reason when there is one. */
 export const errorText = (cause: unknown): string => {
@@ -192,6 +193,8 @@ const RECEIPT_TIMEOUT_MS = 30_000
 const IDLE_POLL_MS = 1_000
 /** A sent transaction whose receipt nobody awaits is no longer watched for after this long. */
 const UNAWAITED_FORGOTTEN_MS = 2 * RECEIPT_TIMEOUT_MS
+/** How soon a failed close of a relayer nonce gap is tried again. */
+const CLOSE_RETRY_MS = 2_000
 /** A node's words for a JSON-RPC method it does not have. */
 const noSuchMethod = /method not found|not supported|does not exist|unsupported|not available|unknown method/i
 /** Multicall chunks read at once. */
@@ -477,10 +480,22 @@ export const EvmChain = Layer.scoped(
         return check
       }).pipe(
         Effect.tapBoth({
+          // Tried again soon, not at the next tick: a gap left open holds every later payment. A
+          // node that did not answer is the chain's outage (/ready and the outage log say so).
           onFailure: (error) =>
-            Effect.sync(() => {
-              closeFailure = error.message
-            }),
+            isUnreachable(error.cause)
+              ? Effect.void
+              : Effect.sync(() => {
+                  closeFailure = error.message
+                }).pipe(
+                  Effect.zipRight(
+                    Effect.forkDaemon(
+                      wallClockPause(CLOSE_RETRY_MS).pipe(
+                        Effect.zipRight(checkNonceNow(`the last nonce gap close failed: ${error.message}`))
+                      )
+                    )
+                  )
+                ),
           onSuccess: () =>
             Effect.sync(() => {
               closeFailure = undefined
@@ -540,7 +555,8 @@ export const EvmChain = Layer.scoped(
 
     const blockReceiptsOf = (number: bigint) =>
       Effect.tryPromise({
-        try: (signal) => reads.request<ReadonlyArray<RawReceipt> | null>("eth_getBlockReceipts", [toHex(number)], signal),
+        try: (signal) =>
+          reads.request<ReadonlyArray<RawReceipt> | null>("eth_getBlockReceipts", [toHex(number)], signal),
         catch: (cause) =>
           !isUnreachable(cause) && noSuchMethod.test(errorText(cause))
             ? new NoBlockReceipts()
