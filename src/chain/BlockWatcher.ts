@@ -98,12 +98,15 @@ export const compareHead = (seen: Seen, head: BlockHead): HeadChange => {
   return head.number === from ? { _tag: "Same" } : { _tag: "Advanced" }
 }
 
-/** After a head that went back: only what is below it still holds. */
+/**
+ * After a head that went back: blocks from the new head on are read again. How deep the other fork
+ * goes is not known, so no height's hash is trusted any more (each is learnt again as it is polled).
+ */
 export const rewound = (seen: Seen, head: BlockHead): Seen => ({
   latest: head.number,
   readThrough:
     seen.readThrough === undefined ? undefined : seen.readThrough < head.number ? seen.readThrough : head.number - 1n,
-  hashes: new Map([...seen.hashes].filter(([number]) => number < head.number))
+  hashes: new Map()
 })
 
 /** `head` seen; read through it when `read`. */
@@ -178,14 +181,19 @@ export interface BlockWatcher {
     hashes: ReadonlyArray<Hash>,
     timeoutMs: number
   ) => Effect.Effect<Option.Option<RawReceipt>, ChainError>
-  /** Expected transactions of `sender` not mined yet. */
-  readonly inFlight: (sender: string) => number
+  /**
+   * Expected transactions of `sender` still not mined two blocks after the head seen when they were
+   * sent (on a node that mines what it has, the next block holds them): queued, or lost.
+   */
+  readonly overdue: (sender: string) => number
   /** Whether `hash` was expected as sent by `sender`. */
   readonly sentBy: (hash: Hash, sender: string) => boolean
 }
 
 interface Entry {
   readonly sender: string | undefined
+  /** The head seen when it was expected: a block after the next one should hold it. */
+  readonly sentAt: bigint | undefined
   found: RawReceipt | undefined
   signal: Deferred.Deferred<RawReceipt>
   waiters: number
@@ -198,9 +206,13 @@ export const blockWatcher = (
 ): Effect.Effect<BlockWatcher, never, Scope.Scope> =>
   Effect.gen(function* () {
     const entries = new Map<string, Entry>()
+    /** Receipts found, by hash: answered again without a call while their block is the one seen at its height. */
+    const mined = new Map<string, RawReceipt>()
     const wake = yield* Queue.sliding<void>(1)
     let seen = nothingSeen
     let blockReceipts = true
+    /** The watcher pauses at the idle pace (nothing was awaited at its last look). */
+    let idle = true
 
     const entryOf = (hash: Hash, sender: string | undefined) =>
       Effect.gen(function* () {
@@ -209,13 +221,16 @@ export const blockWatcher = (
         if (known !== undefined) return { entry: known, fresh: false }
         const entry: Entry = {
           sender: sender?.toLowerCase(),
+          sentAt: seen.latest,
           found: undefined,
           signal: yield* Deferred.make<RawReceipt>(),
           waiters: 0,
           forgetAt: Date.now() + options.forgetAfterMs
         }
         entries.set(key, entry)
-        yield* Queue.offer(wake, undefined)
+        // A watcher polling at the idle pace looks now; one already polling at CHAIN_POLL_INTERVAL
+        // needs no extra look (one per transaction would cost a call each).
+        if (idle) yield* Queue.offer(wake, undefined)
         return { entry, fresh: true }
       })
 
@@ -223,6 +238,7 @@ export const blockWatcher = (
       Effect.gen(function* () {
         const entry = entries.get(receipt.transactionHash.toLowerCase())
         if (entry === undefined || entry.found !== undefined) return
+        mined.set(receipt.transactionHash.toLowerCase(), receipt)
         entry.found = receipt
         yield* Deferred.succeed(entry.signal, receipt)
       })
@@ -237,6 +253,14 @@ export const blockWatcher = (
           }
         }
       })
+
+    /** A receipt found before whose block is still the one seen at its height (a tracker's re-check). */
+    const stillMined = (hash: Hash) => {
+      const receipt = mined.get(hash.toLowerCase())
+      if (receipt === undefined) return undefined
+      const atHeight = seen.hashes.get(BigInt(receipt.blockNumber))
+      return atHeight !== undefined && same(atHeight, receipt.blockHash) ? receipt : undefined
+    }
 
     const awaited = () => [...entries].filter(([, entry]) => entry.found === undefined).map(([key]) => key as Hash)
 
@@ -276,13 +300,16 @@ export const blockWatcher = (
       if (change._tag === "Advanced") yield* options.newHead(head)
       const now = Date.now()
       for (const [key, entry] of entries) if (entry.waiters === 0 && entry.forgetAt <= now) entries.delete(key)
+      // Beyond the heights whose hash is kept, a receipt can no longer be vouched for.
+      for (const [key, receipt] of mined) if (!seen.hashes.has(BigInt(receipt.blockNumber))) mined.delete(key)
     })
 
-    const pause = Effect.suspend(() =>
-      Effect.raceFirst(wallClockPause(awaited().length > 0 ? options.pollMs : options.idleMs), Queue.take(wake)).pipe(
+    const pause = Effect.suspend(() => {
+      idle = awaited().length === 0
+      return Effect.raceFirst(wallClockPause(idle ? options.idleMs : options.pollMs), Queue.take(wake)).pipe(
         Effect.zipRight(Queue.takeAll(wake))
       )
-    )
+    })
     // A poll that fails (the node does not answer) is tried again at the next one.
     yield* Effect.forkScoped(Effect.forever(pause.pipe(Effect.zipRight(Effect.ignore(round)))))
 
@@ -294,6 +321,11 @@ export const blockWatcher = (
         const held = watched.map(({ entry }) => entry)
         const first = held.find((entry) => entry.found !== undefined)
         if (first !== undefined) return Option.some(first.found!)
+        const known = hashes.map((hash) => stillMined(hash)).find((receipt) => receipt !== undefined)
+        if (known !== undefined) {
+          for (const [i, { fresh }] of watched.entries()) if (fresh) entries.delete(hashes[i]!.toLowerCase())
+          return Option.some(known)
+        }
         // Registered first, then read: a block read after this catches it, one before is this read.
         const unexpected = hashes.filter((_, i) => watched[i]!.fresh)
         if (unexpected.length > 0) {
@@ -337,10 +369,20 @@ export const blockWatcher = (
     return {
       expect,
       receipt,
-      inFlight: (sender) => {
+      overdue: (sender) => {
         const who = sender.toLowerCase()
+        const latest = seen.latest
+        if (latest === undefined) return 0
         let count = 0
-        for (const entry of entries.values()) if (entry.sender === who && entry.found === undefined) count++
+        for (const entry of entries.values()) {
+          if (
+            entry.sender === who &&
+            entry.found === undefined &&
+            entry.sentAt !== undefined &&
+            entry.sentAt + 2n <= latest
+          )
+            count++
+        }
         return count
       },
       sentBy: (hash, sender) => entries.get(hash.toLowerCase())?.sender === sender.toLowerCase()

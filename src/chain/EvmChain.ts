@@ -531,13 +531,13 @@ export const EvmChain = Layer.scoped(
     const queuedStuckAfter = deployment.nonceGapStuckAfter
 
     /**
-     * On a new head while relayer transactions are in flight: a chain counting fewer pending than the
-     * relayer's next nonce holds some of them queued (or lost them). Seen on two heads running (a
-     * broadcast may be on its way on the first), the nonce is checked at once.
+     * On a new head while relayer transactions are overdue (not in the blocks after their broadcast):
+     * a chain counting fewer pending than the relayer's next nonce holds some of them queued (or lost
+     * them). Seen on two heads running, the nonce is checked at once. Nothing overdue, nothing read.
      */
     const checkRelayerQueue = Effect.gen(function* () {
       const local = yield* queueOf(relayer.address).known
-      if (local === undefined || watcher.inFlight(relayer.address) === 0) {
+      if (local === undefined || watcher.overdue(relayer.address) === 0) {
         queuedSince = undefined
         return
       }
