@@ -310,7 +310,9 @@ export const blockWatcher = (
         Effect.zipRight(Queue.takeAll(wake))
       )
     })
-    // A poll that fails (the node does not answer) is tried again at the next one.
+    // The head known before anything is sent: a transaction expected after it is looked for in the
+    // blocks that follow, never by hash. A poll that fails (no answer) is tried again at the next one.
+    yield* Effect.ignore(round)
     yield* Effect.forkScoped(Effect.forever(pause.pipe(Effect.zipRight(Effect.ignore(round)))))
 
     const expect = (hash: Hash, sender: string) => Effect.asVoid(entryOf(hash, sender))
