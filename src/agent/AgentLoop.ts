@@ -24,8 +24,8 @@ import { Clock, Config, ConfigError, Duration, Effect, Either, Layer, Metric, Op
 import { formatUnits, getAddress, type Hash, type Hex, parseUnits } from "viem"
 import { Statement } from "../cards/Statement.js"
 import type { Address } from "../chain/Address.js"
-import { ChainClient, ChainError, type Receipt, type SignedTransaction } from "../chain/ChainClient.js"
-import { chainConfirmations, isFinal } from "../chain/Finality.js"
+import { ChainClient, type Receipt, type SignedTransaction } from "../chain/ChainClient.js"
+import { chainConfirmations, isFinal, withinChainTimeout } from "../chain/Finality.js"
 import type { StockToken } from "../chain/Tokens.js"
 import { Events } from "../events/Events.js"
 import type { MarketData } from "../market/Api.js"
@@ -672,12 +672,7 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
     // ---------------------------------------------------------------------------------------------
     // Finality: every succeeded transaction followed until CHAIN_CONFIRMATIONS deep
 
-    /** A chain call that does not answer within CHAIN_TIMEOUT fails like an unreachable chain. */
-    const withinChainTimeout = <A, E, R>(call: Effect.Effect<A, E, R>) =>
-      Effect.timeoutFail(call, {
-        duration: chainTimeout,
-        onTimeout: () => new ChainError({ message: `no answer within ${Duration.format(chainTimeout)}` })
-      })
+    const withinChainTime = withinChainTimeout(chainTimeout)
 
     /** The step that puts a decision's money where it goes: a refill's send, a rebalance's purchase. */
     const delivers = (tx: TrackedTransaction) => tx.step === (tx.action === "refill" ? "send" : "buy")
@@ -695,12 +690,10 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
         if (!delivers(tx)) {
           return yield* Effect.logWarning(`agent ${tx.action}: ${lost}; the wallet's own USD1 paid the steps after it`)
         }
-        const failed = yield* repo
-          .failLostDecision(tx.decisionId, lost, at)
-          .pipe(
-            Effect.tap((failed) => (failed ? publishDecisions([tx.decisionId]) : Effect.void)),
-            repo.withTransaction
-          )
+        const failed = yield* repo.failLostDecision(tx.decisionId, lost, at).pipe(
+          Effect.tap((failed) => (failed ? publishDecisions([tx.decisionId]) : Effect.void)),
+          repo.withTransaction
+        )
         if (failed) {
           yield* countAgentDecision(tx.action, "failed")
           yield* Effect.logWarning(`agent ${tx.action} undone: ${lost}; the decision is failed`)
@@ -715,7 +708,7 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
     const checkTransaction = (tx: TrackedTransaction, head: bigint, at: Date) =>
       Effect.gen(function* () {
         const hash = tx.hash as Hash
-        const receipt = yield* withinChainTimeout(chain.receipt(hash, 0))
+        const receipt = yield* withinChainTime(chain.receipt(hash, 0))
         if (Option.isSome(receipt)) {
           if (receipt.value.status === "reverted") return yield* lose(tx, "reverted when mined again", at)
           const { blockNumber, blockHash } = receipt.value
@@ -735,7 +728,7 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
             Effect.zipRight(countLostAgentTransaction)
           )
         }
-        const resent = yield* withinChainTimeout(chain.rebroadcast(tx.raw as Hex))
+        const resent = yield* withinChainTime(chain.rebroadcast(tx.raw as Hex))
         if (resent === "replaced") return yield* lose(tx, "its nonce went to another transaction", at)
         yield* repo.markTransaction(tx.decisionId, tx.step, { finality: "pending" }, at)
       })
@@ -748,7 +741,7 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
     const followChain = Effect.gen(function* () {
       const rows = yield* repo.unfinalTransactions(TRACKED_PER_TICK)
       if (rows.length === 0) return
-      const head = yield* withinChainTimeout(chain.headBlock)
+      const head = yield* withinChainTime(chain.headBlock)
       const at = yield* now
       const ordered = [...rows].sort((a, b) => a.sender.localeCompare(b.sender) || a.nonce - b.nonce)
       for (const tx of ordered) yield* checkTransaction(tx, head, at)

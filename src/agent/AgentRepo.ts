@@ -342,9 +342,11 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
     const finishTransaction = (
       decisionId: string,
       step: TransactionStep,
-      outcome: { readonly status: "succeeded"; readonly blockNumber: bigint; readonly blockHash: string } | {
-        readonly status: "failed"
-      },
+      outcome:
+        | { readonly status: "succeeded"; readonly blockNumber: bigint; readonly blockHash: string }
+        | {
+            readonly status: "failed"
+          },
       now: Date
     ) =>
       outcome.status === "succeeded"

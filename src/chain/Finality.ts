@@ -3,8 +3,8 @@
  * the service counts it final and stops checking it is still on the canonical chain. Settlements
  * (src/merchant) and the agent's transactions (src/agent) follow the same setting.
  */
-import { Config, Effect, Option } from "effect"
-import type { ChainClientShape } from "./ChainClient.js"
+import { Config, Duration, Effect, Option } from "effect"
+import { type ChainClientShape, ChainError } from "./ChainClient.js"
 
 /** Confirmations on a configured chain when CHAIN_CONFIRMATIONS is not set (docs/chains.md gives one per chain). */
 const DEFAULT_CONFIRMATIONS = 10
@@ -27,3 +27,12 @@ export const chainConfirmations = (chain: Pick<ChainClientShape, "faucet">) =>
 /** Whether a transaction mined in `blockNumber` is final with the chain's head at `head`. */
 export const isFinal = (blockNumber: bigint, head: bigint, confirmations: bigint) =>
   head - blockNumber + 1n >= confirmations
+
+/** A chain call that does not answer within `timeout` (CHAIN_TIMEOUT) fails like an unreachable chain. */
+export const withinChainTimeout =
+  (timeout: Duration.Duration) =>
+  <A, E, R>(call: Effect.Effect<A, E, R>) =>
+    Effect.timeoutFail(call, {
+      duration: timeout,
+      onTimeout: () => new ChainError({ message: `no answer within ${Duration.format(timeout)}` })
+    })

@@ -21,14 +21,8 @@ import { Clock, Config, Duration, Effect, Either, Exit, Fiber, Layer, Option } f
 import { domainSeparator, getAddress, type Hash, type Hex } from "viem"
 import { activityItem } from "../cards/Statement.js"
 import type { Address } from "../chain/Address.js"
-import {
-  ChainClient,
-  type ChainClientShape,
-  ChainError,
-  type Resendable,
-  receiptShowsTransfer
-} from "../chain/ChainClient.js"
-import { chainConfirmations, isFinal } from "../chain/Finality.js"
+import { ChainClient, type ChainClientShape, type Resendable, receiptShowsTransfer } from "../chain/ChainClient.js"
+import { chainConfirmations, isFinal, withinChainTimeout as withinChainTimeoutOf } from "../chain/Finality.js"
 import { Events } from "../events/Events.js"
 import { ChainUnavailable } from "../http/ApiError.js"
 import { countLostTransaction, countRevertedSettlement, countSettlement } from "../observability/Metrics.js"
@@ -164,11 +158,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
     const pending: SettleOutcome = { _tag: "Pending" }
 
     /** A chain read that does not answer within CHAIN_TIMEOUT fails like an unreachable chain. */
-    const withinChainTimeout = <A, E, R>(call: Effect.Effect<A, E, R>) =>
-      Effect.timeoutFail(call, {
-        duration: chainTimeout,
-        onTimeout: () => new ChainError({ message: `no answer within ${Duration.format(chainTimeout)}` })
-      })
+    const withinChainTimeout = withinChainTimeoutOf(chainTimeout)
 
     const requirementsOf = (row: OrderRow): PaymentRequirements =>
       requirementsFor({
