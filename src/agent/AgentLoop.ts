@@ -24,8 +24,15 @@ import { Clock, Config, ConfigError, Duration, Effect, Either, Layer, Metric, Op
 import { formatUnits, getAddress, type Hash, type Hex, parseUnits } from "viem"
 import { Statement } from "../cards/Statement.js"
 import type { Address } from "../chain/Address.js"
-import { ChainClient, type Receipt, type SignedTransaction } from "../chain/ChainClient.js"
-import { chainConfirmations, isFinal, withinChainTimeout } from "../chain/Finality.js"
+import {
+  ChainClient,
+  chainConfirmations,
+  isFinal,
+  type Receipt,
+  type SignedTransaction,
+  withinChainTimeout
+} from "../chain/ChainClient.js"
+
 import type { StockToken } from "../chain/Tokens.js"
 import { Events } from "../events/Events.js"
 import type { MarketData } from "../market/Api.js"

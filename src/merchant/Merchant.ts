@@ -21,8 +21,15 @@ import { Clock, Config, Duration, Effect, Either, Exit, Fiber, Layer, Option } f
 import { domainSeparator, getAddress, type Hash, type Hex } from "viem"
 import { activityItem } from "../cards/Statement.js"
 import type { Address } from "../chain/Address.js"
-import { ChainClient, type ChainClientShape, type Resendable, receiptShowsTransfer } from "../chain/ChainClient.js"
-import { chainConfirmations, isFinal, withinChainTimeout as withinChainTimeoutOf } from "../chain/Finality.js"
+import {
+  ChainClient,
+  type ChainClientShape,
+  chainConfirmations,
+  isFinal,
+  type Resendable,
+  receiptShowsTransfer,
+  withinChainTimeout as withinChainTimeoutOf
+} from "../chain/ChainClient.js"
 import { Events } from "../events/Events.js"
 import { ChainUnavailable } from "../http/ApiError.js"
 import { countLostTransaction, countRevertedSettlement, countSettlement } from "../observability/Metrics.js"
