@@ -32,7 +32,6 @@ import {
   type SignedTransaction,
   withinChainTimeout
 } from "../chain/ChainClient.js"
-
 import type { StockToken } from "../chain/Tokens.js"
 import { Events } from "../events/Events.js"
 import type { MarketData } from "../market/Api.js"
