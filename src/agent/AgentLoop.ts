@@ -18,6 +18,9 @@
  *   more USD1 reaches the card than the sale produced. A transaction still pending after
  *   `AGENT_TX_TIMEOUT` makes the decision `unknown` and blocks the card's trades for 30 minutes;
  *   an executed refill starts a 5-minute cooldown; a wallet that needs a sign-in is `blocked`.
+ * - Finality: a tracker beside the loop follows every mined step until CHAIN_CONFIRMATIONS deep and
+ *   sends one the chain lost (a reorg) again byte-identical; one that cannot be mined again undoes
+ *   the decision when it was the step that delivered the money (docs/agent.md).
  */
 import { randomUUID } from "node:crypto"
 import { Clock, Config, ConfigError, Duration, Effect, Either, Layer, Metric, Option } from "effect"
