@@ -24,9 +24,11 @@ import type { Address } from "../chain/Address.js"
 import {
   ChainClient,
   type ChainClientShape,
-  ChainError,
+  chainConfirmations,
+  isFinal,
   type Resendable,
-  receiptShowsTransfer
+  receiptShowsTransfer,
+  withinChainTimeout as withinChainTimeoutOf
 } from "../chain/ChainClient.js"
 import { Events } from "../events/Events.js"
 import { ChainUnavailable } from "../http/ApiError.js"
@@ -73,20 +75,9 @@ const merchantSettings = Config.all({
   /** A settlement unfinished this long means a stuck relayer (a nonce gap, a transaction never mined): /ready says so. */
   stuckAfter: durationConfig("SETTLEMENT_STUCK_AFTER", "2 minutes"),
   /** How long a pay request waits for its settlement's outcome before answering 202 (poll the order). */
-  settlementWait: durationConfig("SETTLEMENT_WAIT", "8 seconds"),
-  /** Blocks on top of a settlement's before it is final; none given: 0 on the embedded devnet, else 10. */
-  confirmations: Config.option(
-    Config.integer("CHAIN_CONFIRMATIONS").pipe(
-      Config.validate({
-        message: "CHAIN_CONFIRMATIONS must be a whole number of blocks, 0 or more",
-        validation: (blocks) => blocks >= 0
-      })
-    )
-  )
+  settlementWait: durationConfig("SETTLEMENT_WAIT", "8 seconds")
 })
 
-/** Confirmations on a configured chain when CHAIN_CONFIRMATIONS is not set (docs/chains.md gives one per chain). */
-const DEFAULT_CONFIRMATIONS = 10
 /** Unfinished settlements the reconciler asks the chain about at once. */
 const RECONCILED_AT_ONCE = 5
 /** Journaled transactions the tracker checks per tick, least recently checked first. */
@@ -158,9 +149,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
     const settings = yield* merchantSettings
     const payTo = yield* Effect.orDieWith(merchantPayTo, () => "MERCHANT_PAY_TO is required for the merchant")
     const { usd1, network } = chain
-    const confirmations = BigInt(
-      Option.getOrElse(settings.confirmations, () => (Option.isSome(chain.faucet) ? 0 : DEFAULT_CONFIRMATIONS))
-    )
+    const confirmations = yield* chainConfirmations(chain)
     yield* checkTokenDomain(chain)
     /** This replica, as the owner of the settlements it reserves. */
     const replica = randomUUID()
@@ -178,11 +167,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
     const pending: SettleOutcome = { _tag: "Pending" }
 
     /** A chain read that does not answer within CHAIN_TIMEOUT fails like an unreachable chain. */
-    const withinChainTimeout = <A, E, R>(call: Effect.Effect<A, E, R>) =>
-      Effect.timeoutFail(call, {
-        duration: chainTimeout,
-        onTimeout: () => new ChainError({ message: `no answer within ${Duration.format(chainTimeout)}` })
-      })
+    const withinChainTimeout = withinChainTimeoutOf(chainTimeout)
 
     const requirementsOf = (row: OrderRow): PaymentRequirements =>
       requirementsFor({
@@ -681,7 +666,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
         const receipt = yield* chain.receipt(hash, 0)
         if (Option.isSome(receipt)) {
           const { blockNumber, blockHash } = receipt.value
-          const status = head - blockNumber + 1n >= confirmations ? "final" : "mined"
+          const status = isFinal(blockNumber, head, confirmations) ? "final" : "mined"
           if (row.status === "mined" && row.blockHash !== blockHash) {
             yield* Effect.logInfo(`settlement transaction mined again, in block ${blockNumber}`).pipe(
               Effect.annotateLogs({ "order.id": row.orderId, "tx.hash": hash })

@@ -57,6 +57,9 @@ const nonceGaps = Metric.counter("relayer_nonce_gap_transactions_total", {
 const lostTransactions = Metric.counter("relayer_transactions_lost_total", {
   description: "Relayed transactions seen mined and later no longer on the canonical chain"
 })
+const lostAgentTransactions = Metric.counter("agent_transactions_lost_total", {
+  description: "Agent wallet transactions seen mined and later no longer on the canonical chain"
+})
 const kycTransitions = Metric.counter("kyc_transitions_total", { description: "Identity-check state changes" })
 const agentDecisions = Metric.counter("agent_decisions_total", {
   description: "Agent decisions stored, by action and status"
@@ -145,6 +148,8 @@ export const countNonceGap = (resent: number, filled: number) =>
   ])
 
 export const countLostTransaction = Metric.increment(lostTransactions)
+
+export const countLostAgentTransaction = Metric.increment(lostAgentTransactions)
 
 export const countKycTransition = (from: string, to: string) =>
   Metric.increment(Metric.tagged(Metric.tagged(kycTransitions, "from", from), "to", to))
