@@ -316,11 +316,12 @@ const spawnServer = (
     } satisfies ServerProcess
   })
 
-const basePath = () =>
-  [path.join(repoRoot, "node_modules", ".bin"), path.dirname(process.execPath), process.env.PATH ?? ""].join(":")
+export const basePath = (root = repoRoot) =>
+  [path.join(root, "node_modules", ".bin"), path.dirname(process.execPath), process.env.PATH ?? ""].join(":")
 
-const startScript = () => {
-  const pkg = JSON.parse(readFileSync(path.join(repoRoot, "package.json"), "utf8")) as {
+/** package.json's `start` command of a checkout (this one by default). */
+export const startScript = (root = repoRoot) => {
+  const pkg = JSON.parse(readFileSync(path.join(root, "package.json"), "utf8")) as {
     scripts?: Record<string, string>
   }
   const script = pkg.scripts?.start

@@ -13,7 +13,7 @@ import { Effect } from "effect"
 import pg from "pg"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { freePort } from "../src/embedded/EmbeddedPostgres.js"
-import { cpuMs, expectJson, MERCHANT, postJson, repoRoot, rssMb } from "./harness.js"
+import { basePath, cpuMs, expectJson, MERCHANT, postJson, repoRoot, rssMb, startScript } from "./harness.js"
 import { createOrder } from "./pay.js"
 
 const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
@@ -29,29 +29,24 @@ export const startLocalService = async (options: { readonly root?: string; reado
   databaseUrl.pathname = `/${database}`
   const port = await Effect.runPromise(freePort)
   const baseUrl = `http://127.0.0.1:${port}`
-  const server = spawn(
-    process.execPath,
-    [
-      ...(options.profile ? ["--cpu-prof", `--cpu-prof-dir=${dir}`] : []),
-      "--max-semi-space-size=2",
-      "scripts/start.mjs"
-    ],
-    {
-      cwd: options.root ?? repoRoot,
-      stdio: ["ignore", "ignore", "inherit"],
-      env: {
-        PATH: process.env.PATH,
-        HOME: process.env.HOME,
-        PORT: String(port),
-        DATA_DIR: dir,
-        DATABASE_URL: databaseUrl.href,
-        MERCHANT_PAY_TO: MERCHANT,
-        RATE_LIMIT_ORDERS: "1000000000",
-        RATE_LIMIT_SIGNIN: "1000000000",
-        SHUTDOWN_GRACE: "2 seconds"
-      }
+  const root = options.root ?? repoRoot
+  // As npm runs it (the checkout's own node flags); `exec` makes the child's pid the server's.
+  const server = spawn("sh", ["-c", `exec ${startScript(root)}`], {
+    cwd: root,
+    stdio: ["ignore", "ignore", "inherit"],
+    env: {
+      PATH: basePath(root),
+      HOME: process.env.HOME,
+      ...(options.profile ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${dir}` } : {}),
+      PORT: String(port),
+      DATA_DIR: dir,
+      DATABASE_URL: databaseUrl.href,
+      MERCHANT_PAY_TO: MERCHANT,
+      RATE_LIMIT_ORDERS: "1000000000",
+      RATE_LIMIT_SIGNIN: "1000000000",
+      SHUTDOWN_GRACE: "2 seconds"
     }
-  )
+  })
   const exited = new Promise<void>((resolve) => server.once("exit", () => resolve()))
   for (let ready = false; !ready; ) {
     await new Promise((resolve) => setTimeout(resolve, 50))
