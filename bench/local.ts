@@ -30,14 +30,16 @@ export const startLocalService = async (options: { readonly root?: string; reado
   const port = await Effect.runPromise(freePort)
   const baseUrl = `http://127.0.0.1:${port}`
   const root = options.root ?? repoRoot
-  // As npm runs it (the checkout's own node flags); `exec` makes the child's pid the server's.
-  const server = spawn("sh", ["-c", `exec ${startScript(root)}`], {
+  // As npm runs it (the checkout's own node flags, a profile's added); `exec` makes the child's pid the server's.
+  const start = startScript(root)
+  if (!start.startsWith("node ")) throw new Error(`the start script of ${root} does not run node: ${start}`)
+  const flags = options.profile ? `--cpu-prof --cpu-prof-dir=${dir} ` : ""
+  const server = spawn("sh", ["-c", `exec node ${flags}${start.slice("node ".length)}`], {
     cwd: root,
     stdio: ["ignore", "ignore", "inherit"],
     env: {
       PATH: basePath(root),
       HOME: process.env.HOME,
-      ...(options.profile ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${dir}` } : {}),
       PORT: String(port),
       DATA_DIR: dir,
       DATABASE_URL: databaseUrl.href,
