@@ -6,6 +6,7 @@
 import path from "node:path"
 import { Config, ConfigError, Context, type Duration, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
 import type { Hex } from "viem"
+import { parseHttpUrl } from "../http/HttpUrl.js"
 import { AppConfig, addressConfig, durationConfig } from "../runtime/Config.js"
 import { Address } from "./Address.js"
 import type { Usd1Token } from "./ChainClient.js"
@@ -46,11 +47,7 @@ export const parseRpcUrls = (settings: ReadonlyArray<{ readonly name: string; re
       return Either.left(ConfigError.InvalidData([name], `Expected ${name} to be http(s) URLs separated by commas`))
     }
     for (const [i, entry] of entries.entries()) {
-      let url: URL | undefined
-      try {
-        url = new URL(entry)
-      } catch {}
-      if (url === undefined || (url.protocol !== "http:" && url.protocol !== "https:")) {
+      if (parseHttpUrl(entry) === undefined) {
         return Either.left(
           ConfigError.InvalidData(
             [name],
