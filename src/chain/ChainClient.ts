@@ -235,6 +235,18 @@ export interface ChainClientShape {
    */
   readonly followRelayerNonce: (resendable: Resendable) => Effect.Effect<NonceCheck, ChainError>
   /**
+   * Waits until the relayer's nonce should be checked at once, not at the next tick: the chain's
+   * head went back (a reorg, a node restored from an older state), a relayer's transaction was not
+   * mined within its wait, or the chain counts fewer pending transactions than the relayer has sent.
+   * Answers why. Several reasons before a check make one check.
+   */
+  readonly relayerNonceAlarm: Effect.Effect<string>
+  /**
+   * Why the relayer cannot send now, if it cannot: a nonce gap whose close failed, or the chain's
+   * pending count below the relayer's next nonce for longer than RELAYER_NONCE_GAP_STUCK_AFTER.
+   */
+  readonly relayerNonceTrouble: Effect.Effect<Option.Option<string>>
+  /**
    * Sends an already signed transaction again (crash recovery). "Already known" or "nonce too low"
    * is `known` only when the node knows the transaction itself; `replaced` when its nonce was used
    * by another transaction.

@@ -25,8 +25,10 @@ export interface Deployment {
   readonly local: boolean
   /** The longest one read may take (CHAIN_TIMEOUT). */
   readonly readTimeout: Duration.Duration
-  /** How often a receipt is read while waiting for it (CHAIN_POLL_INTERVAL). */
+  /** How often the block watcher reads the head while a receipt is awaited (CHAIN_POLL_INTERVAL). */
   readonly pollInterval: Duration.Duration
+  /** A relayer nonce gap open this long makes the service not ready (RELAYER_NONCE_GAP_STUCK_AFTER). */
+  readonly nonceGapStuckAfter: Duration.Duration
   /** How often each of several endpoints is probed (CHAIN_RPC_PROBE_INTERVAL). */
   readonly rpcProbeInterval: Duration.Duration
 }
@@ -126,11 +128,12 @@ const usd1Domain = Config.all({
   version: Config.string("USD1_EIP712_VERSION").pipe(Config.withDefault("1"))
 })
 
-/** Receipt polling on a configured chain, and on the embedded devnet (which mines within milliseconds). */
+/** The head poll on a configured chain, and on the embedded devnet (which mines within milliseconds). */
 export const DEFAULT_POLL_INTERVAL = "1 second"
 export const DEVNET_POLL_INTERVAL = "5 millis"
 /** How often each of several RPC endpoints is probed (a provider bills each probe as one call). */
 export const DEFAULT_RPC_PROBE_INTERVAL = "2 seconds"
+export const DEFAULT_NONCE_GAP_STUCK_AFTER = "30 seconds"
 
 /** The devnet's relayer: the last standard account, so that it never races the deployer's nonces. */
 export const DEVNET_RELAYER_KEY = ANVIL_ACCOUNT_KEYS[9]!
@@ -149,6 +152,7 @@ export class ChainDeployment extends Context.Tag("app/ChainDeployment")<ChainDep
         configured ? DEFAULT_POLL_INTERVAL : DEVNET_POLL_INTERVAL
       )
       const rpcProbeInterval = yield* durationConfig("CHAIN_RPC_PROBE_INTERVAL", DEFAULT_RPC_PROBE_INTERVAL)
+      const nonceGapStuckAfter = yield* durationConfig("RELAYER_NONCE_GAP_STUCK_AFTER", DEFAULT_NONCE_GAP_STUCK_AFTER)
       if (configured) {
         const settings = yield* Config.all({
           chainId: Config.integer("CHAIN_ID"),
@@ -168,6 +172,7 @@ export class ChainDeployment extends Context.Tag("app/ChainDeployment")<ChainDep
           local: false,
           readTimeout,
           pollInterval,
+          nonceGapStuckAfter,
           rpcProbeInterval
         } satisfies Deployment
       }
@@ -182,6 +187,7 @@ export class ChainDeployment extends Context.Tag("app/ChainDeployment")<ChainDep
         local: true,
         readTimeout,
         pollInterval,
+        nonceGapStuckAfter,
         rpcProbeInterval
       } satisfies Deployment
     })

@@ -7,7 +7,7 @@
  * short-lived cache), recorded by the caller, then broadcast. The payment path's hot calls (the
  * transfer check, the relayer's send, receipts) are made directly; viem's actions serve the rest.
  */
-import { Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Duration, Effect, Layer, Option, Queue, Redacted } from "effect"
 import {
   type Abi,
   type AbiFunction,
@@ -47,6 +47,7 @@ import {
 import { privateKeyToAccount } from "viem/accounts"
 import { countNonceGap } from "../observability/Metrics.js"
 import type { Address } from "./Address.js"
+import { type BlockHead, blockWatcher, NoBlockReceipts, type RawReceipt } from "./BlockWatcher.js"
 import {
   CallReverted,
   type ChainAccount,
@@ -176,15 +177,6 @@ interface Call {
   readonly value?: bigint
 }
 
-/** A transaction receipt as the node sends it (the fields read here). */
-interface RpcReceipt {
-  readonly status: Hex
-  readonly gasUsed: Hex
-  readonly blockNumber: Hex
-  readonly blockHash: Hash
-  readonly logs: ReadonlyArray<{ readonly address: Hex; readonly topics: ReadonlyArray<Hex>; readonly data: Hex }>
-}
-
 /** A broadcast: sent, or refused for what a fresh signature can fix. */
 type Broadcast =
   | { readonly _tag: "Sent" }
@@ -197,6 +189,14 @@ type Fees = { readonly maxFeePerGas: bigint; readonly maxPriorityFeePerGas: bigi
 const FAUCET_GAS = parseEther("1")
 /** How long a send waits for a receipt it needs before going on (an approval, the faucet's mints). */
 const RECEIPT_TIMEOUT_MS = 30_000
+/** The block watcher's head poll while no receipt is awaited (at least CHAIN_POLL_INTERVAL). */
+const IDLE_POLL_MS = 1_000
+/** A sent transaction whose receipt nobody awaits is no longer watched for after this long. */
+const UNAWAITED_FORGOTTEN_MS = 2 * RECEIPT_TIMEOUT_MS
+/** How soon a failed close of a relayer nonce gap is tried again. */
+const CLOSE_RETRY_MS = 2_000
+/** A node's words for a JSON-RPC method it does not have. */
+const noSuchMethod = /method not found|not supported|does not exist|unsupported|not available|unknown method/i
 /** Multicall chunks read at once. */
 const BALANCE_READS_IN_FLIGHT = 4
 /** The longest a broadcast may take: longer than a read, as a node may check a transaction first. */
@@ -403,6 +403,7 @@ export const EvmChain = Layer.scoped(
           const signed: SignedTransaction = { hash: keccak256(raw), raw, nonce }
           // not recorded, not sent: the nonce is free again, and the chain and the journal say where to go on
           yield* record(signed).pipe(Effect.tapError(() => queue.forget))
+          yield* watcher.expect(signed.hash, signer.address)
           const sent = yield* broadcast(raw).pipe(Effect.tapError(() => queue.forget))
           if (sent._tag === "Sent") {
             if (keepsNonce) yield* queue.sent(nonce)
@@ -477,7 +478,32 @@ export const EvmChain = Layer.scoped(
           yield* countNonceGap(resent, filled)
         }
         return check
-      }).pipe(Effect.withSpan("ChainClient.closeGap"))
+      }).pipe(
+        Effect.tapBoth({
+          // Tried again soon, not at the next tick: a gap left open holds every later payment. A
+          // node that did not answer is the chain's outage (/ready and the outage log say so).
+          onFailure: (error) =>
+            isUnreachable(error.cause)
+              ? Effect.void
+              : Effect.sync(() => {
+                  closeFailure = error.message
+                }).pipe(
+                  Effect.zipRight(
+                    Effect.forkDaemon(
+                      wallClockPause(CLOSE_RETRY_MS).pipe(
+                        Effect.zipRight(checkNonceNow(`the last nonce gap close failed: ${error.message}`))
+                      )
+                    )
+                  )
+                ),
+          onSuccess: () =>
+            Effect.sync(() => {
+              closeFailure = undefined
+              queuedSince = undefined
+            })
+        }),
+        Effect.withSpan("ChainClient.closeGap")
+      )
 
     const followRelayerNonce = (resendable: Resendable) => queueOf(relayer.address).serially(closeGap(resendable))
 
@@ -492,10 +518,105 @@ export const EvmChain = Layer.scoped(
     /** The relayer's (v, r, s) transfer gas: estimated once, reused with a margin; forgotten after an out-of-gas revert. */
     let transferGas: bigint | undefined
 
-    const rawReceipt = (hash: Hash) => read<RpcReceipt | null>("receipt", "eth_getTransactionReceipt", [hash])
+    // -----------------------------------------------------------------------------------------------
+    // Receipts by block, and the relayer's nonce checked at once when the chain says it may be off
+
+    /** Why the relayer's nonce must be checked now, for the merchant's tracker (`relayerNonceAlarm`). */
+    const nonceAlarms = yield* Queue.sliding<string>(1)
+    const checkNonceNow = (why: string) => Effect.asVoid(Queue.offer(nonceAlarms, why))
+    /** The last close of a nonce gap failed: why. */
+    let closeFailure: string | undefined
+    /** The chain's pending count below the relayer's next nonce, with its transactions in flight: since when. */
+    let queuedSince: { readonly at: number; readonly chainNext: number; readonly local: number } | undefined
+    const queuedStuckAfter = deployment.nonceGapStuckAfter
+
+    /**
+     * On a new head while relayer transactions are overdue (not in the blocks after their broadcast):
+     * a chain counting fewer pending than the relayer's next nonce holds some of them queued (or lost
+     * them). Seen on two heads running, the nonce is checked at once. Nothing overdue, nothing read.
+     */
+    const checkRelayerQueue = Effect.gen(function* () {
+      const local = yield* queueOf(relayer.address).known
+      if (local === undefined || watcher.overdue(relayer.address) === 0) {
+        queuedSince = undefined
+        return
+      }
+      const chainNext = yield* pendingNonce(relayer.address)
+      if (chainNext >= local) {
+        queuedSince = undefined
+        return
+      }
+      const seenBefore = queuedSince !== undefined
+      queuedSince = { at: queuedSince?.at ?? Date.now(), chainNext, local }
+      if (seenBefore) {
+        yield* checkNonceNow(`the chain counts ${chainNext} pending for the relayer, whose next nonce is ${local}`)
+      }
+    }).pipe(Effect.ignore)
+
+    const blockReceiptsOf = (number: bigint) =>
+      Effect.tryPromise({
+        try: (signal) =>
+          reads.request<ReadonlyArray<RawReceipt> | null>("eth_getBlockReceipts", [toHex(number)], signal),
+        catch: (cause) =>
+          !isUnreachable(cause) && noSuchMethod.test(errorText(cause))
+            ? new NoBlockReceipts()
+            : new ChainError({ message: `block receipts: ${errorText(cause)}`, cause })
+      }).pipe(
+        Effect.flatMap((receipts) =>
+          receipts === null
+            ? Effect.fail(new ChainError({ message: `block ${number} is not known to the node yet` }))
+            : Effect.succeed(receipts)
+        )
+      )
+
+    const watcher = yield* blockWatcher(
+      {
+        head: read<{ number: Hex; hash: Hash; parentHash: Hash; transactions: ReadonlyArray<Hash> }>(
+          "head",
+          "eth_getBlockByNumber",
+          ["latest", false]
+        ).pipe(
+          Effect.map(
+            (block): BlockHead => ({
+              number: hexToBigInt(block.number),
+              hash: block.hash,
+              parentHash: block.parentHash,
+              transactions: block.transactions
+            })
+          )
+        ),
+        // Each its own call, all at once: one round trip.
+        blockReceipts: (numbers) => Effect.forEach(numbers, blockReceiptsOf, { concurrency: "unbounded" }),
+        receipts: (hashes) =>
+          Effect.forEach(hashes, (hash) => read<RawReceipt | null>("receipt", "eth_getTransactionReceipt", [hash]), {
+            concurrency: "unbounded"
+          })
+      },
+      {
+        pollMs,
+        idleMs: Math.max(pollMs, IDLE_POLL_MS),
+        forgetAfterMs: UNAWAITED_FORGOTTEN_MS,
+        headWentBack: (why) =>
+          Effect.logWarning(`chain head went back: ${why}; checking the relayer's nonce now`).pipe(
+            Effect.zipRight(checkNonceNow(`chain head went back: ${why}`))
+          ),
+        newHead: () => checkRelayerQueue
+      }
+    )
+
+    const relayerNonceTrouble = Effect.sync((): Option.Option<string> => {
+      if (closeFailure !== undefined) return Option.some(`a relayer nonce gap could not be closed: ${closeFailure}`)
+      if (queuedSince !== undefined && Date.now() - queuedSince.at >= Duration.toMillis(queuedStuckAfter)) {
+        return Option.some(
+          `relayer nonce gap: the chain counts ${queuedSince.chainNext} pending, the relayer's next nonce is ` +
+            `${queuedSince.local}, for over ${Duration.format(queuedStuckAfter)}`
+        )
+      }
+      return Option.none()
+    })
 
     /** Reverted with all its gas used: read from the transaction's own gas limit. */
-    const ranOutOfGas = (hash: Hash, raw: RpcReceipt) =>
+    const ranOutOfGas = (hash: Hash, raw: RawReceipt) =>
       read<{ readonly gas: Hex } | null>("transaction", "eth_getTransactionByHash", [hash]).pipe(
         Effect.map((tx) => tx !== null && hexToBigInt(raw.gasUsed) >= hexToBigInt(tx.gas)),
         Effect.tap((outOfGas) =>
@@ -505,7 +626,7 @@ export const EvmChain = Layer.scoped(
         )
       )
 
-    const toReceipt = (hash: Hash, raw: RpcReceipt) =>
+    const toReceipt = (hash: Hash, raw: RawReceipt) =>
       Effect.map(
         raw.status === "0x1" ? Effect.succeed(false) : ranOutOfGas(hash, raw),
         (outOfGas): Receipt => ({
@@ -523,17 +644,25 @@ export const EvmChain = Layer.scoped(
         })
       )
 
-    /** The receipt, read at once and then every CHAIN_POLL_INTERVAL until `timeoutMs` has passed. */
+    /**
+     * The receipt, caught by the block watcher within `timeoutMs`. A relayer's transaction not
+     * mined by then may be queued behind a nonce gap: the relayer's nonce is checked at once.
+     */
     const receipt = (hash: Hash, timeoutMs: number) =>
-      Effect.gen(function* () {
-        const deadline = Date.now() + timeoutMs
-        let raw = yield* rawReceipt(hash)
-        while (raw === null && Date.now() + pollMs <= deadline) {
-          yield* wallClockPause(pollMs)
-          raw = yield* rawReceipt(hash)
-        }
-        return raw === null ? Option.none<Receipt>() : Option.some(yield* toReceipt(hash, raw))
-      }).pipe(Effect.withSpan("ChainClient.receipt", { attributes: { "chain.tx": hash } }))
+      watcher.receipt([hash], timeoutMs).pipe(
+        Effect.tap((raw) =>
+          Option.isNone(raw) && timeoutMs > 0 && watcher.sentBy(hash, relayer.address)
+            ? checkNonceNow(`the relayer's transaction ${hash} was not mined within ${timeoutMs} ms`)
+            : Effect.void
+        ),
+        Effect.flatMap(
+          Option.match({
+            onNone: () => Effect.succeed(Option.none<Receipt>()),
+            onSome: (raw) => Effect.map(toReceipt(hash, raw), Option.some)
+          })
+        ),
+        Effect.withSpan("ChainClient.receipt", { attributes: { "chain.tx": hash } })
+      )
 
     const minedSuccessfully = (what: string, hash: Hash) =>
       receipt(hash, RECEIPT_TIMEOUT_MS).pipe(
@@ -937,6 +1066,8 @@ export const EvmChain = Layer.scoped(
       usd1DomainSeparator,
       transferWithAuthorization,
       followRelayerNonce,
+      relayerNonceAlarm: Queue.take(nonceAlarms),
+      relayerNonceTrouble,
       rebroadcast,
       receipt,
       feedRound,

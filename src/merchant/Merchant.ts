@@ -70,6 +70,8 @@ const merchantSettings = Config.all({
   reconcileInterval: durationConfig("RECONCILE_INTERVAL", "2 seconds"),
   /** A replica silent this long is dead: its settlements are the reconciler's. It heartbeats thrice as often. */
   reconcileAfter: durationConfig("SETTLEMENT_RECONCILE_AFTER", "6 seconds"),
+  /** A settlement unfinished this long means a stuck relayer (a nonce gap, a transaction never mined): /ready says so. */
+  stuckAfter: durationConfig("SETTLEMENT_STUCK_AFTER", "2 minutes"),
   /** How long a pay request waits for its settlement's outcome before answering 202 (poll the order). */
   settlementWait: durationConfig("SETTLEMENT_WAIT", "8 seconds"),
   /** Blocks on top of a settlement's before it is final; none given: 0 on the embedded devnet, else 10. */
@@ -737,6 +739,33 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       Effect.withSpan("Merchant.followChain")
     )
 
+    /**
+     * The relayer's nonce checked as soon as the chain gives a reason (`relayerNonceAlarm`: a head
+     * that went back, a receipt late, a transaction queued), not at the next tracker tick.
+     */
+    const followAlarm = Effect.gen(function* () {
+      const why = yield* chain.relayerNonceAlarm
+      if (!processor.recordsBeforeBroadcast) return
+      yield* Effect.logInfo(`relayer nonce check now: ${why}`)
+      yield* chain.followRelayerNonce(resendable)
+    }).pipe(
+      Effect.catchTag("ChainError", (error) =>
+        reportUnavailable("chain", `relayer nonce check: ${error.message}`, "job")
+      ),
+      Effect.withSpan("Merchant.followAlarm")
+    )
+
+    /** Why the relayer is stuck, for /ready: settlements without a receipt past SETTLEMENT_STUCK_AFTER. */
+    const stuckSettlements = repo
+      .countStuckSettlements(Duration.toSeconds(settings.stuckAfter))
+      .pipe(
+        Effect.map((stuck) =>
+          stuck > 0
+            ? Option.some(`${stuck} settlement(s) without a receipt for over ${Duration.format(settings.stuckAfter)}`)
+            : Option.none()
+        )
+      )
+
     /** Tells the other replicas this one is alive (its settlements are not theirs to take over). */
     const heartbeat = repo.heartbeat(replica).pipe(Effect.asVoid, Effect.withSpan("Merchant.heartbeat"))
 
@@ -746,6 +775,8 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       pay,
       reconcile,
       followChain,
+      followAlarm,
+      stuckSettlements,
       heartbeat,
       reconcileInterval: settings.reconcileInterval,
       heartbeatInterval: Duration.times(settings.reconcileAfter, 1 / 3)
@@ -766,6 +797,10 @@ export const SettlementReconcilerLive = Layer.mergeAll(
   backgroundLoop(
     "settlement-reconciler",
     Effect.map(Merchant, (merchant) => ({ tick: merchant.reconcile, every: merchant.reconcileInterval }))
+  ),
+  backgroundLoop(
+    "relayer-nonce-alarm",
+    Effect.map(Merchant, (merchant) => ({ tick: merchant.followAlarm, every: Duration.zero }))
   ),
   backgroundLoop(
     "relayer-tracker",

@@ -1,6 +1,7 @@
 import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import {
   ChainDeployment,
+  DEFAULT_NONCE_GAP_STUCK_AFTER,
   DEFAULT_RPC_PROBE_INTERVAL,
   DEVNET_POLL_INTERVAL,
   DEVNET_RELAYER_KEY,
@@ -44,6 +45,7 @@ const deploymentOf = (
     local: true,
     readTimeout: Duration.decode(readTimeout),
     pollInterval: Duration.decode(DEVNET_POLL_INTERVAL),
+    nonceGapStuckAfter: Duration.decode(DEFAULT_NONCE_GAP_STUCK_AFTER),
     rpcProbeInterval: Duration.decode(rpcProbeInterval)
   })
 
