@@ -5,7 +5,7 @@
  * on; and the load of one route (`read`: one order; `me`: a fresh user's bearer; `health`).
  */
 import { spawn } from "node:child_process"
-import { mkdtempSync } from "node:fs"
+import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import path from "node:path"
 import autocannon from "autocannon"
@@ -58,20 +58,26 @@ export const startLocalService = async (options: { readonly root?: string; reado
     )
   }
   const pid = server.pid!
+  const remove = () => rmSync(dir, { recursive: true, force: true, maxRetries: 5 })
   return {
     baseUrl,
     dir,
     cpuMs: () => cpuMs(pid),
     rssMb: () => rssMb(pid),
-    /** Stops the service and drops its database; answers when it exited. */
+    /**
+     * Stops the service, drops its database and removes its folder (a profiled one's stays until
+     * `remove`: the profile is read from it); answers when it exited.
+     */
     stop: async () => {
       server.kill("SIGTERM")
       await exited
       const at = performance.now()
       await admin.query(`DROP DATABASE ${database} WITH (FORCE)`)
       await admin.end()
+      if (!options.profile) remove()
       return at
-    }
+    },
+    remove
   }
 }
 

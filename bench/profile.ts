@@ -48,6 +48,7 @@ interface Profile {
 const file = readdirSync(tmp).find((name) => name.endsWith(".cpuprofile"))
 if (file === undefined) throw new Error(`no profile in ${tmp}`)
 const profile = JSON.parse(readFileSync(path.join(tmp, file), "utf8")) as Profile
+service.remove()
 
 /** The module comments of each bundle file: line → module path. */
 const modulesOf = new Map<string, Array<readonly [number, string]>>()
