@@ -53,5 +53,8 @@ for (const [label, key] of [
       `ratio ${(median(runs.this[key]) / median(runs.other[key])).toFixed(2)}`
   )
 }
+console.log(
+  `${route} RSS after the runs, MB: this ${sides.this.rssMb().toFixed(0)}, other ${sides.other.rssMb().toFixed(0)}`
+)
 await sides.this.stop()
 await sides.other.stop()

@@ -32,6 +32,8 @@ export interface Sizes {
   readonly payments: { readonly 10: number; readonly 1: number }
   /** Payments before each measured pay run (every run starts a fresh server process). */
   readonly warmPayments: number
+  /** Payments of the run started right after boot, with no warm-up (concurrency 10). */
+  readonly bootPayments: number
   readonly loadSeconds: number
   /** Load before each measured run; before the first run on a server, `primeSeconds` (JIT warm-up). */
   readonly warmSeconds: number
@@ -58,6 +60,7 @@ export const sizesFor = (quick: boolean, rounds: number | undefined): Sizes =>
         rounds: rounds ?? 1,
         payments: { 10: 20, 1: 5 },
         warmPayments: 4,
+        bootPayments: 10,
         loadSeconds: 1,
         warmSeconds: 0.3,
         primeSeconds: 0.5,
@@ -76,6 +79,7 @@ export const sizesFor = (quick: boolean, rounds: number | undefined): Sizes =>
         rounds: rounds ?? 3,
         payments: { 10: 150, 1: 60 },
         warmPayments: 20,
+        bootPayments: 100,
         loadSeconds: 5,
         warmSeconds: 1,
         primeSeconds: 5,
@@ -316,11 +320,12 @@ const spawnServer = (
     } satisfies ServerProcess
   })
 
-const basePath = () =>
-  [path.join(repoRoot, "node_modules", ".bin"), path.dirname(process.execPath), process.env.PATH ?? ""].join(":")
+export const basePath = (root = repoRoot) =>
+  [path.join(root, "node_modules", ".bin"), path.dirname(process.execPath), process.env.PATH ?? ""].join(":")
 
-const startScript = () => {
-  const pkg = JSON.parse(readFileSync(path.join(repoRoot, "package.json"), "utf8")) as {
+/** package.json's `start` command of a checkout (this one by default). */
+export const startScript = (root = repoRoot) => {
+  const pkg = JSON.parse(readFileSync(path.join(root, "package.json"), "utf8")) as {
     scripts?: Record<string, string>
   }
   const script = pkg.scripts?.start

@@ -5,7 +5,7 @@
  * on; and the load of one route (`read`: one order; `me`: a fresh user's bearer; `health`).
  */
 import { spawn } from "node:child_process"
-import { mkdtempSync } from "node:fs"
+import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import path from "node:path"
 import autocannon from "autocannon"
@@ -13,7 +13,7 @@ import { Effect } from "effect"
 import pg from "pg"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { freePort } from "../src/embedded/EmbeddedPostgres.js"
-import { cpuMs, expectJson, MERCHANT, postJson, repoRoot, rssMb } from "./harness.js"
+import { basePath, cpuMs, expectJson, MERCHANT, postJson, repoRoot, rssMb, startScript } from "./harness.js"
 import { createOrder } from "./pay.js"
 
 const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
@@ -29,29 +29,26 @@ export const startLocalService = async (options: { readonly root?: string; reado
   databaseUrl.pathname = `/${database}`
   const port = await Effect.runPromise(freePort)
   const baseUrl = `http://127.0.0.1:${port}`
-  const server = spawn(
-    process.execPath,
-    [
-      ...(options.profile ? ["--cpu-prof", `--cpu-prof-dir=${dir}`] : []),
-      "--max-semi-space-size=2",
-      "scripts/start.mjs"
-    ],
-    {
-      cwd: options.root ?? repoRoot,
-      stdio: ["ignore", "ignore", "inherit"],
-      env: {
-        PATH: process.env.PATH,
-        HOME: process.env.HOME,
-        PORT: String(port),
-        DATA_DIR: dir,
-        DATABASE_URL: databaseUrl.href,
-        MERCHANT_PAY_TO: MERCHANT,
-        RATE_LIMIT_ORDERS: "1000000000",
-        RATE_LIMIT_SIGNIN: "1000000000",
-        SHUTDOWN_GRACE: "2 seconds"
-      }
+  const root = options.root ?? repoRoot
+  // As npm runs it (the checkout's own node flags, a profile's added); `exec` makes the child's pid the server's.
+  const start = startScript(root)
+  if (!start.startsWith("node ")) throw new Error(`the start script of ${root} does not run node: ${start}`)
+  const flags = options.profile ? `--cpu-prof --cpu-prof-dir=${dir} ` : ""
+  const server = spawn("sh", ["-c", `exec node ${flags}${start.slice("node ".length)}`], {
+    cwd: root,
+    stdio: ["ignore", "ignore", "inherit"],
+    env: {
+      PATH: basePath(root),
+      HOME: process.env.HOME,
+      PORT: String(port),
+      DATA_DIR: dir,
+      DATABASE_URL: databaseUrl.href,
+      MERCHANT_PAY_TO: MERCHANT,
+      RATE_LIMIT_ORDERS: "1000000000",
+      RATE_LIMIT_SIGNIN: "1000000000",
+      SHUTDOWN_GRACE: "2 seconds"
     }
-  )
+  })
   const exited = new Promise<void>((resolve) => server.once("exit", () => resolve()))
   for (let ready = false; !ready; ) {
     await new Promise((resolve) => setTimeout(resolve, 50))
@@ -61,20 +58,26 @@ export const startLocalService = async (options: { readonly root?: string; reado
     )
   }
   const pid = server.pid!
+  const remove = () => rmSync(dir, { recursive: true, force: true, maxRetries: 5 })
   return {
     baseUrl,
     dir,
     cpuMs: () => cpuMs(pid),
     rssMb: () => rssMb(pid),
-    /** Stops the service and drops its database; answers when it exited. */
+    /**
+     * Stops the service, drops its database and removes its folder (a profiled one's stays until
+     * `remove`: the profile is read from it); answers when it exited.
+     */
     stop: async () => {
       server.kill("SIGTERM")
       await exited
       const at = performance.now()
       await admin.query(`DROP DATABASE ${database} WITH (FORCE)`)
       await admin.end()
+      if (!options.profile) remove()
       return at
-    }
+    },
+    remove
   }
 }
 

@@ -192,7 +192,7 @@ const program = Effect.gen(function* () {
       `Node ${host.node}, load average at start ${host.load}.`,
     `${sizes.rounds} run(s) per side and measure, alternating which side goes first; ratio = service median ÷ ` +
       `reference median. Sizes: ${sizes.payments[10]} payments per run at concurrency 10, ${sizes.payments[1]} at ` +
-      `concurrency 1; ${sizes.loadSeconds} s per autocannon run; ${sizes.signIns} sign-ins per run; ` +
+      `concurrency 1, ${sizes.bootPayments} right after boot; ${sizes.loadSeconds} s per autocannon run; ${sizes.signIns} sign-ins per run; ` +
       `${sizes.recoverSeconds} s of recoveries.${quick ? " QUICK SMOKE RUN: not representative." : ""}`,
     "",
     ...(ratios.length > 0 ? ratioTable(ratios) : []),

@@ -1,5 +1,6 @@
 /**
- * (a) x402 pay: the service against the reference x402 server, at concurrency 10 and 1.
+ * (a) x402 pay: the service against the reference x402 server, at concurrency 10 and 1 after a
+ * warm-up, and at concurrency 10 right after boot (no warm-up: the JIT and the caches are cold).
  *
  * Every run gets a fresh devnet, fresh payers funded with USD1 by the deployer (one per worker)
  * and a fresh server process. The same standard client (`@x402/fetch` + `@x402/evm`) pays both.
@@ -130,7 +131,31 @@ interface PayRun {
 
 type Side = "service" | "reference"
 
-const payRun = (ctx: BenchContext, side: Side, concurrency: number, payments: number, runId: string) =>
+/** One kind of pay run: how many payments, how many at once, whether a warm-up goes first. */
+interface PayMode {
+  readonly flow: string
+  readonly concurrency: number
+  readonly payments: number
+  readonly warm: boolean
+}
+
+const payModes = (ctx: BenchContext): ReadonlyArray<PayMode> => [
+  { flow: "x402 pay, concurrency 10", concurrency: 10, payments: ctx.sizes.payments[10], warm: true },
+  {
+    flow: "x402 pay, concurrency 1 (one payment after another)",
+    concurrency: 1,
+    payments: ctx.sizes.payments[1],
+    warm: true
+  },
+  {
+    flow: `x402 pay right after boot, ${ctx.sizes.bootPayments} payments at concurrency 10 (no warm-up)`,
+    concurrency: 10,
+    payments: ctx.sizes.bootPayments,
+    warm: false
+  }
+]
+
+const payRun = (ctx: BenchContext, side: Side, { concurrency, payments, warm }: PayMode, runId: string) =>
   Effect.scoped(
     Effect.gen(function* () {
       const devnet = yield* startDevnet()
@@ -143,9 +168,11 @@ const payRun = (ctx: BenchContext, side: Side, concurrency: number, payments: nu
       const fetches = payers.map((payer) => payingFetch(payer, devnet))
       const pay = (worker: number) => flow(fetches[worker]!)
 
-      const warm = yield* Effect.promise(() => runConcurrently(concurrency, ctx.sizes.warmPayments, pay))
-      if (warm.latencies.length === 0) {
-        return yield* Effect.fail(new Error(`${side} paid nothing: ${warm.failureSamples.join("; ")}`))
+      if (warm) {
+        const warmUp = yield* Effect.promise(() => runConcurrently(concurrency, ctx.sizes.warmPayments, pay))
+        if (warmUp.latencies.length === 0) {
+          return yield* Effect.fail(new Error(`${side} paid nothing: ${warmUp.failureSamples.join("; ")}`))
+        }
       }
       const balanceBefore = yield* merchantBalance(devnet)
       const cpuBefore = server.cpuMs()
@@ -153,6 +180,9 @@ const payRun = (ctx: BenchContext, side: Side, concurrency: number, payments: nu
       const cpu = server.cpuMs() - cpuBefore
       const received = (yield* merchantBalance(devnet)) - balanceBefore
       const settled = outcome.latencies.length
+      if (settled === 0) {
+        return yield* Effect.fail(new Error(`${side} paid nothing: ${outcome.failureSamples.join("; ")}`))
+      }
       if (outcome.failures > 0) ctx.progress(`  ${side} failures: ${outcome.failureSamples.join(" | ")}`)
       return {
         perSecond: (settled * 1000) / outcome.wallMs,
@@ -168,25 +198,19 @@ const payRun = (ctx: BenchContext, side: Side, concurrency: number, payments: nu
 
 export const paySection: Section = {
   name: "pay",
-  about: "x402 pay at concurrency 10 and 1: the service against the reference x402 server",
+  about: "x402 pay at concurrency 10 and 1, and right after boot: the service against the reference x402 server",
   run: (ctx) =>
     Effect.gen(function* () {
       const rows: Array<RatioRow> = []
       const checks: Array<string> = []
-      for (const concurrency of [10, 1] as const) {
+      for (const [index, mode] of payModes(ctx).entries()) {
         const runs: Record<Side, Array<PayRun>> = { service: [], reference: [] }
         for (let round = 0; round < ctx.sizes.rounds; round++) {
           for (const side of alternating<Side>(round, "service", "reference")) {
-            const run = yield* payRun(
-              ctx,
-              side,
-              concurrency,
-              ctx.sizes.payments[concurrency],
-              `pay-${concurrency}-${round}`
-            )
+            const run = yield* payRun(ctx, side, mode, `pay-${index}-${round}`)
             runs[side].push(run)
             ctx.progress(
-              `[pay c=${concurrency}] round ${round + 1}/${ctx.sizes.rounds} ${side}: ${run.perSecond.toFixed(1)}/s, ` +
+              `[pay c=${mode.concurrency}${mode.warm ? "" : ", after boot"}] round ${round + 1}/${ctx.sizes.rounds} ${side}: ${run.perSecond.toFixed(1)}/s, ` +
                 `p50 ${run.p50.toFixed(0)} ms, max ${run.max.toFixed(0)} ms, ${run.slow} took ≥ 1 s, ` +
                 `CPU ${run.cpuPerPayment.toFixed(1)} ms/payment, ${run.failures} failed` +
                 (run.onChainMatches ? "" : ", ON-CHAIN MISMATCH")
@@ -198,14 +222,12 @@ export const paySection: Section = {
         ) as [number, number]
         checks.push(
           [...runs.service, ...runs.reference].every((run) => run.onChainMatches)
-            ? `x402 pay, concurrency ${concurrency}: in every run the merchant received on chain exactly one amount per settled payment.`
-            : `x402 pay, concurrency ${concurrency}: ON-CHAIN TRANSFERS DIFFER FROM SETTLED PAYMENTS (see the progress log).`
+            ? `${mode.flow}: in every run the merchant received on chain exactly one amount per settled payment.`
+            : `${mode.flow}: ON-CHAIN TRANSFERS DIFFER FROM SETTLED PAYMENTS (see the progress log).`
         )
-        const flow =
-          concurrency === 10 ? "x402 pay, concurrency 10" : "x402 pay, concurrency 1 (one payment after another)"
         const row = (measure: string, better: RatioRow["better"], pick: (run: PayRun) => number) =>
           rows.push({
-            measure: `${flow}: ${measure}`,
+            measure: `${mode.flow}: ${measure}`,
             better,
             reference: REFERENCE_NAME,
             service: runs.service.map(pick),

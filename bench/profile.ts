@@ -48,6 +48,7 @@ interface Profile {
 const file = readdirSync(tmp).find((name) => name.endsWith(".cpuprofile"))
 if (file === undefined) throw new Error(`no profile in ${tmp}`)
 const profile = JSON.parse(readFileSync(path.join(tmp, file), "utf8")) as Profile
+service.remove()
 
 /** The module comments of each bundle file: line → module path. */
 const modulesOf = new Map<string, Array<readonly [number, string]>>()
@@ -58,7 +59,8 @@ const moduleAt = (url: string, line: number) => {
     marks = []
     const lines = readFileSync(new URL(url), "utf8").split("\n")
     for (const [index, text] of lines.entries()) {
-      const mark = /^\/\/ ((?:node_modules|src|migrations)\/\S+)$/.exec(text)
+      // A symlinked node_modules shows as its target's path (`../main/node_modules/…`).
+      const mark = /^\/\/ (?:\S*?\/)?((?:node_modules|src|migrations)\/\S+)$/.exec(text)
       if (mark) marks.push([index, mark[1]!])
     }
     modulesOf.set(url, marks)
@@ -97,7 +99,8 @@ const packages = new Map<string, number>()
 for (const [id, micros] of self) {
   const { functionName, url, lineNumber } = byId.get(id)!.callFrame
   const module = moduleAt(url, lineNumber)
-  const frame = `${functionName || "(anonymous)"} ${module}`
+  // An anonymous function is told apart by its line in the bundle.
+  const frame = `${functionName || `(anonymous):${lineNumber + 1}`} ${module}`
   frames.set(frame, (frames.get(frame) ?? 0) + micros)
   const pkg = url.startsWith("file://") ? packageOf(module) : functionName
   packages.set(pkg, (packages.get(pkg) ?? 0) + micros)

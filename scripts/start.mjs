@@ -46,6 +46,26 @@ const stampOf = (files) =>
   )
 const stamp = stampOf([...sources("src"), ...migrations, path.join("scripts", "start.mjs"), "package-lock.json"])
 
+const outputs = (dir) =>
+  readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const file = path.join(dir, entry.name)
+    if (entry.isDirectory()) return outputs(file)
+    return entry.name.endsWith(".js") ? [file] : []
+  })
+
+/**
+ * V8 keeps each module's source text for as long as the process runs, and one non-ASCII character
+ * makes the whole text two bytes per character: ~6 MB more of idle memory for the main bundle.
+ * esbuild already escapes non-ASCII in code (its default ASCII charset); what is left is in the
+ * comments it keeps, where an escape is as good as the character.
+ */
+const asciiOnly = (file) => {
+  const code = readFileSync(file, "utf8")
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the range starts past ASCII
+  const escaped = code.replace(/[^\u0000-\u007f]/g, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, "0")}`)
+  if (escaped !== code) writeFileSync(file, escaped)
+}
+
 const built = () => {
   try {
     return readFileSync(stampFile, "utf8") === stamp
@@ -84,6 +104,7 @@ if (!built()) {
     }
   })
   await esbuild.stop()
+  for (const file of outputs(dist)) asciiOnly(file)
   writeFileSync(stampFile, stamp)
 }
 

@@ -132,15 +132,19 @@ const ApiLive = Layer.unwrapEffect(
       HttpApiBuilder.api(
         withDevnet(api, devnet).annotate(OpenApi.Servers, [{ url: config.apiUrl, description: "API_URL" }])
       )
-    return merchant && agent
-      ? served(Api).pipe(Layer.provide([MerchantLive, AgentLive]))
-      : merchant
-        ? served(MerchantEnabledApi).pipe(Layer.provide(MerchantLive))
-        : agent
-          ? served(AgentEnabledApi).pipe(Layer.provide(AgentLive))
-          : served(CoreApi)
+    // With the merchant on, /ready also asks it (stuck settlements): the one Merchant, shared.
+    const core = merchant ? CoreLive.pipe(Layer.provide(Merchant.Default)) : CoreLive
+    return (
+      merchant && agent
+        ? served(Api).pipe(Layer.provide([MerchantLive, AgentLive]))
+        : merchant
+          ? served(MerchantEnabledApi).pipe(Layer.provide(MerchantLive))
+          : agent
+            ? served(AgentEnabledApi).pipe(Layer.provide(AgentLive))
+            : served(CoreApi)
+    ).pipe(Layer.provide(core))
   })
-).pipe(Layer.provide(CoreLive))
+)
 
 const CorsLive = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) =>

@@ -18,18 +18,34 @@
  *   more USD1 reaches the card than the sale produced. A transaction still pending after
  *   `AGENT_TX_TIMEOUT` makes the decision `unknown` and blocks the card's trades for 30 minutes;
  *   an executed refill starts a 5-minute cooldown; a wallet that needs a sign-in is `blocked`.
+ * - Finality: a tracker beside the loop follows every mined step until CHAIN_CONFIRMATIONS deep and
+ *   sends one the chain lost (a reorg) again byte-identical; one that cannot be mined again undoes
+ *   the decision when it was the step that delivered the money (docs/agent.md).
  */
 import { randomUUID } from "node:crypto"
-import { Clock, Config, ConfigError, Duration, Effect, Either, Metric, Option } from "effect"
-import { formatUnits, getAddress, parseUnits } from "viem"
+import { Clock, Config, ConfigError, Duration, Effect, Either, Layer, Metric, Option } from "effect"
+import { formatUnits, getAddress, type Hash, type Hex, parseUnits } from "viem"
 import { Statement } from "../cards/Statement.js"
 import type { Address } from "../chain/Address.js"
-import { ChainClient, type Receipt } from "../chain/ChainClient.js"
+import {
+  ChainClient,
+  chainConfirmations,
+  isFinal,
+  type Receipt,
+  type SignedTransaction,
+  withinChainTimeout
+} from "../chain/ChainClient.js"
 import type { StockToken } from "../chain/Tokens.js"
 import { Events } from "../events/Events.js"
 import type { MarketData } from "../market/Api.js"
 import { Market } from "../market/Market.js"
-import { agentTickDuration, agentTickOverruns, countAgentDecision } from "../observability/Metrics.js"
+import {
+  agentTickDuration,
+  agentTickOverruns,
+  countAgentDecision,
+  countLostAgentTransaction
+} from "../observability/Metrics.js"
+import { reportUnavailable } from "../observability/Outages.js"
 import { backgroundLoop } from "../runtime/BackgroundLoop.js"
 import { AppConfig, durationConfig, positiveInteger } from "../runtime/Config.js"
 import {
@@ -39,6 +55,7 @@ import {
   decisionItem,
   type ExecutingDecision,
   type NewDecision,
+  type TrackedTransaction,
   type TransactionStep
 } from "./AgentRepo.js"
 import { type AgentCard, AgentWallet, type AgentWalletError, type WalletHoldings } from "./AgentWallet.js"
@@ -53,6 +70,8 @@ const REFILL_COOLDOWN_MS = 5 * 60_000
 const UNKNOWN_BLOCK_MS = 30 * 60_000
 /** How long the reconciler waits for a receipt before leaving the decision for its next pass. */
 const RECONCILE_RECEIPT_WAIT_MS = 2_000
+/** Transactions the tracker checks per tick, least recently checked first. */
+const TRACKED_PER_TICK = 50
 
 const loopSettings = Config.all({
   interval: durationConfig("AGENT_INTERVAL", "1 minute"),
@@ -143,8 +162,9 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
     const events = yield* Events
     const wallet = yield* AgentWallet
     const chain = yield* ChainClient
-    const { agentMode } = yield* AppConfig
+    const { agentMode, chainTimeout } = yield* AppConfig
     const settings = yield* loopSettings
+    const confirmations = yield* chainConfirmations(chain)
     /** This replica, as the owner of its leases. */
     const owner = randomUUID()
     const intervalMs = Duration.toMillis(settings.interval)
@@ -252,11 +272,12 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
           return { kind: "stop" } as StepResult
         }
         if (mined.value.status === "reverted") {
-          yield* repo.finishTransaction(decision.id, tx.step, "failed", at)
+          yield* repo.finishTransaction(decision.id, tx.step, { status: "failed" }, at)
           yield* finishDecision(decision.id, "failed", `the ${tx.step} transaction ${tx.hash} reverted`, at)
           return { kind: "stop" } as StepResult
         }
-        yield* repo.finishTransaction(decision.id, tx.step, "succeeded", at)
+        const { blockHash, blockNumber } = mined.value
+        yield* repo.finishTransaction(decision.id, tx.step, { status: "succeeded", blockNumber, blockHash }, at)
         yield* repo.touch(decision.id, at)
         return { kind: "done", receipt: mined.value } as StepResult
       })
@@ -277,13 +298,15 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
         const received = sold === undefined ? decided : receivedUsd1(sold, walletAddress)
         // biome-ignore lint/complexity/useMathMinMax: bigint amounts; Math.min takes numbers only
         const budget = received < decided ? received : decided
-        const record = (amount: bigint) => (signed: { readonly hash: string; readonly raw: string }) =>
+        const record = (amount: bigint) => (signed: SignedTransaction) =>
           Effect.flatMap(now, (at) =>
             repo.recordTransaction({
               decisionId: decision.id,
               step,
               hash: signed.hash,
               raw: signed.raw,
+              sender: walletAddress,
+              nonce: signed.nonce,
               amount,
               now: at
             })
@@ -655,16 +678,106 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
       if (stale.length > 0) yield* Effect.logInfo(`agent reconciler continued ${stale.length} unfinished trade(s)`)
     }).pipe(Effect.withSpan("AgentLoop.reconcile"))
 
-    return { settings, tick, reconcile }
+    // ---------------------------------------------------------------------------------------------
+    // Finality: every succeeded transaction followed until CHAIN_CONFIRMATIONS deep
+
+    const withinChainTime = withinChainTimeout(chainTimeout)
+
+    /** The step that puts a decision's money where it goes: a refill's send, a rebalance's purchase. */
+    const delivers = (tx: TrackedTransaction) => tx.step === (tx.action === "refill" ? "send" : "buy")
+
+    /**
+     * A transaction the chain lost that cannot be mined again. The delivering step lost: the decision
+     * is failed (the card did not get the refill, the statement no longer shows it, a `decision`
+     * event says so). An earlier step (the sale) lost: the steps after it spent the wallet's own
+     * USD1 instead; the decision stands.
+     */
+    const lose = (tx: TrackedTransaction, why: string, at: Date) =>
+      Effect.gen(function* () {
+        if (!(yield* repo.dropTransaction(tx.decisionId, tx.step, at))) return
+        const lost = `the ${tx.step} transaction ${tx.hash} was lost by the chain and ${why}`
+        if (!delivers(tx)) {
+          return yield* Effect.logWarning(`agent ${tx.action}: ${lost}; the wallet's own USD1 paid the steps after it`)
+        }
+        const failed = yield* repo.failLostDecision(tx.decisionId, lost, at).pipe(
+          Effect.tap((failed) => (failed ? publishDecisions([tx.decisionId]) : Effect.void)),
+          repo.withTransaction
+        )
+        if (failed) {
+          yield* countAgentDecision(tx.action, "failed")
+          yield* Effect.logWarning(`agent ${tx.action} undone: ${lost}; the decision is failed`)
+        }
+      }).pipe(Effect.annotateLogs({ "card.id": tx.cardId, "decision.id": tx.decisionId, "tx.hash": tx.hash }))
+
+    /**
+     * A succeeded transaction checked against the canonical chain: in a block (final once
+     * CHAIN_CONFIRMATIONS deep), or gone (a reorg, a node restored from an older state), then sent
+     * again byte-identical: same hash, same nonce, so it can only ever be mined once.
+     */
+    const checkTransaction = (tx: TrackedTransaction, head: bigint, at: Date) =>
+      Effect.gen(function* () {
+        const hash = tx.hash as Hash
+        const receipt = yield* withinChainTime(chain.receipt(hash, 0))
+        if (Option.isSome(receipt)) {
+          if (receipt.value.status === "reverted") return yield* lose(tx, "reverted when mined again", at)
+          const { blockNumber, blockHash } = receipt.value
+          if (tx.finality === "pending") {
+            yield* Effect.logInfo(`agent ${tx.step} transaction mined again, in block ${blockNumber}`).pipe(
+              Effect.annotateLogs({ "decision.id": tx.decisionId, "tx.hash": hash })
+            )
+          }
+          const finality = isFinal(blockNumber, head, confirmations) ? "final" : "mined"
+          return yield* repo.markTransaction(tx.decisionId, tx.step, { finality, blockNumber, blockHash }, at)
+        }
+        if (tx.finality === "mined") {
+          yield* Effect.logWarning(
+            `agent ${tx.step} transaction no longer on chain; sending the same transaction again`
+          ).pipe(
+            Effect.annotateLogs({ "card.id": tx.cardId, "decision.id": tx.decisionId, "tx.hash": hash }),
+            Effect.zipRight(countLostAgentTransaction)
+          )
+        }
+        const resent = yield* withinChainTime(chain.rebroadcast(tx.raw as Hex))
+        if (resent === "replaced") return yield* lose(tx, "its nonce went to another transaction", at)
+        yield* repo.markTransaction(tx.decisionId, tx.step, { finality: "pending" }, at)
+      })
+
+    /**
+     * Checks the succeeded transactions not final yet, least recently checked first, at most
+     * TRACKED_PER_TICK, each wallet's in nonce order (a sale sent again before the send that spends
+     * it). No row lock is held: every write is conditional. A chain that does not answer ends the tick.
+     */
+    const followChain = Effect.gen(function* () {
+      const rows = yield* repo.unfinalTransactions(TRACKED_PER_TICK)
+      if (rows.length === 0) return
+      const head = yield* withinChainTime(chain.headBlock)
+      const at = yield* now
+      const ordered = [...rows].sort((a, b) => a.sender.localeCompare(b.sender) || a.nonce - b.nonce)
+      for (const tx of ordered) yield* checkTransaction(tx, head, at)
+    }).pipe(
+      Effect.catchTag("ChainError", (error) => reportUnavailable("chain", `agent tracker: ${error.message}`, "job")),
+      Effect.withSpan("AgentLoop.followChain")
+    )
+
+    return { settings, tick, reconcile, followChain }
   }),
   dependencies: [AgentRepo.Default]
 }) {}
 
-/** The loop, when `AGENT_MODE` is `dry` or `live`: unfinished trades first, then the due cards. */
-export const AgentLoopLive = backgroundLoop(
-  "agent",
-  Effect.map(AgentLoop, (loop) => ({
-    tick: Effect.zipRight(loop.reconcile, loop.tick()),
-    every: loop.settings.poll
-  }))
+/**
+ * The loop, when `AGENT_MODE` is `dry` or `live`: unfinished trades first, then the due cards; and
+ * beside it the tracker of the agent's transactions, at the same pace.
+ */
+export const AgentLoopLive = Layer.merge(
+  backgroundLoop(
+    "agent",
+    Effect.map(AgentLoop, (loop) => ({
+      tick: Effect.zipRight(loop.reconcile, loop.tick()),
+      every: loop.settings.poll
+    }))
+  ),
+  backgroundLoop(
+    "agent-tracker",
+    Effect.map(AgentLoop, (loop) => ({ tick: loop.followChain, every: loop.settings.poll }))
+  )
 )

@@ -101,6 +101,21 @@ export const AgentTransaction = Schema.Struct({
 })
 export type AgentTransaction = typeof AgentTransaction.Type
 
+/** A succeeded agent transaction the tracker follows until it is final. */
+export const TrackedTransaction = Schema.Struct({
+  decisionId: Schema.String,
+  step: TransactionStep,
+  hash: Schema.String,
+  raw: Schema.String,
+  sender: StoredAddress,
+  nonce: Schema.NumberFromString,
+  finality: Schema.Literal("pending", "mined"),
+  blockHash: Schema.NullOr(Schema.String),
+  action: DecisionAction,
+  cardId: Schema.String
+})
+export type TrackedTransaction = typeof TrackedTransaction.Type
+
 /** The decision is no longer this executor's to continue (finished, or taken over). */
 export class DecisionTaken extends Schema.TaggedError<DecisionTaken>()("DecisionTaken", {}) {}
 
@@ -301,13 +316,16 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
       readonly step: TransactionStep
       readonly hash: string
       readonly raw: string
+      readonly sender: string
+      readonly nonce: number
       readonly amount: bigint
       readonly now: Date
     }) =>
       sql<{ decisionId: string }>`
-        INSERT INTO agent_transactions (decision_id, step, hash, raw, amount, status, created_at, updated_at)
-        SELECT ${row.decisionId}, ${row.step}, ${row.hash}, ${row.raw}, ${row.amount.toString()}, 'broadcast',
-               ${row.now}, ${row.now}
+        INSERT INTO agent_transactions (decision_id, step, hash, raw, sender, nonce, amount, status, finality,
+                                        created_at, updated_at, checked_at)
+        SELECT ${row.decisionId}, ${row.step}, ${row.hash}, ${row.raw}, ${row.sender}, ${row.nonce},
+               ${row.amount.toString()}, 'broadcast', 'pending', ${row.now}, ${row.now}, ${row.now}
         WHERE EXISTS (SELECT 1 FROM agent_decisions WHERE id = ${row.decisionId} AND status = 'executing')
         RETURNING decision_id`.pipe(
         Effect.catchIf(
@@ -317,9 +335,79 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
         Effect.flatMap((rows) => (rows.length === 1 ? Effect.void : Effect.fail(new DecisionTaken())))
       )
 
-    const finishTransaction = (decisionId: string, step: TransactionStep, status: "succeeded" | "failed", now: Date) =>
-      sql`UPDATE agent_transactions SET status = ${status}, updated_at = ${now}
-          WHERE decision_id = ${decisionId} AND step = ${step}`
+    /**
+     * The outcome of a step's transaction: succeeded in a block (`mined`: the tracker follows it to
+     * finality), or reverted (nothing moved: never looked at again).
+     */
+    const finishTransaction = (
+      decisionId: string,
+      step: TransactionStep,
+      outcome:
+        | { readonly status: "succeeded"; readonly blockNumber: bigint; readonly blockHash: string }
+        | {
+            readonly status: "failed"
+          },
+      now: Date
+    ) =>
+      outcome.status === "succeeded"
+        ? // Seen by the tracker already (or recorded before finality was followed): its finality stays.
+          sql`UPDATE agent_transactions SET status = 'succeeded', updated_at = ${now},
+                finality = CASE WHEN finality = 'pending' THEN 'mined' ELSE finality END,
+                block_number = CASE WHEN finality = 'pending' THEN ${outcome.blockNumber.toString()}::bigint
+                                    ELSE block_number END,
+                block_hash = CASE WHEN finality = 'pending' THEN ${outcome.blockHash} ELSE block_hash END
+              WHERE decision_id = ${decisionId} AND step = ${step}`
+        : sql`UPDATE agent_transactions SET status = 'failed', updated_at = ${now}, finality = 'final'
+              WHERE decision_id = ${decisionId} AND step = ${step}`
+
+    /**
+     * Succeeded transactions not final yet, least recently checked first: what the tracker checks.
+     * No lock is taken: a check is a read of the chain, and what it writes is conditional.
+     */
+    const unfinalTransactions = SqlSchema.findAll({
+      Request: Schema.Number,
+      Result: TrackedTransaction,
+      execute: (limit) => sql`
+        SELECT t.decision_id, t.step, t.hash, t.raw, t.sender, t.nonce, t.finality, t.block_hash,
+               d.action, d.card_id
+        FROM agent_transactions t JOIN agent_decisions d ON d.id = t.decision_id
+        WHERE t.finality IN ('pending', 'mined') AND t.status = 'succeeded'
+        ORDER BY t.checked_at NULLS FIRST
+        LIMIT ${limit}`
+    })
+
+    /** What the tracker saw of a transaction: in a block (`mined` or `final`), or sent again (`pending`). */
+    const markTransaction = (
+      decisionId: string,
+      step: TransactionStep,
+      seen:
+        | { readonly finality: "mined" | "final"; readonly blockNumber: bigint; readonly blockHash: string }
+        | { readonly finality: "pending" },
+      now: Date
+    ) =>
+      seen.finality === "pending"
+        ? sql`UPDATE agent_transactions SET finality = 'pending', block_number = NULL, block_hash = NULL,
+                checked_at = ${now}
+              WHERE decision_id = ${decisionId} AND step = ${step} AND finality IN ('pending', 'mined')`
+        : sql`UPDATE agent_transactions SET finality = ${seen.finality}, block_number = ${seen.blockNumber.toString()},
+                block_hash = ${seen.blockHash}, checked_at = ${now}
+              WHERE decision_id = ${decisionId} AND step = ${step} AND finality IN ('pending', 'mined')`
+
+    /** A transaction that can never be mined again: failed and dropped; false when another replica did it first. */
+    const dropTransaction = (decisionId: string, step: TransactionStep, now: Date) =>
+      sql`UPDATE agent_transactions SET status = 'failed', finality = 'dropped', updated_at = ${now}, checked_at = ${now}
+          WHERE decision_id = ${decisionId} AND step = ${step} AND finality IN ('pending', 'mined')
+          RETURNING decision_id`.pipe(Effect.map((rows) => rows.length === 1))
+
+    /**
+     * A decision whose delivering transaction (the send, or the purchase) was lost for good: failed,
+     * with why. False when it was failed already.
+     */
+    const failLostDecision = (id: string, error: string, now: Date) =>
+      sql`UPDATE agent_decisions SET status = 'failed', error = ${error}, updated_at = ${now}
+          WHERE id = ${id} AND status IN ('executing', 'executed') RETURNING id`.pipe(
+        Effect.map((rows) => rows.length === 1)
+      )
 
     /** Moves an executing decision to its final status; false when it was final already. */
     const finishDecision = (
@@ -351,6 +439,10 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
         transactions,
         recordTransaction,
         finishTransaction,
+        unfinalTransactions,
+        markTransaction,
+        dropTransaction,
+        failLostDecision,
         finishDecision
       }),
       withTransaction: transactionally(sql)

@@ -4,7 +4,7 @@
  *
  * Amounts are atomic units (bigint), times are seconds of block time, addresses EIP-55.
  */
-import { Context, Data, type Effect, type Option, type Redacted } from "effect"
+import { Config, Context, Data, Duration, Effect, Option, type Redacted } from "effect"
 import type { Hash, Hex } from "viem"
 import type { Address } from "./Address.js"
 
@@ -259,6 +259,18 @@ export interface ChainClientShape {
     record: RecordSigned<E, R>
   ) => Effect.Effect<Option.Option<SignedTransaction>, ChainError | E, R>
   /**
+   * Waits until the relayer's nonce should be checked at once, not at the next tick: the chain's
+   * head went back (a reorg, a node restored from an older state), a relayer's transaction was not
+   * mined within its wait, or the chain counts fewer pending transactions than the relayer has sent.
+   * Answers why. Several reasons before a check make one check.
+   */
+  readonly relayerNonceAlarm: Effect.Effect<string>
+  /**
+   * Why the relayer cannot send now, if it cannot: a nonce gap whose close failed, or the chain's
+   * pending count below the relayer's next nonce for longer than RELAYER_NONCE_GAP_STUCK_AFTER.
+   */
+  readonly relayerNonceTrouble: Effect.Effect<Option.Option<string>>
+  /**
    * Sends an already signed transaction again (crash recovery). "Already known" or "nonce too low"
    * is `known` only when the node knows the transaction itself; `replaced` when its nonce was used
    * by another transaction.
@@ -297,3 +309,42 @@ export const receiptShowsTransfer = (receipt: Receipt, expected: TokenTransfer):
       transfer.to.toLowerCase() === expected.to.toLowerCase() &&
       transfer.value === expected.value
   )
+
+// -------------------------------------------------------------------------------------------------
+// Finality and bounds shared by the services that follow their transactions (merchant, agent)
+
+/**
+ * CHAIN_CONFIRMATIONS: how many blocks must be on top of a transaction's (its own included) before
+ * the service counts it final and stops checking it is still on the canonical chain. Settlements
+ * and the agent's transactions follow the same setting. Confirmations on a configured chain when
+ * it is not set (docs/chains.md gives one per chain):
+ */
+const DEFAULT_CONFIRMATIONS = 10
+
+const confirmationsSetting = Config.option(
+  Config.integer("CHAIN_CONFIRMATIONS").pipe(
+    Config.validate({
+      message: "CHAIN_CONFIRMATIONS must be a whole number of blocks, 0 or more",
+      validation: (blocks) => blocks >= 0
+    })
+  )
+)
+
+/** The confirmations to wait for on `chain`: none given, 0 on a chain that can mint (the devnet), else 10. */
+export const chainConfirmations = (chain: Pick<ChainClientShape, "faucet">) =>
+  Effect.map(confirmationsSetting, (blocks) =>
+    BigInt(Option.getOrElse(blocks, () => (Option.isSome(chain.faucet) ? 0 : DEFAULT_CONFIRMATIONS)))
+  )
+
+/** Whether a transaction mined in `blockNumber` is final with the chain's head at `head`. */
+export const isFinal = (blockNumber: bigint, head: bigint, confirmations: bigint) =>
+  head - blockNumber + 1n >= confirmations
+
+/** A chain call that does not answer within `timeout` (CHAIN_TIMEOUT) fails like an unreachable chain. */
+export const withinChainTimeout =
+  (timeout: Duration.Duration) =>
+  <A, E, R>(call: Effect.Effect<A, E, R>) =>
+    Effect.timeoutFail(call, {
+      duration: timeout,
+      onTimeout: () => new ChainError({ message: `no answer within ${Duration.format(timeout)}` })
+    })

@@ -6,6 +6,7 @@
 import path from "node:path"
 import { Config, ConfigError, Context, type Duration, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
 import { type Hex, parseUnits } from "viem"
+import { parseHttpUrl } from "../http/HttpUrl.js"
 import { AppConfig, addressConfig, durationConfig } from "../runtime/Config.js"
 import { Address } from "./Address.js"
 import type { Usd1Token } from "./ChainClient.js"
@@ -25,8 +26,10 @@ export interface Deployment {
   readonly local: boolean
   /** The longest one read may take (CHAIN_TIMEOUT). */
   readonly readTimeout: Duration.Duration
-  /** How often a receipt is read while waiting for it (CHAIN_POLL_INTERVAL). */
+  /** How often the block watcher reads the head while a receipt is awaited (CHAIN_POLL_INTERVAL). */
   readonly pollInterval: Duration.Duration
+  /** A relayer nonce gap open this long makes the service not ready (RELAYER_NONCE_GAP_STUCK_AFTER). */
+  readonly nonceGapStuckAfter: Duration.Duration
   /** How often each of several endpoints is probed (CHAIN_RPC_PROBE_INTERVAL). */
   readonly rpcProbeInterval: Duration.Duration
   /** How the relayer treats a transaction the chain does not mine (see `RelayerFees`). */
@@ -101,11 +104,7 @@ export const parseRpcUrls = (settings: ReadonlyArray<{ readonly name: string; re
       return Either.left(ConfigError.InvalidData([name], `Expected ${name} to be http(s) URLs separated by commas`))
     }
     for (const [i, entry] of entries.entries()) {
-      let url: URL | undefined
-      try {
-        url = new URL(entry)
-      } catch {}
-      if (url === undefined || (url.protocol !== "http:" && url.protocol !== "https:")) {
+      if (parseHttpUrl(entry) === undefined) {
         return Either.left(
           ConfigError.InvalidData(
             [name],
@@ -223,11 +222,12 @@ const usd1Domain = Config.all({
   version: Config.string("USD1_EIP712_VERSION").pipe(Config.withDefault("1"))
 })
 
-/** Receipt polling on a configured chain, and on the embedded devnet (which mines within milliseconds). */
+/** The head poll on a configured chain, and on the embedded devnet (which mines within milliseconds). */
 export const DEFAULT_POLL_INTERVAL = "1 second"
 export const DEVNET_POLL_INTERVAL = "5 millis"
 /** How often each of several RPC endpoints is probed (a provider bills each probe as one call). */
 export const DEFAULT_RPC_PROBE_INTERVAL = "2 seconds"
+export const DEFAULT_NONCE_GAP_STUCK_AFTER = "30 seconds"
 
 /** The devnet's relayer: the last standard account, so that it never races the deployer's nonces. */
 export const DEVNET_RELAYER_KEY = ANVIL_ACCOUNT_KEYS[9]!
@@ -247,6 +247,7 @@ export class ChainDeployment extends Context.Tag("app/ChainDeployment")<ChainDep
       )
       const rpcProbeInterval = yield* durationConfig("CHAIN_RPC_PROBE_INTERVAL", DEFAULT_RPC_PROBE_INTERVAL)
       const relayerFees = yield* relayerFeesConfig(configured)
+      const nonceGapStuckAfter = yield* durationConfig("RELAYER_NONCE_GAP_STUCK_AFTER", DEFAULT_NONCE_GAP_STUCK_AFTER)
       if (configured) {
         const settings = yield* Config.all({
           chainId: Config.integer("CHAIN_ID"),
@@ -266,6 +267,7 @@ export class ChainDeployment extends Context.Tag("app/ChainDeployment")<ChainDep
           local: false,
           readTimeout,
           pollInterval,
+          nonceGapStuckAfter,
           rpcProbeInterval,
           relayerFees
         } satisfies Deployment
@@ -281,6 +283,7 @@ export class ChainDeployment extends Context.Tag("app/ChainDeployment")<ChainDep
         local: true,
         readTimeout,
         pollInterval,
+        nonceGapStuckAfter,
         rpcProbeInterval,
         relayerFees
       } satisfies Deployment

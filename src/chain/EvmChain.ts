@@ -7,7 +7,7 @@
  * short-lived cache), recorded by the caller, then broadcast. The payment path's hot calls (the
  * transfer check, the relayer's send, receipts) are made directly; viem's actions serve the rest.
  */
-import { Duration, Effect, Layer, Option, Redacted, Schedule } from "effect"
+import { Duration, Effect, Layer, Option, Queue, Redacted, Schedule } from "effect"
 import {
   type Abi,
   type AbiFunction,
@@ -48,6 +48,7 @@ import {
 import { privateKeyToAccount } from "viem/accounts"
 import { countNonceGap, relayerGasMetrics } from "../observability/Metrics.js"
 import type { Address } from "./Address.js"
+import { type BlockHead, blockWatcher, NoBlockReceipts, type RawReceipt } from "./BlockWatcher.js"
 import {
   CallReverted,
   type ChainAccount,
@@ -178,15 +179,6 @@ interface Call {
   readonly value?: bigint
 }
 
-/** A transaction receipt as the node sends it (the fields read here). */
-interface RpcReceipt {
-  readonly status: Hex
-  readonly gasUsed: Hex
-  readonly blockNumber: Hex
-  readonly blockHash: Hash
-  readonly logs: ReadonlyArray<{ readonly address: Hex; readonly topics: ReadonlyArray<Hex>; readonly data: Hex }>
-}
-
 /** A broadcast: sent, or refused for what a fresh signature can fix. */
 type Broadcast =
   | { readonly _tag: "Sent" }
@@ -196,6 +188,14 @@ type Broadcast =
 const FAUCET_GAS = parseEther("1")
 /** How long a send waits for a receipt it needs before going on (an approval, the faucet's mints). */
 const RECEIPT_TIMEOUT_MS = 30_000
+/** The block watcher's head poll while no receipt is awaited (at least CHAIN_POLL_INTERVAL). */
+const IDLE_POLL_MS = 1_000
+/** A sent transaction whose receipt nobody awaits is no longer watched for after this long. */
+const UNAWAITED_FORGOTTEN_MS = 2 * RECEIPT_TIMEOUT_MS
+/** How soon a failed close of a relayer nonce gap is tried again. */
+const CLOSE_RETRY_MS = 2_000
+/** A node's words for a JSON-RPC method it does not have. */
+const noSuchMethod = /method not found|not supported|does not exist|unsupported|not available|unknown method/i
 /** Multicall chunks read at once. */
 const BALANCE_READS_IN_FLIGHT = 4
 /** The longest a broadcast may take: longer than a read, as a node may check a transaction first. */
@@ -450,6 +450,7 @@ export const EvmChain = Layer.scoped(
         const nonce = yield* pendingNonce(signer.address)
         const signed = yield* signCall(signer, call, gas, nonce, yield* currentFees)
         yield* record(signed)
+        yield* watcher.expect(signed.hash, signer.address)
         const sent = yield* broadcast(signed.raw)
         if (sent._tag === "Sent") return signed
         if (sent.stale === "fees") fees = undefined
@@ -493,6 +494,7 @@ export const EvmChain = Layer.scoped(
               const signed = yield* signCall(relayer, call, gas, nonce, fee)
               // not recorded, not sent: the nonce is free again, and the chain and the journal say where to go on
               yield* record(signed).pipe(Effect.tapError(() => queue.forget))
+              yield* watcher.expect(signed.hash, relayer.address)
               yield* queue.sent(nonce)
               return signed
             })
@@ -577,7 +579,32 @@ export const EvmChain = Layer.scoped(
           yield* countNonceGap(resent, filled)
         }
         return check
-      }).pipe(Effect.withSpan("ChainClient.closeGap"))
+      }).pipe(
+        Effect.tapBoth({
+          // Tried again soon, not at the next tick: a gap left open holds every later payment. A
+          // node that did not answer is the chain's outage (/ready and the outage log say so).
+          onFailure: (error) =>
+            isUnreachable(error.cause)
+              ? Effect.void
+              : Effect.sync(() => {
+                  closeFailure = error.message
+                }).pipe(
+                  Effect.zipRight(
+                    Effect.forkDaemon(
+                      wallClockPause(CLOSE_RETRY_MS).pipe(
+                        Effect.zipRight(checkNonceNow(`the last nonce gap close failed: ${error.message}`))
+                      )
+                    )
+                  )
+                ),
+          onSuccess: () =>
+            Effect.sync(() => {
+              closeFailure = undefined
+              queuedSince.delete(relayer.address)
+            })
+        }),
+        Effect.withSpan("ChainClient.closeGap")
+      )
 
     const followRelayerNonce = (resendable: Resendable) =>
       Effect.forEach(relayers, (relayer) => queueOf(relayer.address).serially(closeGap(relayer, resendable)))
@@ -617,6 +644,7 @@ export const EvmChain = Layer.scoped(
         )
         const signed: SignedTransaction = { sender: relayer.address, hash: keccak256(raw), raw, nonce: tx.nonce }
         yield* record(signed)
+        yield* watcher.expect(signed.hash, relayer.address)
         // One the node refuses (a fee still too low) stays journaled: it is bumped again when due.
         yield* resend(raw)
         return Option.some(signed)
@@ -636,10 +664,111 @@ export const EvmChain = Layer.scoped(
     /** The relayer's (v, r, s) transfer gas: estimated once, reused with a margin; forgotten after an out-of-gas revert. */
     let transferGas: bigint | undefined
 
-    const rawReceipt = (hash: Hash) => read<RpcReceipt | null>("receipt", "eth_getTransactionReceipt", [hash])
+    // -----------------------------------------------------------------------------------------------
+    // Receipts by block, and the relayer's nonce checked at once when the chain says it may be off
+
+    /** Why the relayer's nonce must be checked now, for the merchant's tracker (`relayerNonceAlarm`). */
+    const nonceAlarms = yield* Queue.sliding<string>(1)
+    const checkNonceNow = (why: string) => Effect.asVoid(Queue.offer(nonceAlarms, why))
+    /** The last close of a nonce gap failed: why. */
+    let closeFailure: string | undefined
+    /** Per relayer key, the chain's pending count below its next nonce, with its transactions in flight: since when. */
+    const queuedSince = new Map<Address, { readonly at: number; readonly chainNext: number; readonly local: number }>()
+    const queuedStuckAfter = deployment.nonceGapStuckAfter
+
+    /**
+     * On a new head while relayer transactions are overdue (not in the blocks after their broadcast):
+     * a chain counting fewer pending than the relayer's next nonce holds some of them queued (or lost
+     * them). Seen on two heads running, the nonce is checked at once. Nothing overdue, nothing read.
+     */
+    const checkRelayerQueue = Effect.forEach(relayers, ({ address }) =>
+      Effect.gen(function* () {
+        const local = yield* queueOf(address).known
+        if (local === undefined || watcher.overdue(address) === 0) {
+          queuedSince.delete(address)
+          return
+        }
+        const chainNext = yield* pendingNonce(address)
+        if (chainNext >= local) {
+          queuedSince.delete(address)
+          return
+        }
+        const before = queuedSince.get(address)
+        queuedSince.set(address, { at: before?.at ?? Date.now(), chainNext, local })
+        if (before !== undefined) {
+          yield* checkNonceNow(
+            `the chain counts ${chainNext} pending for relayer ${address}, whose next nonce is ${local}`
+          )
+        }
+      }).pipe(Effect.ignore)
+    )
+
+    const blockReceiptsOf = (number: bigint) =>
+      Effect.tryPromise({
+        try: (signal) =>
+          reads.request<ReadonlyArray<RawReceipt> | null>("eth_getBlockReceipts", [toHex(number)], signal),
+        catch: (cause) =>
+          !isUnreachable(cause) && noSuchMethod.test(errorText(cause))
+            ? new NoBlockReceipts()
+            : new ChainError({ message: `block receipts: ${errorText(cause)}`, cause })
+      }).pipe(
+        Effect.flatMap((receipts) =>
+          receipts === null
+            ? Effect.fail(new ChainError({ message: `block ${number} is not known to the node yet` }))
+            : Effect.succeed(receipts)
+        )
+      )
+
+    const watcher = yield* blockWatcher(
+      {
+        head: read<{ number: Hex; hash: Hash; parentHash: Hash; transactions: ReadonlyArray<Hash> }>(
+          "head",
+          "eth_getBlockByNumber",
+          ["latest", false]
+        ).pipe(
+          Effect.map(
+            (block): BlockHead => ({
+              number: hexToBigInt(block.number),
+              hash: block.hash,
+              parentHash: block.parentHash,
+              transactions: block.transactions
+            })
+          )
+        ),
+        // Each its own call, all at once: one round trip.
+        blockReceipts: (numbers) => Effect.forEach(numbers, blockReceiptsOf, { concurrency: "unbounded" }),
+        receipts: (hashes) =>
+          Effect.forEach(hashes, (hash) => read<RawReceipt | null>("receipt", "eth_getTransactionReceipt", [hash]), {
+            concurrency: "unbounded"
+          })
+      },
+      {
+        pollMs,
+        idleMs: Math.max(pollMs, IDLE_POLL_MS),
+        forgetAfterMs: UNAWAITED_FORGOTTEN_MS,
+        headWentBack: (why) =>
+          Effect.logWarning(`chain head went back: ${why}; checking the relayer's nonce now`).pipe(
+            Effect.zipRight(checkNonceNow(`chain head went back: ${why}`))
+          ),
+        newHead: () => checkRelayerQueue
+      }
+    )
+
+    const relayerNonceTrouble = Effect.sync((): Option.Option<string> => {
+      if (closeFailure !== undefined) return Option.some(`a relayer nonce gap could not be closed: ${closeFailure}`)
+      for (const [address, queued] of queuedSince) {
+        if (Date.now() - queued.at >= Duration.toMillis(queuedStuckAfter)) {
+          return Option.some(
+            `relayer nonce gap: the chain counts ${queued.chainNext} pending, relayer ${address}'s next nonce is ` +
+              `${queued.local}, for over ${Duration.format(queuedStuckAfter)}`
+          )
+        }
+      }
+      return Option.none()
+    })
 
     /** Reverted with all its gas used: read from the transaction's own gas limit. */
-    const ranOutOfGas = (hash: Hash, raw: RpcReceipt) =>
+    const ranOutOfGas = (hash: Hash, raw: RawReceipt) =>
       read<{ readonly gas: Hex } | null>("transaction", "eth_getTransactionByHash", [hash]).pipe(
         Effect.map((tx) => tx !== null && hexToBigInt(raw.gasUsed) >= hexToBigInt(tx.gas)),
         Effect.tap((outOfGas) =>
@@ -649,7 +778,7 @@ export const EvmChain = Layer.scoped(
         )
       )
 
-    const toReceipt = (hash: Hash, raw: RpcReceipt) =>
+    const toReceipt = (hash: Hash, raw: RawReceipt) =>
       Effect.map(
         raw.status === "0x1" ? Effect.succeed(false) : ranOutOfGas(hash, raw),
         (outOfGas): Receipt => ({
@@ -667,17 +796,25 @@ export const EvmChain = Layer.scoped(
         })
       )
 
-    /** The receipt, read at once and then every CHAIN_POLL_INTERVAL until `timeoutMs` has passed. */
+    /**
+     * The receipt, caught by the block watcher within `timeoutMs`. A relayer's transaction not
+     * mined by then may be queued behind a nonce gap: the relayer's nonce is checked at once.
+     */
     const receipt = (hash: Hash, timeoutMs: number) =>
-      Effect.gen(function* () {
-        const deadline = Date.now() + timeoutMs
-        let raw = yield* rawReceipt(hash)
-        while (raw === null && Date.now() + pollMs <= deadline) {
-          yield* wallClockPause(pollMs)
-          raw = yield* rawReceipt(hash)
-        }
-        return raw === null ? Option.none<Receipt>() : Option.some(yield* toReceipt(hash, raw))
-      }).pipe(Effect.withSpan("ChainClient.receipt", { attributes: { "chain.tx": hash } }))
+      watcher.receipt([hash], timeoutMs).pipe(
+        Effect.tap((raw) =>
+          Option.isNone(raw) && timeoutMs > 0 && relayers.some(({ address }) => watcher.sentBy(hash, address))
+            ? checkNonceNow(`the relayer's transaction ${hash} was not mined within ${timeoutMs} ms`)
+            : Effect.void
+        ),
+        Effect.flatMap(
+          Option.match({
+            onNone: () => Effect.succeed(Option.none<Receipt>()),
+            onSome: (raw) => Effect.map(toReceipt(hash, raw), Option.some)
+          })
+        ),
+        Effect.withSpan("ChainClient.receipt", { attributes: { "chain.tx": hash } })
+      )
 
     const minedSuccessfully = (what: string, hash: Hash) =>
       receipt(hash, RECEIPT_TIMEOUT_MS).pipe(
@@ -1085,6 +1222,8 @@ export const EvmChain = Layer.scoped(
       transferWithAuthorization,
       followRelayerNonce,
       replaceStuck,
+      relayerNonceAlarm: Queue.take(nonceAlarms),
+      relayerNonceTrouble,
       rebroadcast,
       receipt,
       feedRound,

@@ -401,6 +401,9 @@ const make = (options: InMemoryChainOptions) =>
           const next = current.nonces.get(relayer.toLowerCase()) ?? 0
           return [{ chainNext: next, next, resent: 0, filled: 0 }]
         }),
+      // nothing is ever lost or queued here
+      relayerNonceAlarm: Effect.never,
+      relayerNonceTrouble: Effect.succeedNone,
       receipt: (hash) => Effect.map(Ref.get(state), (current) => Option.fromNullable(current.receipts.get(hash))),
       feedRound: (feed) =>
         Effect.map(feedOf(feed), ({ answer, updatedAt }) => ({ answer, decimals: FEED_DECIMALS, updatedAt })),

@@ -1,10 +1,10 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
-import { Cause, Duration, Effect, Option } from "effect"
+import { Cause, Effect, Option } from "effect"
 import { Api } from "../Api.js"
 import { ChainClient } from "../chain/ChainClient.js"
 import { NotReady } from "../http/ApiError.js"
-import { durationConfig } from "../runtime/Config.js"
+import { Merchant } from "../merchant/Merchant.js"
 
 /** How long readiness waits on each dependency. */
 const CHECK_TIMEOUT = "2 seconds"
@@ -32,16 +32,17 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const chain = yield* ChainClient
-    /** A settlement unfinished this long means a stuck relayer (a nonce gap, a transaction never mined). */
-    const stuckAfter = yield* durationConfig("SETTLEMENT_STUCK_AFTER", "2 minutes")
-    const stuckSettlements = sql<{ readonly stuck: number }>`
-      SELECT count(*)::int AS stuck FROM settlements
-      WHERE status IN ('pending', 'broadcast')
-        AND created_at < now() - make_interval(secs => ${Duration.toSeconds(stuckAfter)})`.pipe(
-      Effect.map((rows) => rows[0]?.stuck ?? 0),
-      Effect.timeout(CHECK_TIMEOUT),
-      Effect.orElseSucceed(() => 0)
-    )
+    // Present when the merchant is on (App.ts): its settlements can say the relayer is stuck.
+    const merchant = yield* Effect.serviceOption(Merchant)
+    /** Why the relayer is stuck, if it is: a nonce gap left open, else settlements left without a receipt. */
+    const relayerStuck = Effect.gen(function* () {
+      const gap = yield* chain.relayerNonceTrouble
+      if (Option.isSome(gap) || Option.isNone(merchant)) return gap
+      return yield* merchant.value.stuckSettlements.pipe(
+        Effect.timeout(CHECK_TIMEOUT),
+        Effect.orElseSucceed(() => Option.none<string>())
+      )
+    })
     return handlers
       .handle("health", () => Effect.succeed(healthy))
       .handle("ready", () =>
@@ -52,12 +53,8 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
           if (database !== "up" || chainState !== "up") {
             return yield* new NotReady({ error: `not ready: database ${database}, chain ${chainState}` })
           }
-          const stuck = yield* stuckSettlements
-          if (stuck > 0) {
-            return yield* new NotReady({
-              error: `not ready: relayer stuck: ${stuck} settlement(s) without a receipt for over ${Duration.format(stuckAfter)}`
-            })
-          }
+          const stuck = yield* relayerStuck
+          if (Option.isSome(stuck)) return yield* new NotReady({ error: `not ready: relayer stuck: ${stuck.value}` })
           const chainEndpoints = (yield* chain.endpoints).map(({ endpoint, state, latencyMs }) =>
             latencyMs === undefined ? { endpoint, state } : { endpoint, state, latencyMs: Math.round(latencyMs) }
           )

@@ -204,14 +204,24 @@ const unsupportedMediaType = (contentType: string | undefined, expected: BodyKin
 const withCheckedBody = <E, R>(
   request: HttpServerRequest.HttpServerRequest,
   app: HttpApp.Default<E, R>,
+  routes: Routes
+): HttpApp.Default<E, R> => {
+  const source = NodeHttpServerRequest.toIncomingMessage(request)
+  if (source.httpVersion === "1.1" && request.headers.host === undefined) {
+    return Effect.succeed(refusal(BadRequest, "an HTTP/1.1 request needs a Host header"))
+  }
+  // Most requests carry no body: they go straight to the app, without a generator step of their own.
+  if (!HttpMethod.hasBody(request.method) || !announcesBody(request.headers)) return app
+  return readAndCheckBody(request, source, app, routes)
+}
+
+const readAndCheckBody = <E, R>(
+  request: HttpServerRequest.HttpServerRequest,
+  source: IncomingMessage,
+  app: HttpApp.Default<E, R>,
   { payloadKindOf, routeOf }: Routes
 ) =>
   Effect.gen(function* () {
-    const source = NodeHttpServerRequest.toIncomingMessage(request)
-    if (source.httpVersion === "1.1" && request.headers.host === undefined) {
-      return refusal(BadRequest, "an HTTP/1.1 request needs a Host header")
-    }
-    if (!HttpMethod.hasBody(request.method) || !announcesBody(request.headers)) return yield* app
     const expected = payloadKindOf.get(`${request.method} ${routeOf(request.method, request.url)}`)
     const contentType = request.headers["content-type"]
     if (expected !== undefined && Option.getOrUndefined(bodyKind(contentType)) !== expected) {

@@ -8,6 +8,8 @@
  * answered in its parsed, normalised form, never as the raw text.
  */
 
+import { parseHttpUrl } from "../http/HttpUrl.js"
+
 const MAX_RETURN_URL_LENGTH = 2048
 
 export interface ReturnUrlPolicy {
@@ -27,13 +29,8 @@ export const trustedReturnUrl = (given: string, webOrigins: ReadonlyArray<string
   if (/[\u0000-\u0020\u007f-\u009f\\]/.test(given)) return undefined
   // Only absolute URLs: a scheme, then "//". Protocol-relative and relative URLs are refused.
   if (!/^https?:\/\/[^/]/i.test(given)) return undefined
-  let url: URL
-  try {
-    url = new URL(given)
-  } catch {
-    return undefined
-  }
-  if (url.protocol !== "http:" && url.protocol !== "https:") return undefined
+  const url = parseHttpUrl(given)
+  if (url === undefined) return undefined
   if (url.username !== "" || url.password !== "") return undefined
   return webOrigins.includes(url.origin) ? url.href : undefined
 }

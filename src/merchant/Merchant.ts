@@ -24,10 +24,12 @@ import type { Address } from "../chain/Address.js"
 import {
   ChainClient,
   type ChainClientShape,
-  ChainError,
+  chainConfirmations,
+  isFinal,
   type Receipt,
   type Resendable,
-  receiptShowsTransfer
+  receiptShowsTransfer,
+  withinChainTimeout as withinChainTimeoutOf
 } from "../chain/ChainClient.js"
 import { Events } from "../events/Events.js"
 import { ChainUnavailable } from "../http/ApiError.js"
@@ -84,21 +86,12 @@ const merchantSettings = Config.all({
   reconcileInterval: durationConfig("RECONCILE_INTERVAL", "2 seconds"),
   /** A replica silent this long is dead: its settlements are the reconciler's. It heartbeats thrice as often. */
   reconcileAfter: durationConfig("SETTLEMENT_RECONCILE_AFTER", "6 seconds"),
+  /** A settlement unfinished this long means a stuck relayer (a nonce gap, a transaction never mined): /ready says so. */
+  stuckAfter: durationConfig("SETTLEMENT_STUCK_AFTER", "2 minutes"),
   /** How long a pay request waits for its settlement's outcome before answering 202 (poll the order). */
-  settlementWait: durationConfig("SETTLEMENT_WAIT", "8 seconds"),
-  /** Blocks on top of a settlement's before it is final; none given: 0 on the embedded devnet, else 10. */
-  confirmations: Config.option(
-    Config.integer("CHAIN_CONFIRMATIONS").pipe(
-      Config.validate({
-        message: "CHAIN_CONFIRMATIONS must be a whole number of blocks, 0 or more",
-        validation: (blocks) => blocks >= 0
-      })
-    )
-  )
+  settlementWait: durationConfig("SETTLEMENT_WAIT", "8 seconds")
 })
 
-/** Confirmations on a configured chain when CHAIN_CONFIRMATIONS is not set (docs/chains.md gives one per chain). */
-const DEFAULT_CONFIRMATIONS = 10
 /** Unfinished settlements the reconciler asks the chain about at once. */
 const RECONCILED_AT_ONCE = 5
 /** Journaled transactions the tracker checks per tick, least recently checked first. */
@@ -170,9 +163,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
     const settings = yield* merchantSettings
     const payTo = yield* Effect.orDieWith(merchantPayTo, () => "MERCHANT_PAY_TO is required for the merchant")
     const { usd1, network } = chain
-    const confirmations = BigInt(
-      Option.getOrElse(settings.confirmations, () => (Option.isSome(chain.faucet) ? 0 : DEFAULT_CONFIRMATIONS))
-    )
+    const confirmations = yield* chainConfirmations(chain)
     yield* checkTokenDomain(chain)
     /** This replica, as the owner of the settlements it reserves. */
     const replica = randomUUID()
@@ -190,11 +181,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
     const pending: SettleOutcome = { _tag: "Pending" }
 
     /** A chain read that does not answer within CHAIN_TIMEOUT fails like an unreachable chain. */
-    const withinChainTimeout = <A, E, R>(call: Effect.Effect<A, E, R>) =>
-      Effect.timeoutFail(call, {
-        duration: chainTimeout,
-        onTimeout: () => new ChainError({ message: `no answer within ${Duration.format(chainTimeout)}` })
-      })
+    const withinChainTimeout = withinChainTimeoutOf(chainTimeout)
 
     const requirementsOf = (row: OrderRow): PaymentRequirements =>
       requirementsFor({
@@ -709,7 +696,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
         const hash = Option.match(receipt, { onNone: () => row.txHash as Hash, onSome: (mined) => mined.hash })
         if (Option.isSome(receipt)) {
           const { blockNumber, blockHash } = receipt.value
-          const status = head - blockNumber + 1n >= confirmations ? "final" : "mined"
+          const status = isFinal(blockNumber, head, confirmations) ? "final" : "mined"
           if (row.status === "mined" && row.blockHash !== blockHash) {
             yield* Effect.logInfo(`settlement transaction mined again, in block ${blockNumber}`).pipe(
               Effect.annotateLogs({ "order.id": row.orderId, "tx.hash": hash })
@@ -814,6 +801,33 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       Effect.withSpan("Merchant.followChain")
     )
 
+    /**
+     * The relayer's nonce checked as soon as the chain gives a reason (`relayerNonceAlarm`: a head
+     * that went back, a receipt late, a transaction queued), not at the next tracker tick.
+     */
+    const followAlarm = Effect.gen(function* () {
+      const why = yield* chain.relayerNonceAlarm
+      if (!processor.recordsBeforeBroadcast) return
+      yield* Effect.logInfo(`relayer nonce check now: ${why}`)
+      yield* chain.followRelayerNonce(resendable)
+    }).pipe(
+      Effect.catchTag("ChainError", (error) =>
+        reportUnavailable("chain", `relayer nonce check: ${error.message}`, "job")
+      ),
+      Effect.withSpan("Merchant.followAlarm")
+    )
+
+    /** Why the relayer is stuck, for /ready: settlements without a receipt past SETTLEMENT_STUCK_AFTER. */
+    const stuckSettlements = repo
+      .countStuckSettlements(Duration.toSeconds(settings.stuckAfter))
+      .pipe(
+        Effect.map((stuck) =>
+          stuck > 0
+            ? Option.some(`${stuck} settlement(s) without a receipt for over ${Duration.format(settings.stuckAfter)}`)
+            : Option.none()
+        )
+      )
+
     /** Tells the other replicas this one is alive (its settlements are not theirs to take over). */
     const heartbeat = repo.heartbeat(replica).pipe(Effect.asVoid, Effect.withSpan("Merchant.heartbeat"))
 
@@ -823,6 +837,8 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       pay,
       reconcile,
       followChain,
+      followAlarm,
+      stuckSettlements,
       heartbeat,
       reconcileInterval: settings.reconcileInterval,
       heartbeatInterval: Duration.times(settings.reconcileAfter, 1 / 3)
@@ -843,6 +859,10 @@ export const SettlementReconcilerLive = Layer.mergeAll(
   backgroundLoop(
     "settlement-reconciler",
     Effect.map(Merchant, (merchant) => ({ tick: merchant.reconcile, every: merchant.reconcileInterval }))
+  ),
+  backgroundLoop(
+    "relayer-nonce-alarm",
+    Effect.map(Merchant, (merchant) => ({ tick: merchant.followAlarm, every: Duration.zero }))
   ),
   backgroundLoop(
     "relayer-tracker",

@@ -412,6 +412,14 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
             RETURNING *`
     })
 
+    /** Settlements unfinished (no receipt recorded) for over `seconds`: what a stuck relayer leaves. */
+    const countStuckSettlements = (seconds: number) =>
+      sql<{ readonly stuck: number }>`
+        SELECT count(*)::int AS stuck FROM settlements
+        WHERE status IN ('pending', 'broadcast') AND created_at < now() - make_interval(secs => ${seconds})`.pipe(
+        Effect.map((rows) => rows[0]?.stuck ?? 0)
+      )
+
     return {
       ...repository("OrderRepo", {
         insertOrder,
@@ -428,7 +436,8 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
         undoLostSettlement,
         finishSettlement,
         heartbeat,
-        claimAbandoned
+        claimAbandoned,
+        countStuckSettlements
       }),
       withTransaction: transactionally(sql)
     }

@@ -7,6 +7,7 @@ import { Either, Option, Schema } from "effect"
 import { getAddress } from "viem"
 import type { Address } from "../chain/Address.js"
 import type { TransferAuthorization } from "../chain/ChainClient.js"
+import { parseHttpUrl } from "../http/HttpUrl.js"
 import { jsonDeeperThan, MAX_JSON_DEPTH, unstorableText } from "../http/RequestBody.js"
 
 const X402_VERSION = 2
@@ -187,13 +188,8 @@ export const matchesOffer = (accepted: PaymentRequirements, offered: PaymentRequ
  * trailing slash, no query or fragment; none when it is not an absolute http(s) URL.
  */
 const normalizedResource = (url: string): string | undefined => {
-  let parsed: URL
-  try {
-    parsed = new URL(url)
-  } catch {
-    return undefined
-  }
-  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") return undefined
+  const parsed = parseHttpUrl(url)
+  if (parsed === undefined) return undefined
   // URL already lower-cases the scheme and host and drops the scheme's default port.
   return `${parsed.protocol}//${parsed.host}${parsed.pathname.replace(/\/+$/, "")}`
 }

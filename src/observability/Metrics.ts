@@ -66,6 +66,9 @@ const relayerFunded = Metric.gauge("relayer_gas_funded", {
 const relayerGasBalance = Metric.gauge("relayer_gas_balance_wei", {
   description: "A relayer key's gas balance as last read (less what it signed since), in wei"
 })
+const lostAgentTransactions = Metric.counter("agent_transactions_lost_total", {
+  description: "Agent wallet transactions seen mined and later no longer on the canonical chain"
+})
 const kycTransitions = Metric.counter("kyc_transitions_total", { description: "Identity-check state changes" })
 const agentDecisions = Metric.counter("agent_decisions_total", {
   description: "Agent decisions stored, by action and status"
@@ -165,6 +168,8 @@ export const relayerGasMetrics = (relayer: string) => {
     balance: (wei: bigint) => relayerGasBalance.unsafeUpdate(Number(wei), labels)
   }
 }
+
+export const countLostAgentTransaction = Metric.increment(lostAgentTransactions)
 
 export const countKycTransition = (from: string, to: string) =>
   Metric.increment(Metric.tagged(Metric.tagged(kycTransitions, "from", from), "to", to))

@@ -5,29 +5,22 @@
  */
 import { Config, ConfigError, Context, Duration, Either, Layer, LogLevel, Option, type Redacted } from "effect"
 import { getAddress, isAddress } from "viem"
+import { parseHttpUrl } from "../http/HttpUrl.js"
 
 /** An origin is `scheme://host[:port]` with nothing after it. */
 const parseOrigin = (text: string): string | undefined => {
-  try {
-    const url = new URL(text)
-    if (url.protocol !== "http:" && url.protocol !== "https:") return undefined
-    if (url.origin !== text.replace(/\/$/, "")) return undefined
-    return url.origin
-  } catch {
-    return undefined
-  }
+  const url = parseHttpUrl(text)
+  return url !== undefined && url.origin === text.replace(/\/$/, "") ? url.origin : undefined
 }
 
 /** An http(s) URL without trailing slashes. */
 export const httpUrl = (name: string) =>
   Config.string(name).pipe(
     Config.mapOrFail((text) => {
-      try {
-        const url = new URL(text)
-        if (url.protocol === "http:" || url.protocol === "https:")
-          return Either.right(url.toString().replace(/\/+$/, ""))
-      } catch {}
-      return Either.left(ConfigError.InvalidData([name], `Expected ${name} to be an http(s) URL, got "${text}"`))
+      const url = parseHttpUrl(text)
+      return url !== undefined
+        ? Either.right(url.toString().replace(/\/+$/, ""))
+        : Either.left(ConfigError.InvalidData([name], `Expected ${name} to be an http(s) URL, got "${text}"`))
     })
   )
 

@@ -37,247 +37,248 @@ const ports = () => ({
   agentWallet: ScriptedAgentWallet.layer()
 })
 
-layer(testServer({ AGENT_MODE: "dry", AGENT_READ_TIMEOUT: "300 millis" }, ports()), { excludeTestServices: true })(
-  "the agent in dry mode",
-  (it) => {
-    it.effect("the agent's endpoints are in /openapi.json with their error bodies", () =>
+// The loop looks for due cards once, at start: a card is due as soon as its strategy is set, and a
+// loop tick deciding it would be a decision no endpoint here wrote.
+const dry = testServer({ AGENT_MODE: "dry", AGENT_READ_TIMEOUT: "300 millis", AGENT_POLL: "24 hours" }, ports())
+
+layer(dry, { excludeTestServices: true })("the agent in dry mode", (it) => {
+  it.effect("the agent's endpoints are in /openapi.json with their error bodies", () =>
+    Effect.gen(function* () {
+      const spec = (yield* send("GET", "/openapi.json")).body
+      for (const path of ["/portfolio", "/agent/preview", "/agent/decisions", "/agent/session", "/strategy"]) {
+        expect(Object.keys(spec.paths)).toContain(path)
+      }
+      const portfolio = spec.paths["/portfolio"].get
+      // Its own errors, and the API-wide ones (400, 413, 415, 500).
+      expect(Object.keys(portfolio.responses).sort()).toEqual([
+        "200",
+        "400",
+        "401",
+        "403",
+        "404",
+        "413",
+        "415",
+        "500",
+        "502",
+        "503"
+      ])
+      expect(JSON.stringify(portfolio.responses["502"])).toContain("#/components/schemas/SessionExpired")
+      expect(JSON.stringify(spec.components.schemas.SessionExpired)).toContain("SESSION_EXPIRED")
+    })
+  )
+
+  it.effect("with no strategy anywhere there is no default account", () =>
+    Effect.gen(function* () {
+      for (const path of ["/portfolio", "/agent/preview", "/agent/decisions"]) {
+        const response = yield* send("GET", path)
+        expect(response.status).toBe(404)
+        expect(response.body.code).toBe("NO_AGENT_ACCOUNT")
+      }
+    })
+  )
+
+  it.effect("a strategy needs a card: 403 CARD_REQUIRED", () =>
+    Effect.gen(function* () {
+      const { token } = yield* signIn()
+      const response = yield* putStrategy(token, strategy)
+      expect(response.status).toBe(403)
+      expect(response.body).toEqual({ error: expect.any(String), code: "CARD_REQUIRED" })
+      expect((yield* send("GET", "/portfolio", { headers: bearer(token) })).body.code).toBe("CARD_REQUIRED")
+    })
+  )
+
+  it.effect("invalid strategies are 400 naming the field; unknown tokens are 400 UNKNOWN_TOKEN", () =>
+    Effect.gen(function* () {
+      const { token } = yield* cardHolder()
+      const cases: ReadonlyArray<readonly [unknown, string, string]> = [
+        [{ targets: { NVDA: 0.5, SPY: 0.4 }, weeklySpendUsd: 70 }, "BAD_REQUEST", "targets"],
+        [
+          {
+            targets: Object.fromEntries(Array.from({ length: 11 }, (_, i) => [`T${i}`, 1 / 11])),
+            weeklySpendUsd: 70
+          },
+          "BAD_REQUEST",
+          "targets"
+        ],
+        [{ targets: { NVDA: 0, SPY: 1 }, weeklySpendUsd: 70 }, "BAD_REQUEST", "targets.NVDA"],
+        [{ targets: { GME: 1 }, weeklySpendUsd: 70 }, "UNKNOWN_TOKEN", "targets.GME"],
+        [{ targets: { NVDA: 1 }, weeklySpendUsd: -1 }, "BAD_REQUEST", "weeklySpendUsd"],
+        [{ targets: { NVDA: 1 }, weeklySpendUsd: 10, timeZone: "Mars/Olympus" }, "BAD_REQUEST", "timeZone"],
+        [{ targets: { NVDA: "half" }, weeklySpendUsd: 10 }, "BAD_REQUEST", "targets"]
+      ]
+      for (const [body, code, field] of cases) {
+        const response = yield* putStrategy(token, body)
+        expect(response.status, JSON.stringify(body)).toBe(400)
+        expect(response.body.code).toBe(code)
+        expect(response.body.error).toContain(field)
+      }
+      expect((yield* send("GET", "/strategy", { headers: bearer(token) })).body.code).toBe("NO_AGENT_ACCOUNT")
+      // An optional field of the wrong type is one clause (not also "Expected undefined").
+      expect((yield* putStrategy(token, { targets: { NVDA: 1 }, weeklySpendUsd: 10, timeZone: 5 })).body).toEqual({
+        error: "timeZone: Expected string, actual 5",
+        code: "BAD_REQUEST"
+      })
+    })
+  )
+
+  it.effect("the strategy is answered keyed by symbol; a second PUT replaces the first", () =>
+    Effect.gen(function* () {
+      const chain = yield* InMemoryChain
+      const wallet = yield* ScriptedAgentWallet
+      const { cardId, token } = yield* cardHolder()
+      const tsla = chain.tokens.find((t) => t.symbol === "TSLA")!
+      const first = yield* putStrategy(token, {
+        targets: { [tsla.address.toLowerCase()]: 0.25, nvda: 0.75 },
+        weeklySpendUsd: 140
+      })
+      expect(first.status).toBe(200)
+      expect(first.body).toEqual({
+        targets: { TSLA: 0.25, NVDA: 0.75 },
+        weeklySpendUsd: 140,
+        timeZone: "America/New_York",
+        updatedAt: expect.any(Number)
+      })
+      const second = yield* putStrategy(token, { ...strategy, timeZone: "Europe/Paris" })
+      expect(second.body).toMatchObject({ targets: { NVDA: 0.5, SPY: 0.5 }, timeZone: "Europe/Paris" })
+      expect((yield* send("GET", "/strategy", { headers: bearer(token) })).body).toEqual(second.body)
+      // The wallet was funded once, at the first strategy.
+      expect((yield* wallet.funded).filter((id) => id === cardId)).toHaveLength(1)
+    })
+  )
+
+  it.effect(
+    "without a token the default account is the first card that set a strategy; a token means the caller's",
+    () =>
       Effect.gen(function* () {
-        const spec = (yield* send("GET", "/openapi.json")).body
-        for (const path of ["/portfolio", "/agent/preview", "/agent/decisions", "/agent/session", "/strategy"]) {
-          expect(Object.keys(spec.paths)).toContain(path)
-        }
-        const portfolio = spec.paths["/portfolio"].get
-        // Its own errors, and the API-wide ones (400, 413, 415, 500).
-        expect(Object.keys(portfolio.responses).sort()).toEqual([
-          "200",
-          "400",
-          "401",
-          "403",
-          "404",
-          "413",
-          "415",
-          "500",
-          "502",
-          "503"
+        const wallet = yield* ScriptedAgentWallet
+        const chain = yield* InMemoryChain
+        const [first, second] = [yield* cardHolder("First Holder"), yield* cardHolder("Second Holder")]
+        const nvda = chain.tokens.find((t) => t.symbol === "NVDA")!
+        yield* wallet.setHoldings(second.cardId, { usd1: 0n, tokens: new Map([[nvda.address, parseUnits("2", 18)]]) })
+        expect((yield* putStrategy(second.token, strategy)).status).toBe(200)
+        const anonymous = yield* send("GET", "/portfolio")
+        // An earlier test set the first strategy of all; it stays the default.
+        expect(anonymous.status).toBe(200)
+        expect(anonymous.body.card.address).not.toBe(second.account.address)
+        const own = yield* send("GET", "/portfolio", { headers: bearer(second.token) })
+        expect(own.body.card.address).toBe(second.account.address)
+        expect(own.body.holdings.find((h: { symbol: string }) => h.symbol === "NVDA")).toMatchObject({
+          balance: "2",
+          valueUsd: 362,
+          target: 0.5
+        })
+        const invalid = yield* send("GET", "/portfolio", { headers: bearer("not-a-valid-token") })
+        expect(invalid.status).toBe(401)
+        expect(invalid.body.code).toBe("UNAUTHORIZED")
+        expect(invalid.headers["www-authenticate"]).toContain("Bearer")
+        // The first holder has a card but no strategy: their portfolio is empty, their preview needs one.
+        const bare = yield* send("GET", "/portfolio", { headers: bearer(first.token) })
+        expect(bare.body).toMatchObject({ totalUsd: 0, holdings: [{ symbol: "USD1", balance: "0", weight: 0 }] })
+        expect((yield* send("GET", "/agent/preview", { headers: bearer(first.token) })).body.code).toBe(
+          "NO_AGENT_ACCOUNT"
+        )
+      })
+  )
+
+  it.effect("the portfolio values the wallet at market: weights sum to 1, cash has no market", () =>
+    Effect.gen(function* () {
+      const wallet = yield* ScriptedAgentWallet
+      const chain = yield* InMemoryChain
+      const { account, cardId, token } = yield* cardHolder()
+      const [nvda, spy] = ["NVDA", "SPY"].map((s) => chain.tokens.find((t) => t.symbol === s)!)
+      yield* putStrategy(token, strategy)
+      yield* wallet.setHoldings(cardId, {
+        usd1: parseUnits("100", 18),
+        tokens: new Map([
+          [nvda!.address, parseUnits("5", 18)],
+          [spy!.address, parseUnits("0.5", 18)]
         ])
-        expect(JSON.stringify(portfolio.responses["502"])).toContain("#/components/schemas/SessionExpired")
-        expect(JSON.stringify(spec.components.schemas.SessionExpired)).toContain("SESSION_EXPIRED")
       })
-    )
+      yield* chain.mint(chain.usd1.address, account.address, parseUnits("12.5", 18))
+      const response = yield* send("GET", "/portfolio", { headers: bearer(token) })
+      expect(response.status).toBe(200)
+      const portfolio = response.body
+      expect(portfolio.card).toEqual({ address: account.address, usd1: 12.5 })
+      expect(portfolio.holdings.map((h: { symbol: string }) => h.symbol)).toEqual(["NVDA", "SPY", "USD1"])
+      const values = { NVDA: 5 * 181, SPY: 0.5 * 665.4, USD1: 100 }
+      for (const holding of portfolio.holdings) {
+        expect(holding.valueUsd).toBeCloseTo(values[holding.symbol as keyof typeof values], 9)
+      }
+      expect(portfolio.totalUsd).toBeCloseTo(905 + 332.7 + 100, 9)
+      const weights = portfolio.holdings.reduce((sum: number, h: { weight: number }) => sum + h.weight, 0)
+      expect(Math.abs(weights - 1)).toBeLessThan(1e-9)
+      const market = yield* send("GET", "/market/tokens/NVDA")
+      expect(portfolio.holdings[0].market).toEqual(market.body.market)
+      expect(portfolio.holdings[2]).toMatchObject({ market: null, target: 0, balance: "100" })
+    })
+  )
 
-    it.effect("with no strategy anywhere there is no default account", () =>
-      Effect.gen(function* () {
-        for (const path of ["/portfolio", "/agent/preview", "/agent/decisions"]) {
-          const response = yield* send("GET", path)
-          expect(response.status).toBe(404)
-          expect(response.body.code).toBe("NO_AGENT_ACCOUNT")
-        }
+  it.effect("the preview decides at Friday 15:40 ET and on Saturday, and writes and sends nothing", () =>
+    Effect.gen(function* () {
+      const wallet = yield* ScriptedAgentWallet
+      const chain = yield* InMemoryChain
+      const { account, cardId, token } = yield* cardHolder()
+      const [nvda, spy] = ["NVDA", "SPY"].map((s) => chain.tokens.find((t) => t.symbol === s)!)
+      yield* putStrategy(token, strategy)
+      yield* wallet.setHoldings(cardId, {
+        usd1: 0n,
+        tokens: new Map([
+          [nvda!.address, parseUnits("5", 18)],
+          [spy!.address, parseUnits("0.2", 18)]
+        ])
       })
-    )
+      yield* chain.mint(chain.usd1.address, account.address, parseUnits("3", 18))
+      const writesBefore = (yield* wallet.writes).length
+      const rowsBefore = yield* decisionRows
 
-    it.effect("a strategy needs a card: 403 CARD_REQUIRED", () =>
-      Effect.gen(function* () {
-        const { token } = yield* signIn()
-        const response = yield* putStrategy(token, strategy)
-        expect(response.status).toBe(403)
-        expect(response.body).toEqual({ error: expect.any(String), code: "CARD_REQUIRED" })
-        expect((yield* send("GET", "/portfolio", { headers: bearer(token) })).body.code).toBe("CARD_REQUIRED")
-      })
-    )
+      const friday = yield* send("GET", `/agent/preview?at=${FRIDAY_1540_ET}`, { headers: bearer(token) })
+      expect(friday.status).toBe(200)
+      expect(friday.body.at).toBe(Date.parse(FRIDAY_1540_ET))
+      expect(friday.body.mode).toBe("dry")
+      const refill = friday.body.decision
+      // Below the $10 floor in the regular session: sell the most overweight token, NVDA.
+      expect(refill).toMatchObject({ action: "refill", rule: "REFILL_BELOW_FLOOR", symbol: "NVDA" })
+      expect(refill.horizon).toBe(Date.parse("2026-11-23T14:30:00Z"))
+      expect(refill.usd).toBeCloseTo(Math.max(refill.needUsd, 10) - 3, 2)
 
-    it.effect("invalid strategies are 400 naming the field; unknown tokens are 400 UNKNOWN_TOKEN", () =>
-      Effect.gen(function* () {
-        const { token } = yield* cardHolder()
-        const cases: ReadonlyArray<readonly [unknown, string, string]> = [
-          [{ targets: { NVDA: 0.5, SPY: 0.4 }, weeklySpendUsd: 70 }, "BAD_REQUEST", "targets"],
-          [
-            {
-              targets: Object.fromEntries(Array.from({ length: 11 }, (_, i) => [`T${i}`, 1 / 11])),
-              weeklySpendUsd: 70
-            },
-            "BAD_REQUEST",
-            "targets"
-          ],
-          [{ targets: { NVDA: 0, SPY: 1 }, weeklySpendUsd: 70 }, "BAD_REQUEST", "targets.NVDA"],
-          [{ targets: { GME: 1 }, weeklySpendUsd: 70 }, "UNKNOWN_TOKEN", "targets.GME"],
-          [{ targets: { NVDA: 1 }, weeklySpendUsd: -1 }, "BAD_REQUEST", "weeklySpendUsd"],
-          [{ targets: { NVDA: 1 }, weeklySpendUsd: 10, timeZone: "Mars/Olympus" }, "BAD_REQUEST", "timeZone"],
-          [{ targets: { NVDA: "half" }, weeklySpendUsd: 10 }, "BAD_REQUEST", "targets"]
-        ]
-        for (const [body, code, field] of cases) {
-          const response = yield* putStrategy(token, body)
-          expect(response.status, JSON.stringify(body)).toBe(400)
-          expect(response.body.code).toBe(code)
-          expect(response.body.error).toContain(field)
-        }
-        expect((yield* send("GET", "/strategy", { headers: bearer(token) })).body.code).toBe("NO_AGENT_ACCOUNT")
-        // An optional field of the wrong type is one clause (not also "Expected undefined").
-        expect((yield* putStrategy(token, { targets: { NVDA: 1 }, weeklySpendUsd: 10, timeZone: 5 })).body).toEqual({
-          error: "timeZone: Expected string, actual 5",
-          code: "BAD_REQUEST"
-        })
-      })
-    )
+      const saturday = yield* send("GET", `/agent/preview?at=${SATURDAY_NOON_ET}`, { headers: bearer(token) })
+      expect(saturday.body.decision).toMatchObject({ action: "hold", rule: "NOT_TRADING" })
+      expect(saturday.body.decision.reason).toContain("Mon Nov 23, 09:30 ET")
 
-    it.effect("the strategy is answered keyed by symbol; a second PUT replaces the first", () =>
-      Effect.gen(function* () {
-        const chain = yield* InMemoryChain
-        const wallet = yield* ScriptedAgentWallet
-        const { cardId, token } = yield* cardHolder()
-        const tsla = chain.tokens.find((t) => t.symbol === "TSLA")!
-        const first = yield* putStrategy(token, {
-          targets: { [tsla.address.toLowerCase()]: 0.25, nvda: 0.75 },
-          weeklySpendUsd: 140
-        })
-        expect(first.status).toBe(200)
-        expect(first.body).toEqual({
-          targets: { TSLA: 0.25, NVDA: 0.75 },
-          weeklySpendUsd: 140,
-          timeZone: "America/New_York",
-          updatedAt: expect.any(Number)
-        })
-        const second = yield* putStrategy(token, { ...strategy, timeZone: "Europe/Paris" })
-        expect(second.body).toMatchObject({ targets: { NVDA: 0.5, SPY: 0.5 }, timeZone: "Europe/Paris" })
-        expect((yield* send("GET", "/strategy", { headers: bearer(token) })).body).toEqual(second.body)
-        // The wallet was funded once, at the first strategy.
-        expect((yield* wallet.funded).filter((id) => id === cardId)).toHaveLength(1)
-      })
-    )
+      expect(yield* decisionRows).toBe(rowsBefore)
+      expect((yield* wallet.writes).length).toBe(writesBefore)
+      const log = yield* send("GET", "/agent/decisions", { headers: bearer(token) })
+      expect(log.body).toEqual([])
+    })
+  )
 
-    it.effect(
-      "without a token the default account is the first card that set a strategy; a token means the caller's",
-      () =>
-        Effect.gen(function* () {
-          const wallet = yield* ScriptedAgentWallet
-          const chain = yield* InMemoryChain
-          const [first, second] = [yield* cardHolder("First Holder"), yield* cardHolder("Second Holder")]
-          const nvda = chain.tokens.find((t) => t.symbol === "NVDA")!
-          yield* wallet.setHoldings(second.cardId, { usd1: 0n, tokens: new Map([[nvda.address, parseUnits("2", 18)]]) })
-          expect((yield* putStrategy(second.token, strategy)).status).toBe(200)
-          const anonymous = yield* send("GET", "/portfolio")
-          // An earlier test set the first strategy of all; it stays the default.
-          expect(anonymous.status).toBe(200)
-          expect(anonymous.body.card.address).not.toBe(second.account.address)
-          const own = yield* send("GET", "/portfolio", { headers: bearer(second.token) })
-          expect(own.body.card.address).toBe(second.account.address)
-          expect(own.body.holdings.find((h: { symbol: string }) => h.symbol === "NVDA")).toMatchObject({
-            balance: "2",
-            valueUsd: 362,
-            target: 0.5
-          })
-          const invalid = yield* send("GET", "/portfolio", { headers: bearer("not-a-valid-token") })
-          expect(invalid.status).toBe(401)
-          expect(invalid.body.code).toBe("UNAUTHORIZED")
-          expect(invalid.headers["www-authenticate"]).toContain("Bearer")
-          // The first holder has a card but no strategy: their portfolio is empty, their preview needs one.
-          const bare = yield* send("GET", "/portfolio", { headers: bearer(first.token) })
-          expect(bare.body).toMatchObject({ totalUsd: 0, holdings: [{ symbol: "USD1", balance: "0", weight: 0 }] })
-          expect((yield* send("GET", "/agent/preview", { headers: bearer(first.token) })).body.code).toBe(
-            "NO_AGENT_ACCOUNT"
-          )
-        })
-    )
-
-    it.effect("the portfolio values the wallet at market: weights sum to 1, cash has no market", () =>
-      Effect.gen(function* () {
-        const wallet = yield* ScriptedAgentWallet
-        const chain = yield* InMemoryChain
-        const { account, cardId, token } = yield* cardHolder()
-        const [nvda, spy] = ["NVDA", "SPY"].map((s) => chain.tokens.find((t) => t.symbol === s)!)
-        yield* putStrategy(token, strategy)
-        yield* wallet.setHoldings(cardId, {
-          usd1: parseUnits("100", 18),
-          tokens: new Map([
-            [nvda!.address, parseUnits("5", 18)],
-            [spy!.address, parseUnits("0.5", 18)]
-          ])
-        })
-        yield* chain.mint(chain.usd1.address, account.address, parseUnits("12.5", 18))
+  it.effect("wallet failures are 502 with the wallet's code; a hanging wallet is cut at the read bound", () =>
+    Effect.gen(function* () {
+      const wallet = yield* ScriptedAgentWallet
+      const { cardId, token } = yield* cardHolder()
+      yield* putStrategy(token, strategy)
+      for (const code of ["SESSION_EXPIRED", "NOT_LOGGED_IN", "AGENT_WALLET_ERROR"] as const) {
+        yield* wallet.failWith(cardId, Option.some(code))
         const response = yield* send("GET", "/portfolio", { headers: bearer(token) })
-        expect(response.status).toBe(200)
-        const portfolio = response.body
-        expect(portfolio.card).toEqual({ address: account.address, usd1: 12.5 })
-        expect(portfolio.holdings.map((h: { symbol: string }) => h.symbol)).toEqual(["NVDA", "SPY", "USD1"])
-        const values = { NVDA: 5 * 181, SPY: 0.5 * 665.4, USD1: 100 }
-        for (const holding of portfolio.holdings) {
-          expect(holding.valueUsd).toBeCloseTo(values[holding.symbol as keyof typeof values], 9)
-        }
-        expect(portfolio.totalUsd).toBeCloseTo(905 + 332.7 + 100, 9)
-        const weights = portfolio.holdings.reduce((sum: number, h: { weight: number }) => sum + h.weight, 0)
-        expect(Math.abs(weights - 1)).toBeLessThan(1e-9)
-        const market = yield* send("GET", "/market/tokens/NVDA")
-        expect(portfolio.holdings[0].market).toEqual(market.body.market)
-        expect(portfolio.holdings[2]).toMatchObject({ market: null, target: 0, balance: "100" })
-      })
-    )
+        expect(response.status).toBe(502)
+        expect(response.body.code).toBe(code)
+        expect((yield* send("GET", "/agent/preview", { headers: bearer(token) })).body.code).toBe(code)
+      }
+      yield* wallet.failWith(cardId, Option.none())
+      yield* wallet.hang(cardId, true)
+      const hung = yield* send("GET", "/portfolio", { headers: bearer(token) })
+      expect(hung.status).toBe(502)
+      expect(hung.body).toEqual({ error: expect.stringContaining("did not answer"), code: "AGENT_WALLET_ERROR" })
+      yield* wallet.hang(cardId, false)
 
-    it.effect("the preview decides at Friday 15:40 ET and on Saturday, and writes and sends nothing", () =>
-      Effect.gen(function* () {
-        const wallet = yield* ScriptedAgentWallet
-        const chain = yield* InMemoryChain
-        const { account, cardId, token } = yield* cardHolder()
-        const [nvda, spy] = ["NVDA", "SPY"].map((s) => chain.tokens.find((t) => t.symbol === s)!)
-        yield* putStrategy(token, strategy)
-        yield* wallet.setHoldings(cardId, {
-          usd1: 0n,
-          tokens: new Map([
-            [nvda!.address, parseUnits("5", 18)],
-            [spy!.address, parseUnits("0.2", 18)]
-          ])
-        })
-        yield* chain.mint(chain.usd1.address, account.address, parseUnits("3", 18))
-        const writesBefore = (yield* wallet.writes).length
-        const rowsBefore = yield* decisionRows
-
-        const friday = yield* send("GET", `/agent/preview?at=${FRIDAY_1540_ET}`, { headers: bearer(token) })
-        expect(friday.status).toBe(200)
-        expect(friday.body.at).toBe(Date.parse(FRIDAY_1540_ET))
-        expect(friday.body.mode).toBe("dry")
-        const refill = friday.body.decision
-        // Below the $10 floor in the regular session: sell the most overweight token, NVDA.
-        expect(refill).toMatchObject({ action: "refill", rule: "REFILL_BELOW_FLOOR", symbol: "NVDA" })
-        expect(refill.horizon).toBe(Date.parse("2026-11-23T14:30:00Z"))
-        expect(refill.usd).toBeCloseTo(Math.max(refill.needUsd, 10) - 3, 2)
-
-        const saturday = yield* send("GET", `/agent/preview?at=${SATURDAY_NOON_ET}`, { headers: bearer(token) })
-        expect(saturday.body.decision).toMatchObject({ action: "hold", rule: "NOT_TRADING" })
-        expect(saturday.body.decision.reason).toContain("Mon Nov 23, 09:30 ET")
-
-        expect(yield* decisionRows).toBe(rowsBefore)
-        expect((yield* wallet.writes).length).toBe(writesBefore)
-        const log = yield* send("GET", "/agent/decisions", { headers: bearer(token) })
-        expect(log.body).toEqual([])
-      })
-    )
-
-    it.effect("wallet failures are 502 with the wallet's code; a hanging wallet is cut at the read bound", () =>
-      Effect.gen(function* () {
-        const wallet = yield* ScriptedAgentWallet
-        const { cardId, token } = yield* cardHolder()
-        yield* putStrategy(token, strategy)
-        for (const code of ["SESSION_EXPIRED", "NOT_LOGGED_IN", "AGENT_WALLET_ERROR"] as const) {
-          yield* wallet.failWith(cardId, Option.some(code))
-          const response = yield* send("GET", "/portfolio", { headers: bearer(token) })
-          expect(response.status).toBe(502)
-          expect(response.body.code).toBe(code)
-          expect((yield* send("GET", "/agent/preview", { headers: bearer(token) })).body.code).toBe(code)
-        }
-        yield* wallet.failWith(cardId, Option.none())
-        yield* wallet.hang(cardId, true)
-        const hung = yield* send("GET", "/portfolio", { headers: bearer(token) })
-        expect(hung.status).toBe(502)
-        expect(hung.body).toEqual({ error: expect.stringContaining("did not answer"), code: "AGENT_WALLET_ERROR" })
-        yield* wallet.hang(cardId, false)
-
-        yield* wallet.setSession({ connected: true, expiresAt: 1_900_000_000_000 })
-        expect((yield* send("GET", "/agent/session")).body).toEqual({ connected: true, expiresAt: 1_900_000_000_000 })
-        yield* wallet.failWith("*", Option.some("SESSION_EXPIRED"))
-        expect((yield* send("GET", "/agent/session")).body.code).toBe("SESSION_EXPIRED")
-        yield* wallet.failWith("*", Option.none())
-      })
-    )
-  }
-)
+      yield* wallet.setSession({ connected: true, expiresAt: 1_900_000_000_000 })
+      expect((yield* send("GET", "/agent/session")).body).toEqual({ connected: true, expiresAt: 1_900_000_000_000 })
+      yield* wallet.failWith("*", Option.some("SESSION_EXPIRED"))
+      expect((yield* send("GET", "/agent/session")).body.code).toBe("SESSION_EXPIRED")
+      yield* wallet.failWith("*", Option.none())
+    })
+  )
+})
 
 layer(
   testServer(

@@ -2,137 +2,26 @@
  * The agent loop across processes and crashes: the real service as separate processes over one
  * database and one devnet. Cards are made through the real sign-in and sandbox identity check.
  */
-import { type ChildProcess, spawn } from "node:child_process"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
-import { createPublicClient, createWalletClient, erc20Abi, http, maxUint256, parseAbiItem, parseUnits } from "viem"
-import { privateKeyToAccount } from "viem/accounts"
+import { parseUnits } from "viem"
 import { agentWalletKey } from "../../src/agent/ChainAgentWallet.js"
-import { awaitReceipt, type Devnet, startDevnet } from "../../src/chain/Devnet.js"
-import { mintStock, mintUsd1 } from "../../src/chain/DevnetOperator.js"
-import {
-  callService,
-  devnetServiceEnv,
-  type ServiceProcess,
-  sandboxCardHolder,
-  startService,
-  stopService
-} from "../support/process.js"
+import { startDevnet } from "../../src/chain/Devnet.js"
+import { startService, stopService } from "../support/process.js"
 import { devnetRpc as rpc } from "../support/TestChain.js"
 import { queryDatabase as query, temporaryDatabaseUrl } from "../support/TestDatabase.js"
 import { DEFAULT_WAIT, eventually } from "../support/wait.js"
-
-/** Friday 2026-11-20 15:40 ET: a token may be sold. */
-const FRIDAY_1540_ET = Date.parse("2026-11-20T20:40:00Z")
-
-const serviceEnv = (devnet: Devnet, databaseUrl: string, agent: Record<string, string>) =>
-  devnetServiceEnv(devnet, databaseUrl, {
-    AGENT_WALLET_SEED: "replica-test-seed-0123456789abcdef",
-    KYC_SANDBOX_SECRET: "replica-test-sandbox-secret",
-    CARD_DATA_KEY: "3f1c2b9a8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f10",
-    RATE_LIMIT_SIGNIN: "100000",
-    ...agent
-  })
-
-/** A new user signed in, approved by the sandbox provider, with a strategy: answers its token and address. */
-const newCustomer = (service: ServiceProcess, strategy: unknown) =>
-  Effect.gen(function* () {
-    const { account, token } = yield* sandboxCardHolder(service)
-    yield* eventually(
-      `the identity check of ${account.address} to be approved`,
-      callService(service, "GET", "/me", { token }),
-      (me) => me.body?.kyc === "approved"
-    )
-    expect((yield* callService(service, "PUT", "/strategy", { token, json: strategy })).status).toBe(200)
-    const { wallet } = (yield* callService(service, "GET", "/portfolio", { token })).body
-    return { token, address: account.address, wallet: wallet as `0x${string}` }
-  })
-
-/**
- * A configured chain has no faucet: the test gives each agent wallet gas, $25 of USD1 and, when
- * asked, stock tokens, as the embedded devnet's faucet would (one at a time: one deployer nonce).
- */
-const fund = (devnet: Devnet, wallets: ReadonlyArray<`0x${string}`>, options: { readonly stocks?: boolean } = {}) =>
-  Effect.forEach(
-    wallets,
-    (wallet) =>
-      Effect.gen(function* () {
-        yield* rpc(devnet, "anvil_setBalance", [wallet, "0xde0b6b3a7640000"])
-        yield* mintUsd1(devnet, wallet, parseUnits("25", 18))
-        if (options.stocks) {
-          for (const stock of devnet.stocks) yield* mintStock(devnet, stock.symbol, wallet, parseUnits("1", 18))
-        }
-      }).pipe(Effect.orDie),
-    { discard: true }
-  )
-
-/** USD1 transfers into the given addresses. */
-const usd1TransfersTo = (devnet: Devnet, to: ReadonlyArray<`0x${string}`>) =>
-  Effect.promise(() =>
-    createPublicClient({ transport: http(devnet.rpcUrl) }).getLogs({
-      address: devnet.usd1,
-      event: parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)"),
-      args: { to: [...to] },
-      fromBlock: 0n
-    })
-  )
-
-const usd1Of = (devnet: Devnet, owner: `0x${string}`) =>
-  Effect.promise(() =>
-    createPublicClient({ transport: http(devnet.rpcUrl) }).readContract({
-      address: devnet.usd1,
-      abi: erc20Abi,
-      functionName: "balanceOf",
-      args: [owner]
-    })
-  )
-
-/** Waits until the query's first row satisfies `done`. */
-const awaitRow = <A>(
-  databaseUrl: string,
-  text: string,
-  values: ReadonlyArray<unknown>,
-  done: (row: A | undefined) => boolean
-) =>
-  eventually(`a row of: ${text}`, query<A>(databaseUrl, text, values), (rows) => done(rows[0])).pipe(
-    Effect.map((rows) => rows[0]!)
-  )
-
-/** Approves the exchange to take every stock token of the wallet of `key`, as its first trade would. */
-const approveExchange = (devnet: Devnet, key: Redacted.Redacted<`0x${string}`>) =>
-  Effect.forEach(
-    devnet.stocks,
-    (stock) =>
-      Effect.promise(() =>
-        createWalletClient({
-          account: privateKeyToAccount(Redacted.value(key)),
-          transport: http(devnet.rpcUrl)
-        }).writeContract({
-          chain: null,
-          address: stock.address,
-          abi: erc20Abi,
-          functionName: "approve",
-          args: [devnet.exchange, maxUint256]
-        })
-      ).pipe(
-        Effect.flatMap((hash) => awaitReceipt(devnet, hash, `approve ${stock.symbol}`)),
-        Effect.orDie
-      ),
-    { discard: true }
-  )
-
-/** The one-tick harness as its own process (SIGKILLed by the crash test). */
-const spawnTick = (env: Record<string, string>, at: number) =>
-  Effect.acquireRelease(
-    Effect.sync(
-      () =>
-        spawn(process.execPath, ["--import", "tsx", "test/agent/support/tick.ts"], {
-          env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env, AGENT_TICK_AT: String(at) },
-          stdio: "ignore"
-        }) as ChildProcess
-    ),
-    (child) => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL"))
-  )
+import {
+  approveExchange,
+  awaitRow,
+  FRIDAY_1540_ET,
+  fund,
+  newCustomer,
+  serviceEnv,
+  spawnTick,
+  usd1Of,
+  usd1TransfersTo
+} from "./support/liveAgent.js"
 
 // Cash refills (below the $10 floor, paid from the agent wallet's USD1) are allowed in every session,
 // so these tests do not depend on the hour they run at.

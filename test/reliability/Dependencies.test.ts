@@ -190,6 +190,55 @@ const orderAndPay = (service: ServiceProcess, payer: (typeof payers)[number]) =>
 
 const ms = (value: number) => `${Math.round(value)} ms`
 
+/** A payment stream's step: creates an order, keeps it for the audit (`orders`), and pays it. */
+const auditedPayments = (service: ServiceProcess) =>
+  Effect.gen(function* () {
+    const orders = yield* Ref.make<ReadonlyArray<string>>([])
+    const payOne = (payer: (typeof payers)[number]) =>
+      Effect.gen(function* () {
+        const created = yield* createOrder(service)
+        if (created.status !== 200) return created
+        yield* Ref.update(orders, (all) => [...all, created.body.id as string])
+        const offer = yield* callService(service, "GET", `/merchant/orders/${created.body.id}/pay`)
+        const requirements = offer.body?.accepts?.[0] as PaymentRequirements | undefined
+        if (requirements === undefined) return offer
+        const signed = yield* Effect.promise(() => signPayment(payer, requirements))
+        return yield* callService(service, "POST", `/merchant/orders/${created.body.id}/pay`, {
+          headers: { "payment-signature": signed.header }
+        })
+      })
+    return { orders: Ref.get(orders), payOne }
+  })
+
+/**
+ * Once every order is decided (none left settling): the paid orders, how many are not paid, the
+ * USD1 transfers to the merchant on chain and the merchant's balance, the three sources to compare.
+ */
+const auditPayments = (service: ServiceProcess, merchant: Hex, ids: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    const final = yield* eventually(
+      "every order to be decided",
+      Effect.forEach(ids, (id) => callService(service, "GET", `/merchant/orders/${id}`), { concurrency: 4 }),
+      (all) => all.every((answer) => answer.body?.status !== "settling"),
+      { atMost: "90 seconds" }
+    )
+    const devnet = devnetOf(service)
+    const balance = yield* Effect.promise(() =>
+      createPublicClient({ transport: http(devnet.rpcUrl) }).readContract({
+        address: devnet.usd1,
+        abi: erc20Abi,
+        functionName: "balanceOf",
+        args: [merchant]
+      })
+    )
+    return {
+      paidOrders: final.filter((answer) => answer.body?.status === "paid").map((answer) => answer.body),
+      unpaid: final.filter((answer) => answer.body?.status !== "paid").length,
+      transfers: yield* transfersTo(service, merchant),
+      balance
+    }
+  })
+
 describe("dependencies that fail under the service", () => {
   it.scopedLive(
     "the embedded PostgreSQL SIGKILLed under load: restarted on its data, database routes served again",
@@ -303,21 +352,7 @@ describe("dependencies that fail under the service", () => {
         const { service, dataDir, merchant } = yield* embeddedService({ RECONCILE_INTERVAL: "500 millis" })
         const devnet = devnetOf(service)
         const chain = createPublicClient({ transport: http(devnet.rpcUrl) })
-        const orders = yield* Ref.make<ReadonlyArray<string>>([])
-        /** Creates an order (kept for the audit) and pays it. */
-        const payOne = (payer: (typeof payers)[number]) =>
-          Effect.gen(function* () {
-            const created = yield* createOrder(service)
-            if (created.status !== 200) return created
-            yield* Ref.update(orders, (all) => [...all, created.body.id as string])
-            const offer = yield* callService(service, "GET", `/merchant/orders/${created.body.id}/pay`)
-            const requirements = offer.body?.accepts?.[0] as PaymentRequirements | undefined
-            if (requirements === undefined) return offer
-            const signed = yield* Effect.promise(() => signPayment(payer, requirements))
-            return yield* callService(service, "POST", `/merchant/orders/${created.body.id}/pay`, {
-              headers: { "payment-signature": signed.header }
-            })
-          })
+        const { orders, payOne } = yield* auditedPayments(service)
         const traffic = yield* load([
           (i) => payOne(payers[i % 3]!),
           (i) => payOne(payers[3 + (i % 3)]!),
@@ -355,24 +390,7 @@ describe("dependencies that fail under the service", () => {
         const settled = yield* awaitPaidAfter(service, traffic.answers, Date.parse(restarted.timestamp))
         yield* Effect.sleep("3 seconds")
         const answers = yield* traffic.stop
-        // Every order ends paid or unpaid (nothing left settling), then the three sources are compared.
-        const ids = yield* Ref.get(orders)
-        const final = yield* eventually(
-          "every order to be decided",
-          Effect.forEach(ids, (id) => callService(service, "GET", `/merchant/orders/${id}`), { concurrency: 4 }),
-          (all) => all.every((answer) => answer.body?.status !== "settling"),
-          { atMost: "90 seconds" }
-        )
-        const paidOrders = final.filter((answer) => answer.body?.status === "paid").map((answer) => answer.body)
-        const transfers = yield* transfersTo(service, merchant)
-        const balance = yield* Effect.promise(() =>
-          chain.readContract({
-            address: devnet.usd1,
-            abi: erc20Abi,
-            functionName: "balanceOf",
-            args: [merchant]
-          })
-        )
+        const { paidOrders, unpaid, transfers, balance } = yield* auditPayments(service, merchant, yield* orders)
         // Blocks lost: those before the kill that are no longer on the chain (the restored state's
         // blocks, and everything mined since, are new ones).
         const hashesNow = yield* Effect.promise(() =>
@@ -396,10 +414,7 @@ describe("dependencies that fail under the service", () => {
           "devnet restart: orders paid / transfers on chain / payTo delta (1.25 each)",
           `${paidOrders.length} / ${transfers.length} / ${Number(balance / 10n ** 16n) / 100}`
         )
-        record(
-          "devnet restart: orders left unpaid (open or expired)",
-          final.filter((answer) => answer.body?.status !== "paid").length
-        )
+        record("devnet restart: orders left unpaid (open or expired)", unpaid)
         for (const line of gapLines) record(`devnet restart: ${line.logLevel}`, line.message.slice(0, 140))
         expect(lost).toBeGreaterThanOrEqual(10)
         expect(settled - killedAt).toBeLessThan(30_000)
@@ -410,6 +425,90 @@ describe("dependencies that fail under the service", () => {
           new Set(paidOrders.map((order) => order.tx))
         )
         expect(gapLines.length).toBeGreaterThan(0)
+        expect(service.child.exitCode).toBe(null)
+      })
+  )
+
+  it.scopedLive(
+    "the last blocks reorganised out under a payment stream (anvil_reorg, 3 times): every paid order is one transfer, none doubled",
+    () =>
+      Effect.gen(function* () {
+        const REORGS = 3
+        const DEPTH = 3
+        // Followed until deeper than any reorg here: a settlement final at once (the devnet's
+        // default of 0) is never checked again, so one reorganised out afterwards would be lost.
+        const { service, merchant } = yield* embeddedService({
+          RECONCILE_INTERVAL: "500 millis",
+          CHAIN_CONFIRMATIONS: "12"
+        })
+        const chain = createPublicClient({ transport: http(devnetOf(service).rpcUrl) })
+        const { orders, payOne } = yield* auditedPayments(service)
+        const traffic = yield* load([
+          (i) => payOne(payers[i % 3]!),
+          (i) => payOne(payers[3 + (i % 3)]!),
+          (i) => payOne(payers[6 + (i % 2)]!)
+        ])
+        const paidSoFar = Effect.map(
+          traffic.answers,
+          (all) => all.filter((answer) => answer.status === 200 && answer.body?.status === "paid").length
+        )
+        let droppedTransactions = 0
+        let lastReorgAt = 0
+        for (let reorg = 1; reorg <= REORGS; reorg++) {
+          // A few more payments settled since the last reorg, then the last DEPTH blocks replaced by empty ones.
+          const before = yield* paidSoFar
+          yield* awaitSeen(
+            `payments settled before reorg ${reorg}`,
+            service,
+            Effect.map(paidSoFar, (paid) => (paid >= before + 5 ? true : undefined))
+          )
+          const head = yield* Effect.promise(() => chain.getBlockNumber())
+          const dropped = yield* Effect.promise(() =>
+            Promise.all(
+              Array.from({ length: DEPTH }, (_, i) =>
+                chain.getBlock({ blockNumber: head - BigInt(i) }).then((block) => block.transactions.length)
+              )
+            )
+          )
+          droppedTransactions += dropped.reduce((sum, n) => sum + n, 0)
+          yield* Effect.promise(() => chain.request({ method: "anvil_reorg" as never, params: [DEPTH, []] as never }))
+          lastReorgAt = Date.now()
+        }
+        const settled = yield* awaitPaidAfter(service, traffic.answers, lastReorgAt)
+        const answers = yield* traffic.stop
+        // Every order decided, and the lost settlements mined again: every paid order's transfer back on chain.
+        const ids = yield* orders
+        const { paidOrders, unpaid, transfers, balance } = yield* eventually(
+          "every paid order's transfer to be on chain again",
+          auditPayments(service, merchant, ids),
+          (audit) => audit.transfers.length >= audit.paidOrders.length,
+          { explain: () => service.output().slice(-3000) }
+        )
+        const lost = lines(service).filter(
+          (line) =>
+            line.message === "settlement transaction no longer on chain; sending the same transaction again" ||
+            line.message.startsWith("relayer nonce gap")
+        )
+        record("reorg under load: reorgs x depth", `${REORGS} x ${DEPTH} blocks`)
+        record("reorg under load: transactions in the dropped blocks", droppedTransactions)
+        record("reorg under load: requests", answers.length)
+        record("reorg under load: statuses", statuses(answers))
+        record("reorg under load: last reorg to a payment settled", ms(settled - lastReorgAt))
+        record(
+          "reorg under load: orders paid / transfers on chain / payTo delta (1.25 each)",
+          `${paidOrders.length} / ${transfers.length} / ${Number(balance / 10n ** 16n) / 100}`
+        )
+        record("reorg under load: orders left unpaid", unpaid)
+        record("reorg under load: lost-transaction WARN lines (tracker or nonce check)", lost.length)
+        expect(droppedTransactions).toBeGreaterThan(0)
+        expect(contractBreaches(answers)).toEqual([])
+        expect(transfers).toHaveLength(paidOrders.length)
+        expect(new Set(transfers.map((log) => log.transactionHash)).size).toBe(transfers.length)
+        expect(new Set(transfers.map((log) => log.transactionHash))).toEqual(
+          new Set(paidOrders.map((order) => order.tx))
+        )
+        expect(balance).toBe(BigInt(paidOrders.length) * 125n * 10n ** 16n)
+        expect(lost.length).toBeGreaterThan(0)
         expect(service.child.exitCode).toBe(null)
       })
   )

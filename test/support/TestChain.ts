@@ -2,6 +2,7 @@ import { Context, Duration, Effect, Layer, Option, type Redacted } from "effect"
 import type { Hex } from "viem"
 import {
   ChainDeployment,
+  DEFAULT_NONCE_GAP_STUCK_AFTER,
   DEFAULT_RPC_PROBE_INTERVAL,
   DEVNET_POLL_INTERVAL,
   DEVNET_RELAYER_KEY,
@@ -55,6 +56,7 @@ const deploymentOf = (
     local: true,
     readTimeout: Duration.decode(readTimeout),
     pollInterval: Duration.decode(DEVNET_POLL_INTERVAL),
+    nonceGapStuckAfter: Duration.decode(DEFAULT_NONCE_GAP_STUCK_AFTER),
     rpcProbeInterval: Duration.decode(rpcProbeInterval),
     relayerFees: relayer.fees
   })
