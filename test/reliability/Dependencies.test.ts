@@ -10,8 +10,9 @@ import { createServer } from "node:net"
 import path from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Fiber, Ref, Schedule } from "effect"
-import { createPublicClient, erc20Abi, type Hex, http, parseAbiItem } from "viem"
+import { createPublicClient, erc20Abi, type Hex, http, parseAbiItem, parseGwei } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { DEVNET_RELAYER_KEY } from "../../src/chain/Deployment.js"
 import { freePort } from "../../src/embedded/EmbeddedPostgres.js"
 import { isAlive } from "../../src/embedded/EmbeddedServer.js"
 import type { PaymentRequirements } from "../../src/merchant/X402.js"
@@ -509,6 +510,147 @@ describe("dependencies that fail under the service", () => {
         )
         expect(balance).toBe(BigInt(paidOrders.length) * 125n * 10n ** 16n)
         expect(lost.length).toBeGreaterThan(0)
+        expect(service.child.exitCode).toBe(null)
+      })
+  )
+
+  it.scopedLive(
+    "a base-fee spike under a payment stream (anvil_setNextBlockBaseFeePerGas, 5 blocks): stuck settlements replaced with the same nonce and a higher fee, every source agrees",
+    () =>
+      Effect.gen(function* () {
+        const SPIKE_BLOCKS = 5
+        const spike = parseGwei("100")
+        // MAX_FEE_PER_GAS well above the spike: a replacement outbids it, at the estimate the spike asks.
+        const { service, merchant } = yield* embeddedService({
+          RECONCILE_INTERVAL: "500 millis",
+          RELAYER_STUCK_AFTER: "2 seconds",
+          MAX_FEE_PER_GAS: "500"
+        })
+        // No cached block number: each spike block is waited for.
+        const chain = createPublicClient({ transport: http(devnetOf(service).rpcUrl), cacheTime: 0 })
+        const rpc = (method: string, params: ReadonlyArray<unknown>) =>
+          Effect.promise(() => chain.request({ method: method as never, params: params as never }))
+        const nextBlock = Effect.gen(function* () {
+          const head = yield* Effect.promise(() => chain.getBlockNumber())
+          return yield* eventually(
+            `a block after ${head}`,
+            Effect.promise(() => chain.getBlock()),
+            (block) => block.number > head
+          )
+        })
+        // A block a second, as a public chain mines: a transaction waits in the pool for a block,
+        // and the spike prices it out of the next ones.
+        yield* rpc("evm_setIntervalMining", [1])
+        const relayer = privateKeyToAccount(DEVNET_RELAYER_KEY).address
+        const firstBlock = (yield* Effect.promise(() => chain.getBlockNumber())) + 1n
+        const { orders, payOne } = yield* auditedPayments(service)
+        const traffic = yield* load([
+          (i) => payOne(payers[i % 3]!),
+          (i) => payOne(payers[3 + (i % 3)]!),
+          (i) => payOne(payers[6 + (i % 2)]!)
+        ])
+        const paidSoFar = Effect.map(
+          traffic.answers,
+          (all) => all.filter((answer) => answer.status === 200 && answer.body?.status === "paid").length
+        )
+        yield* awaitSeen(
+          "payments settled before the spike",
+          service,
+          Effect.map(paidSoFar, (paid) => (paid >= 5 ? true : undefined))
+        )
+        const normal = (yield* Effect.promise(() => chain.getBlock())).baseFeePerGas!
+        const spikeAt = Date.now()
+        const spikeBlocks: Array<bigint> = []
+        for (let block = 1; block <= SPIKE_BLOCKS; block++) {
+          yield* rpc("anvil_setNextBlockBaseFeePerGas", [`0x${spike.toString(16)}`])
+          const mined = yield* nextBlock
+          spikeBlocks.push(mined.baseFeePerGas!)
+        }
+        yield* rpc("anvil_setNextBlockBaseFeePerGas", [`0x${normal.toString(16)}`])
+        yield* nextBlock
+        const spikeEndedAt = Date.now()
+        const bumpLines = () =>
+          lines(service).filter((line) =>
+            line.message.startsWith("settlement transaction not mined in time: replaced with the same nonce")
+          )
+        yield* awaitSeen(
+          "a stuck settlement replaced",
+          service,
+          Effect.sync(() => (bumpLines().length > 0 ? true : undefined))
+        )
+        const settled = yield* awaitPaidAfter(service, traffic.answers, spikeAt)
+        const settledAfterSpike = yield* awaitPaidAfter(service, traffic.answers, spikeEndedAt)
+        const answers = yield* traffic.stop
+        const { paidOrders, unpaid, transfers, balance } = yield* auditPayments(service, merchant, yield* orders)
+        // Every relayer transaction mined meanwhile: a settlement, or an empty one to itself that
+        // filled a nonce whose refused transaction could never be mined (the nonce check).
+        const head = yield* Effect.promise(() => chain.getBlockNumber())
+        const relayerTransactions = (yield* Effect.forEach(
+          Array.from({ length: Number(head - firstBlock) + 1 }, (_, i) => firstBlock + BigInt(i)),
+          (blockNumber) => Effect.promise(() => chain.getBlock({ blockNumber, includeTransactions: true })),
+          { concurrency: 4 }
+        )).flatMap((block) => block.transactions.filter((tx) => tx.from.toLowerCase() === relayer.toLowerCase()))
+        const fills = relayerTransactions.filter((tx) => tx.to?.toLowerCase() === relayer.toLowerCase())
+        const settlements = relayerTransactions.filter((tx) => !fills.includes(tx))
+        const bumps = bumpLines().map((line) => {
+          const annotations = line.annotations as { readonly "order.id": string; readonly "tx.hash": Hex }
+          return {
+            order: annotations["order.id"],
+            hash: annotations["tx.hash"],
+            nonce: Number(/same nonce (\d+) /.exec(line.message)![1]),
+            at: Date.parse(line.timestamp)
+          }
+        })
+        const bumpedOrders = new Set(bumps.map((bump) => bump.order))
+        // The nonce each paid order's mined transaction used: a bumped one's must be the nonce it was bumped at.
+        const minedNonces = new Map(
+          yield* Effect.forEach(
+            paidOrders,
+            (order) =>
+              Effect.promise(() =>
+                chain.getTransaction({ hash: order.tx as Hex }).then((tx) => [order.id as string, tx.nonce] as const)
+              ),
+            { concurrency: 4 }
+          )
+        )
+        record(
+          "fee spike: base fee before / in the spike / cap",
+          `${normal} wei / ${spike / 10n ** 9n} gwei x ${SPIKE_BLOCKS} blocks / 500 gwei`
+        )
+        record("fee spike: requests", answers.length)
+        record("fee spike: statuses", statuses(answers))
+        record(
+          "fee spike: transactions bumped (WARN lines) / orders they settle",
+          `${bumps.length} / ${bumpedOrders.size}`
+        )
+        record("fee spike: spike to first replacement", ms(Math.min(...bumps.map((bump) => bump.at)) - spikeAt))
+        record("fee spike: spike to a payment settled", ms(settled - spikeAt))
+        record("fee spike: spike over to a payment settled", ms(settledAfterSpike - spikeEndedAt))
+        record(
+          "fee spike: orders paid / transfers on chain / payTo delta (1.25 each)",
+          `${paidOrders.length} / ${transfers.length} / ${Number(balance / 10n ** 16n) / 100}`
+        )
+        record(
+          "fee spike: relayer transactions mined (settlements + nonces filled)",
+          `${relayerTransactions.length} (${settlements.length} + ${fills.length})`
+        )
+        record("fee spike: orders left unpaid", unpaid)
+        expect(spikeBlocks.every((fee) => fee === spike)).toBe(true)
+        expect(contractBreaches(answers)).toEqual([])
+        expect(answers.filter((answer) => answer.status !== 200 && answer.status !== 202)).toEqual([])
+        expect(unpaid).toBe(0)
+        expect(transfers).toHaveLength(paidOrders.length)
+        expect(new Set(transfers.map((log) => log.transactionHash)).size).toBe(transfers.length)
+        expect(new Set(transfers.map((log) => log.transactionHash))).toEqual(
+          new Set(paidOrders.map((order) => order.tx))
+        )
+        expect(balance).toBe(BigInt(paidOrders.length) * 125n * 10n ** 16n)
+        // Replaced, never re-sent at a new nonce: one nonce per settlement, kept by every bump.
+        expect(bumps.length).toBeGreaterThan(0)
+        for (const bump of bumps) expect(minedNonces.get(bump.order)).toBe(bump.nonce)
+        expect(new Set(settlements.map((tx) => tx.hash))).toEqual(new Set(paidOrders.map((order) => order.tx)))
+        expect(settlements).toHaveLength(paidOrders.length)
+        expect(fills.filter((tx) => tx.input !== "0x" || tx.value !== 0n)).toEqual([])
         expect(service.child.exitCode).toBe(null)
       })
   )
