@@ -13,7 +13,7 @@ import { agentWalletKey } from "../../src/agent/ChainAgentWallet.js"
 import { startDevnet } from "../../src/chain/Devnet.js"
 import { setStockPrice } from "../../src/chain/DevnetOperator.js"
 import { callService, logLines, type ServiceProcess, startService, stopService } from "../support/process.js"
-import { devnetRpc as rpc } from "../support/TestChain.js"
+import { devnetRpc as rpc, usd1TransfersTo } from "../support/TestChain.js"
 import { queryDatabase as query, temporaryDatabaseUrl } from "../support/TestDatabase.js"
 import { eventually } from "../support/wait.js"
 import {
@@ -24,8 +24,7 @@ import {
   newCustomer,
   serviceEnv,
   spawnTick,
-  usd1Of,
-  usd1TransfersTo
+  usd1Of
 } from "./support/liveAgent.js"
 
 const CONFIRMATIONS = 5

@@ -8,7 +8,7 @@ import { parseUnits } from "viem"
 import { agentWalletKey } from "../../src/agent/ChainAgentWallet.js"
 import { startDevnet } from "../../src/chain/Devnet.js"
 import { startService, stopService } from "../support/process.js"
-import { devnetRpc as rpc } from "../support/TestChain.js"
+import { devnetRpc as rpc, usd1TransfersTo } from "../support/TestChain.js"
 import { queryDatabase as query, temporaryDatabaseUrl } from "../support/TestDatabase.js"
 import { DEFAULT_WAIT, eventually } from "../support/wait.js"
 import {
@@ -19,8 +19,7 @@ import {
   newCustomer,
   serviceEnv,
   spawnTick,
-  usd1Of,
-  usd1TransfersTo
+  usd1Of
 } from "./support/liveAgent.js"
 
 // Cash refills (below the $10 floor, paid from the agent wallet's USD1) are allowed in every session,

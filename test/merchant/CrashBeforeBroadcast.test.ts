@@ -9,12 +9,13 @@
 import { createServer } from "node:http"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { createPublicClient, type Hex, http, parseAbiItem } from "viem"
+import { createPublicClient, type Hex, http } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
-import { ANVIL_ACCOUNT_KEYS, type Devnet, startDevnet } from "../../src/chain/Devnet.js"
+import { ANVIL_ACCOUNT_KEYS, startDevnet } from "../../src/chain/Devnet.js"
 import { freePort } from "../../src/embedded/EmbeddedPostgres.js"
 import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { callService, devnetServiceEnv, type ServiceProcess, startService, stopService } from "../support/process.js"
+import { usd1TransfersTo } from "../support/TestChain.js"
 import { queryDatabase as query, temporaryDatabaseUrl } from "../support/TestDatabase.js"
 import { eventually } from "../support/wait.js"
 import { signPayment } from "../support/x402.js"
@@ -48,16 +49,6 @@ const swallowingBroadcasts = (target: string) =>
     }),
     ({ server }) =>
       Effect.sync(() => server.closeAllConnections()).pipe(Effect.zipRight(Effect.sync(() => server.close())))
-  )
-
-const transfersToMerchant = (devnet: Devnet) =>
-  Effect.promise(() =>
-    createPublicClient({ transport: http(devnet.rpcUrl) }).getLogs({
-      address: devnet.usd1,
-      event: parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)"),
-      args: { to: merchant.address },
-      fromBlock: 0n
-    })
   )
 
 const pay = (service: ServiceProcess, amount: string) =>
@@ -115,7 +106,7 @@ describe("a crash between recording a transaction and broadcasting it", () => {
         expect(paid.body.tx).toBe(tx)
         const mined = yield* Effect.promise(() => client.getTransaction({ hash: tx }))
         expect(mined.nonce).toBe(Number(recorded!.nonce))
-        const transfers = yield* transfersToMerchant(devnet)
+        const transfers = yield* usd1TransfersTo(devnet, merchant.address)
         expect(transfers).toHaveLength(4)
         expect(new Set(transfers.map((log) => log.transactionHash)).size).toBe(4)
         expect(second.output()).toContain("relayer nonce gap")

@@ -10,7 +10,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { createPublicClient, erc20Abi, type Hex, http, parseAbiItem, parseEther, toHex } from "viem"
+import { createPublicClient, erc20Abi, type Hex, http, parseEther, toHex } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS, type Devnet, startDevnet } from "../../src/chain/Devnet.js"
 import type { PaymentRequirements } from "../../src/merchant/X402.js"
@@ -22,7 +22,7 @@ import {
   startService,
   stopService
 } from "../support/process.js"
-import { devnetRpc as rpc } from "../support/TestChain.js"
+import { devnetRpc as rpc, usd1TransfersTo } from "../support/TestChain.js"
 import { temporaryDatabaseUrl } from "../support/TestDatabase.js"
 import { eventually } from "../support/wait.js"
 import { signPayment } from "../support/x402.js"
@@ -31,16 +31,6 @@ const payer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[4]!)
 const relayer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[9]!)
 
 const client = (devnet: Devnet) => createPublicClient({ transport: http(devnet.rpcUrl) })
-
-const transfersTo = (devnet: Devnet, merchant: Hex) =>
-  Effect.promise(() =>
-    client(devnet).getLogs({
-      address: devnet.usd1,
-      event: parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)"),
-      args: { to: merchant },
-      fromBlock: 0n
-    })
-  )
 
 const balanceOf = (devnet: Devnet, owner: Hex) =>
   Effect.promise(() =>
@@ -98,7 +88,7 @@ describe("the relayer's nonce follows the chain at once", () => {
         // Nothing pays meanwhile and no tick is due: only the watcher can see the head go back.
         const transfers = yield* eventually(
           "the two lost transfers on chain again",
-          transfersTo(devnet, merchant),
+          usd1TransfersTo(devnet, merchant),
           (logs) => logs.length === 3,
           { explain: () => service.output().slice(-3000) }
         )
@@ -160,7 +150,7 @@ describe("the relayer's nonce follows the chain at once", () => {
           (answer) => answer.status === 200,
           { explain: () => service.output().slice(-3000) }
         )
-        const transfers = yield* transfersTo(devnet, merchant)
+        const transfers = yield* usd1TransfersTo(devnet, merchant)
         expect(transfers.map((log) => log.transactionHash)).toContain(lost.body.tx)
         expect(yield* balanceOf(devnet, merchant)).toBe(2n * 10n ** 18n)
         expect(yield* stopService(service, "SIGTERM")).toBe(0)

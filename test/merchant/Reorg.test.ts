@@ -5,12 +5,12 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { createPublicClient, erc20Abi, type Hex, http, parseAbiItem } from "viem"
+import { createPublicClient, erc20Abi, type Hex, http } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS, type Devnet, startDevnet } from "../../src/chain/Devnet.js"
 import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { callService, devnetServiceEnv, logLines, startService, stopService } from "../support/process.js"
-import { devnetRpc as rpc } from "../support/TestChain.js"
+import { devnetRpc as rpc, usd1TransfersTo } from "../support/TestChain.js"
 import { queryDatabase as query, temporaryDatabaseUrl } from "../support/TestDatabase.js"
 import { eventually } from "../support/wait.js"
 import { signPayment } from "../support/x402.js"
@@ -20,16 +20,6 @@ const payer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[3]!)
 const CONFIRMATIONS = 5
 
 const client = (devnet: Devnet) => createPublicClient({ transport: http(devnet.rpcUrl) })
-
-const transfersToMerchant = (devnet: Devnet) =>
-  Effect.promise(() =>
-    client(devnet).getLogs({
-      address: devnet.usd1,
-      event: parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)"),
-      args: { to: merchant.address },
-      fromBlock: 0n
-    })
-  )
 
 const journalOf = (databaseUrl: string, tx: Hex) =>
   query(databaseUrl, "SELECT status, block_number, block_hash FROM relayed_transactions WHERE tx_hash = $1", [tx]).pipe(
@@ -98,7 +88,7 @@ describe("a settlement reorganised out", () => {
         for (let i = 0; i < CONFIRMATIONS; i++) yield* rpc(devnet, "evm_mine")
         yield* eventually("the transaction to be final", journalOf(databaseUrl, tx), (row) => row?.status === "final")
 
-        const transfers = yield* transfersToMerchant(devnet)
+        const transfers = yield* usd1TransfersTo(devnet, merchant.address)
         expect(transfers.map((log) => log.transactionHash)).toEqual([tx])
         const balance = yield* Effect.promise(() =>
           client(devnet).readContract({

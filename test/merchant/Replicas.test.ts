@@ -4,12 +4,12 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { createPublicClient, erc20Abi, type Hex, http, parseAbiItem, parseUnits } from "viem"
+import { createPublicClient, erc20Abi, type Hex, http, parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS, type Devnet, startDevnet } from "../../src/chain/Devnet.js"
 import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { callService, devnetServiceEnv, type ServiceProcess, startService, stopService } from "../support/process.js"
-import { devnetRpc as rpc } from "../support/TestChain.js"
+import { devnetRpc as rpc, usd1TransfersTo } from "../support/TestChain.js"
 import { queryDatabase as query, temporaryDatabaseUrl } from "../support/TestDatabase.js"
 import { eventually } from "../support/wait.js"
 import { signPayment } from "../support/x402.js"
@@ -23,16 +23,6 @@ const serviceEnv = (devnet: Devnet, databaseUrl: string) =>
     SETTLEMENT_RECONCILE_AFTER: "1 second",
     LOG_LEVEL: "Info"
   })
-
-const transfersToMerchant = (devnet: Devnet) =>
-  Effect.promise(() =>
-    createPublicClient({ transport: http(devnet.rpcUrl) }).getLogs({
-      address: devnet.usd1,
-      event: parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)"),
-      args: { to: merchant.address },
-      fromBlock: 0n
-    })
-  ).pipe(Effect.map((logs) => logs.length))
 
 const merchantBalance = (devnet: Devnet) =>
   Effect.promise(() =>
@@ -100,7 +90,7 @@ describe("settlement across processes", () => {
         expect(responses.filter((r) => r.status === 200 || r.status === 202)).toHaveLength(1)
         expect(responses.filter((r) => r.status === 409)).toHaveLength(19)
         yield* waitUntilPaid(first, order.id)
-        expect(yield* transfersToMerchant(devnet)).toBe(1)
+        expect(yield* usd1TransfersTo(devnet, merchant.address)).toHaveLength(1)
         expect(yield* merchantBalance(devnet)).toBe(parseUnits("4.2", 18))
         const rows = yield* query(databaseUrl, "SELECT status FROM settlements WHERE order_id = $1", [order.id])
         expect(rows.map((row) => row.status)).toEqual(["succeeded"])
@@ -149,7 +139,7 @@ describe("settlement across processes", () => {
         service = yield* startService(env)
         const paid = yield* waitUntilPaid(service, mined.id)
         expect(paid.body.tx).toBe(minedTx)
-        expect(yield* transfersToMerchant(devnet)).toBe(1)
+        expect(yield* usd1TransfersTo(devnet, merchant.address)).toHaveLength(1)
 
         // 2. The broadcast transaction is lost (dropped from the pool): the restart re-broadcasts it.
         const lost = yield* newOrder(service, "11")
@@ -159,7 +149,7 @@ describe("settlement across processes", () => {
         service = yield* startService(env)
         const repaid = yield* waitUntilPaid(service, lost.id)
         expect(repaid.body.tx).toBe(lostTx)
-        expect(yield* transfersToMerchant(devnet)).toBe(2)
+        expect(yield* usd1TransfersTo(devnet, merchant.address)).toHaveLength(2)
         expect(yield* merchantBalance(devnet)).toBe(parseUnits("20", 18))
         expect(yield* stopService(service, "SIGTERM")).toBe(0)
       }).pipe(Effect.scoped),

@@ -1,5 +1,5 @@
 import { Context, Duration, Effect, Layer, Option, type Redacted } from "effect"
-import type { Hex } from "viem"
+import { createPublicClient, type Hex, http, parseAbiItem } from "viem"
 import {
   ChainDeployment,
   DEFAULT_NONCE_GAP_STUCK_AFTER,
@@ -24,6 +24,17 @@ export const devnetRpc = (devnet: Devnet, method: string, params: ReadonlyArray<
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params })
     }).then((response) => response.json())
+  )
+
+/** The devnet's USD1 `Transfer` logs into `to` (one address or any of several), from its first block. */
+export const usd1TransfersTo = (devnet: Pick<Devnet, "rpcUrl" | "usd1">, to: Hex | ReadonlyArray<Hex>) =>
+  Effect.promise(() =>
+    createPublicClient({ transport: http(devnet.rpcUrl) }).getLogs({
+      address: devnet.usd1,
+      event: parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)"),
+      args: { to: typeof to === "string" ? to : [...to] },
+      fromBlock: 0n
+    })
   )
 
 /** The running test devnet, for operator helpers (`setStockPrice`, `setStockPaused`, `mintUsd1`, ...). */

@@ -6,7 +6,7 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { expect } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
-import { createPublicClient, createWalletClient, erc20Abi, http, maxUint256, parseAbiItem, parseUnits } from "viem"
+import { createPublicClient, createWalletClient, erc20Abi, http, maxUint256, parseUnits } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
 import { awaitReceipt, type Devnet } from "../../../src/chain/Devnet.js"
 import { mintStock, mintUsd1 } from "../../../src/chain/DevnetOperator.js"
@@ -61,17 +61,6 @@ export const fund = (
         }
       }).pipe(Effect.orDie),
     { discard: true }
-  )
-
-/** USD1 transfers into the given addresses. */
-export const usd1TransfersTo = (devnet: Devnet, to: ReadonlyArray<`0x${string}`>) =>
-  Effect.promise(() =>
-    createPublicClient({ transport: http(devnet.rpcUrl) }).getLogs({
-      address: devnet.usd1,
-      event: parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)"),
-      args: { to: [...to] },
-      fromBlock: 0n
-    })
   )
 
 export const usd1Of = (devnet: Devnet, owner: `0x${string}`) =>
