@@ -361,10 +361,17 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
           done.set(step, result.receipt)
         }
         const at = yield* now
-        if (yield* finishDecision(decision.id, "executed", null, at)) {
-          if (decision.action === "refill") {
-            yield* repo.setTradeAfter(decision.cardId, new Date(at.getTime() + REFILL_COOLDOWN_MS))
-          }
+        // The cooldown is written in the status's transaction: a tick that sees this refill executed
+        // also sees its cooldown, whatever balances it read before the refill was mined.
+        const executed = yield* finishDecision(decision.id, "executed", null, at).pipe(
+          Effect.tap((finished) =>
+            repo
+              .setTradeAfter(decision.cardId, new Date(at.getTime() + REFILL_COOLDOWN_MS))
+              .pipe(Effect.when(() => finished && decision.action === "refill"))
+          ),
+          repo.withTransaction
+        )
+        if (executed) {
           yield* countAgentDecision(decision.action, "executed")
           yield* Effect.logInfo(`agent ${decision.action} executed`).pipe(
             Effect.annotateLogs({ "card.id": decision.cardId, "decision.id": decision.id, usd: decision.usd })
@@ -517,8 +524,10 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
               row: stored(owner, card, at, decision, "blocked", "the previous trade is still being executed")
             }
           }
-          if (card.tradeAfter !== null && card.tradeAfter.getTime() > at) {
-            const until = card.tradeAfter.toISOString()
+          // Read with the previous decision (one statement): the claim's copy may predate its refill.
+          const tradeAfter = previous.get(card.cardId)?.tradeAfter ?? card.tradeAfter
+          if (tradeAfter !== null && tradeAfter.getTime() > at) {
+            const until = tradeAfter.toISOString()
             return {
               card,
               decision,

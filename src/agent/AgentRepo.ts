@@ -246,11 +246,14 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
         action: DecisionAction,
         symbol: Schema.NullOr(Schema.String),
         rule: Schema.String,
-        status: DecisionStatus
+        status: DecisionStatus,
+        /** The card's cooldown as it stands with this decision (an executed refill writes both at once). */
+        tradeAfter: Schema.NullOr(Schema.DateFromSelf)
       }),
       execute: (cardIds) => sql`
-        SELECT DISTINCT ON (card_id) card_id, action, symbol, rule, status FROM agent_decisions
-        WHERE card_id IN ${sql.in(cardIds)} ORDER BY card_id, id DESC`
+        SELECT DISTINCT ON (d.card_id) d.card_id, d.action, d.symbol, d.rule, d.status, s.trade_after
+        FROM agent_decisions d JOIN agent_strategies s ON s.card_id = d.card_id
+        WHERE d.card_id IN ${sql.in(cardIds)} ORDER BY d.card_id, d.id DESC`
     })
 
     /**
