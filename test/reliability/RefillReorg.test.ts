@@ -12,10 +12,6 @@ import { createPublicClient, encodeAbiParameters, type Hex, http, keccak256, num
 import { agentWalletKey } from "../../src/agent/ChainAgentWallet.js"
 import { startDevnet } from "../../src/chain/Devnet.js"
 import { setStockPrice } from "../../src/chain/DevnetOperator.js"
-import { callService, logLines, type ServiceProcess, startService, stopService } from "../support/process.js"
-import { devnetRpc as rpc, usd1TransfersTo } from "../support/TestChain.js"
-import { queryDatabase as query, temporaryDatabaseUrl } from "../support/TestDatabase.js"
-import { eventually } from "../support/wait.js"
 import {
   approveExchange,
   awaitRow,
@@ -25,7 +21,11 @@ import {
   serviceEnv,
   spawnTick,
   usd1Of
-} from "./support/liveAgent.js"
+} from "../agent/support/liveAgent.js"
+import { callService, logLines, type ServiceProcess, startService, stopService } from "../support/process.js"
+import { devnetRpc as rpc, usd1TransfersTo } from "../support/TestChain.js"
+import { queryDatabase as query, temporaryDatabaseUrl } from "../support/TestDatabase.js"
+import { eventually } from "../support/wait.js"
 
 const CONFIRMATIONS = 5
 
