@@ -61,7 +61,12 @@ const stuckPayment = (
     )
     yield* awaitBroadcast(orderId)
     const [first] = yield* journalOf(orderId)
-    const original = yield* Effect.promise(() => client.getTransaction({ hash: first!.txHash }))
+    // Journaled before it is broadcast: the node may not hold it yet.
+    const original = yield* eventually(
+      "the node to hold the first version",
+      Effect.promise(() => client.getTransaction({ hash: first!.txHash }).catch(() => undefined)),
+      (tx) => tx !== undefined
+    ).pipe(Effect.map((tx) => tx!))
     yield* leaveBehind(devnet, first!.txHash)
 
     // Replaced with the same nonce and a higher fee, the first version kept in the journal.
@@ -112,7 +117,10 @@ const stuckPayment = (
     )
     expect(live.filter((row) => row.status === "mined" || row.status === "final")).toHaveLength(1)
     return mined
-  })
+  }).pipe(
+    // a failure above must not leave the next test a devnet that mines nothing
+    Effect.ensuring(Effect.flatMap(TestDevnet, (devnet) => devnetRpc(devnet, "evm_setAutomine", [true])))
+  )
 
 layer(
   testServer({
