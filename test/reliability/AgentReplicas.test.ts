@@ -7,10 +7,6 @@ import { Effect, Redacted } from "effect"
 import { parseUnits } from "viem"
 import { agentWalletKey } from "../../src/agent/ChainAgentWallet.js"
 import { startDevnet } from "../../src/chain/Devnet.js"
-import { startService, stopService } from "../support/process.js"
-import { devnetRpc as rpc, usd1TransfersTo } from "../support/TestChain.js"
-import { queryDatabase as query, temporaryDatabaseUrl } from "../support/TestDatabase.js"
-import { DEFAULT_WAIT, eventually } from "../support/wait.js"
 import {
   approveExchange,
   awaitRow,
@@ -20,7 +16,11 @@ import {
   serviceEnv,
   spawnTick,
   usd1Of
-} from "./support/liveAgent.js"
+} from "../agent/support/liveAgent.js"
+import { startService, stopService } from "../support/process.js"
+import { devnetRpc as rpc, usd1TransfersTo } from "../support/TestChain.js"
+import { queryDatabase as query, temporaryDatabaseUrl } from "../support/TestDatabase.js"
+import { DEFAULT_WAIT, eventually } from "../support/wait.js"
 
 // Cash refills (below the $10 floor, paid from the agent wallet's USD1) are allowed in every session,
 // so these tests do not depend on the hour they run at.
