@@ -8,12 +8,12 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { createPublicClient, http, parseAbiItem } from "viem"
+import { createPublicClient, http } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS, startDevnet } from "../../src/chain/Devnet.js"
 import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { callService, devnetServiceEnv, type ServiceProcess, startService, stopService } from "../support/process.js"
-import { devnetRpc } from "../support/TestChain.js"
+import { devnetRpc, usd1TransfersTo } from "../support/TestChain.js"
 import { queryDatabase as query, temporaryDatabaseUrl } from "../support/TestDatabase.js"
 import { eventually } from "../support/wait.js"
 import { signPayment } from "../support/x402.js"
@@ -87,14 +87,7 @@ describe("a crash with relayer transactions in flight", () => {
         )
         const paid = settled.filter((body) => body.status === "paid")
         // The chain's word: Transfer events to the merchant, one per paid order, each in that order's transaction.
-        const transfers = yield* Effect.promise(() =>
-          client.getLogs({
-            address: devnet.usd1,
-            event: parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)"),
-            args: { to: merchant.address },
-            fromBlock: 0n
-          })
-        )
+        const transfers = yield* usd1TransfersTo(devnet, merchant.address)
         expect(transfers).toHaveLength(paid.length)
         expect(new Set(transfers.map((log) => log.transactionHash))).toEqual(new Set(paid.map((body) => body.tx)))
         // Everything was settled here (nothing refused): all 11 paid, on 11 consecutive relayer nonces.

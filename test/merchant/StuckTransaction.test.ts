@@ -9,14 +9,14 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
-import { createPublicClient, type Hash, http, parseAbiItem, parseGwei, parseUnits } from "viem"
+import { createPublicClient, type Hash, http, parseGwei, parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
 import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { send } from "../support/http.js"
 import { awaitBroadcast } from "../support/settlements.js"
-import { devnetRpc, TestDevnet } from "../support/TestChain.js"
+import { devnetRpc, TestDevnet, usd1TransfersTo } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
 import { eventually } from "../support/wait.js"
 import { signPayment } from "../support/x402.js"
@@ -90,14 +90,7 @@ const stuckPayment = (
     )
 
     // Exactly one transfer: a replacement, with the same nonce and a fee at least 12.5 % higher.
-    const transfers = yield* Effect.promise(() =>
-      client.getLogs({
-        address: devnet.usd1,
-        event: parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)"),
-        args: { to: merchant.address },
-        fromBlock: 0n
-      })
-    )
+    const transfers = yield* usd1TransfersTo(devnet, merchant.address)
     const ours = transfers.filter((log) => log.args.from === payer.address)
     expect(ours.map((log) => log.transactionHash)).toEqual([order.body.tx])
     expect(order.body.tx).not.toBe(first!.txHash)
