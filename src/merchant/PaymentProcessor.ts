@@ -74,14 +74,17 @@ export interface PaymentProcessorShape {
    * Settles the payment; `record` persists each transaction before it is broadcast, and
    * `resendable` (the relayer's journal) lets a relayer that lost track of its nonce close the gap
    * first; `versions` are the signed versions of the settlement's transaction (fee bumps of a stuck
-   * one), any of which may be mined.
+   * one), any of which may be mined. `verifiedStillHolds`: nothing of ours that could change the
+   * transfer's outcome happened since `verify` simulated it (docs/merchant.md, "The simulation
+   * before signing"), so the relayer need not simulate it again before its first signature.
    */
   readonly settle: (
     payload: PaymentPayload,
     requirements: PaymentRequirements,
     record: (tx: BroadcastRecord) => Effect.Effect<void, SettlementAbandoned>,
     resendable?: Resendable,
-    versions?: Effect.Effect<ReadonlyArray<Hash>>
+    versions?: Effect.Effect<ReadonlyArray<Hash>>,
+    verifiedStillHolds?: boolean
   ) => Effect.Effect<SettleOutcome>
 }
 
@@ -201,7 +204,8 @@ export const RelayerProcessor = Layer.effect(
       _requirements: PaymentRequirements,
       record: (tx: BroadcastRecord) => Effect.Effect<void, SettlementAbandoned>,
       resendable?: Resendable,
-      versions?: Effect.Effect<ReadonlyArray<Hash>>
+      versions?: Effect.Effect<ReadonlyArray<Hash>>,
+      verifiedStillHolds = false
     ) =>
       Effect.suspend(() => {
         // The transaction is broadcast only after it was recorded: no record, nothing sent.
@@ -217,7 +221,9 @@ export const RelayerProcessor = Layer.effect(
                     recorded = true
                   })
                 ),
-              resendable
+              resendable,
+              // only the first send: one sent again after running out of gas is simulated anew
+              verifiedStillHolds && outOfGasRetries === 1
             )
             .pipe(
               // Out of gas, the transfer moved nothing and its authorization is unused: sent again

@@ -25,6 +25,7 @@ const chainOf = (length: number, fork: string, txsIn: (number: number) => Readon
       number: BigInt(n),
       hash: hashOf(`${fork}-${n}`),
       parentHash: hashOf(`${fork}-${n - 1}`),
+      timestamp: BigInt(n),
       transactions: txsIn(n)
     })
   )
