@@ -181,8 +181,12 @@ export interface BlockWatcherOptions {
 }
 
 export interface BlockWatcher {
-  /** `hash`, sent by `sender`, is about to be broadcast: its receipt is caught from the next blocks. */
-  readonly expect: (hash: Hash, sender: string) => Effect.Effect<void>
+  /**
+   * `hash`, sent by `sender`, is about to be broadcast: its receipt is caught from the next blocks.
+   * With `replaces` (a fee bump of that transaction: the same nonce), whoever waits for the one
+   * replaced gets this one's receipt when it is the one mined.
+   */
+  readonly expect: (hash: Hash, sender: string, replaces?: Hash) => Effect.Effect<void>
   /**
    * The first receipt of any of `hashes` (a transaction and its replacements) within `timeoutMs` of
    * wall-clock time; none past it. A hash not expected is read once directly first (timeout 0: only
@@ -205,6 +209,8 @@ export interface BlockWatcher {
 
 interface Entry {
   readonly sender: string | undefined
+  /** The transaction this one replaces (a fee bump), lower case. */
+  replaces: string | undefined
   /** The head seen when it was expected: a block after the next one should hold it. */
   readonly sentAt: bigint | undefined
   found: RawReceipt | undefined
@@ -235,6 +241,7 @@ export const blockWatcher = (
         if (known !== undefined) return { entry: known, fresh: false }
         const entry: Entry = {
           sender: sender?.toLowerCase(),
+          replaces: undefined,
           sentAt: seen.latest,
           found: undefined,
           signal: yield* Deferred.make<RawReceipt>(),
@@ -253,8 +260,16 @@ export const blockWatcher = (
         const entry = entries.get(receipt.transactionHash.toLowerCase())
         if (entry === undefined || entry.found !== undefined) return
         mined.set(receipt.transactionHash.toLowerCase(), receipt)
-        entry.found = receipt
-        yield* Deferred.succeed(entry.signal, receipt)
+        // The transaction mined, and every earlier version of its nonce it replaced, are answered.
+        const seenVersions = new Set<string>()
+        for (let version: Entry | undefined = entry; version !== undefined && version.found === undefined; ) {
+          version.found = receipt
+          yield* Deferred.succeed(version.signal, receipt)
+          const replaced = version.replaces
+          if (replaced === undefined || seenVersions.has(replaced)) break
+          seenVersions.add(replaced)
+          version = entries.get(replaced)
+        }
       })
 
     /** Receipts found in blocks from `number` on are no longer on the chain seen: awaited again. */
@@ -342,7 +357,10 @@ export const blockWatcher = (
     yield* Effect.ignore(round)
     yield* Effect.forkScoped(Effect.forever(pause.pipe(Effect.zipRight(Effect.ignore(round)))))
 
-    const expect = (hash: Hash, sender: string) => Effect.asVoid(entryOf(hash, sender))
+    const expect = (hash: Hash, sender: string, replaces?: Hash) =>
+      Effect.map(entryOf(hash, sender), ({ entry }) => {
+        if (replaces !== undefined) entry.replaces = replaces.toLowerCase()
+      })
 
     const receipt = (hashes: ReadonlyArray<Hash>, timeoutMs: number) =>
       Effect.gen(function* () {

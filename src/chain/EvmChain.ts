@@ -675,7 +675,8 @@ export const EvmChain = Layer.scoped(
         )
         const signed: SignedTransaction = { sender: relayer.address, hash: keccak256(raw), raw, nonce: tx.nonce }
         yield* record(signed)
-        yield* watcher.expect(signed.hash, relayer.address)
+        // Whoever waits for the stuck one gets this one's receipt if it is the one mined.
+        yield* watcher.expect(signed.hash, relayer.address, keccak256(stuck.raw))
         // One the node refuses (a fee still too low) stays journaled: it is bumped again when due.
         yield* resend(raw)
         return Option.some(signed)
@@ -844,7 +845,8 @@ export const EvmChain = Layer.scoped(
         Effect.flatMap(
           Option.match({
             onNone: () => Effect.succeed(Option.none<Receipt>()),
-            onSome: (raw) => Effect.map(toReceipt(hash, raw), Option.some)
+            // the receipt of a fee bump of it, when that is the version mined
+            onSome: (raw) => Effect.map(toReceipt(raw.transactionHash, raw), Option.some)
           })
         ),
         Effect.withSpan("ChainClient.receipt", { attributes: { "chain.tx": hash } })

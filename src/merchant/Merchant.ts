@@ -433,20 +433,13 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
             }
             if (recorded !== "recorded") return yield* new SettlementAbandoned()
           })
-        // A read that fails is no other version: the transaction signed here is still awaited.
-        const versions = repo.versionsOf(settlementId).pipe(
-          Effect.map((hashes) => hashes as ReadonlyArray<Hash>),
-          Effect.orElseSucceed((): ReadonlyArray<Hash> => [])
+        const settled = yield* processor.settle(payload, requirements, record, resendable, verifiedStillHolds).pipe(
+          Effect.timeoutTo({
+            duration: SETTLEMENT_WORK_LIMIT,
+            onSuccess: (outcome) => outcome,
+            onTimeout: () => pending
+          })
         )
-        const settled = yield* processor
-          .settle(payload, requirements, record, resendable, versions, verifiedStillHolds)
-          .pipe(
-            Effect.timeoutTo({
-              duration: SETTLEMENT_WORK_LIMIT,
-              onSuccess: (outcome) => outcome,
-              onTimeout: () => pending
-            })
-          )
         const outcome =
           settled._tag === "Rejected"
             ? yield* usedAuthorization({

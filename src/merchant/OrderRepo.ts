@@ -264,14 +264,6 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
                    WHERE id = ${row.settlementId} AND status = 'broadcast'`
       }).pipe(sql.withTransaction)
 
-    /** Every signed version of the settlement's relayed transaction that may be mined (the live one first). */
-    const versionsOf = (id: number) =>
-      sql<{ readonly txHash: string }>`SELECT tx_hash FROM relayed_transactions
-                                       WHERE settlement_id = ${id} AND status IN ('pending', 'mined', 'final', 'bumped')
-                                       ORDER BY status = 'bumped', created_at DESC`.pipe(
-        Effect.map((rows) => rows.map((row) => row.txHash))
-      )
-
     /**
      * The sender's journaled transactions from `fromNonce` up that may be sent again: live or final,
      * of a settlement still in progress or paid, whose authorization is valid at `nowSeconds`; the
@@ -456,7 +448,6 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
         recordBroadcast,
         recordBump,
         promoteVersion,
-        versionsOf,
         resendableFrom,
         unfinalTransactions,
         markTransaction,
