@@ -115,4 +115,46 @@ layer(
       }),
     240_000
   )
+
+  it.effect(
+    "two payments of one payer at once: the later reservation finds the other unsettled and is simulated again before signing",
+    () =>
+      Effect.gen(function* () {
+        const devnet = yield* TestDevnet
+        const [endpoint] = yield* ChainEndpoints
+        const payer = privateKeyToAccount(generatePrivateKey())
+        yield* mintUsd1(devnet, payer.address, parseUnits("2", 18)).pipe(Effect.orDie)
+        const offers = yield* Effect.forEach([1, 2], () =>
+          Effect.gen(function* () {
+            const created = yield* send("POST", "/merchant/orders", { json: { amount: "1", description: "twice" } })
+            const offer = yield* send("GET", `/merchant/orders/${created.body.id}/pay`)
+            const { header } = yield* Effect.promise(() =>
+              signPayment(payer, offer.body.accepts[0] as PaymentRequirements)
+            )
+            return { id: created.body.id as string, header }
+          })
+        )
+        const simulatedBefore = endpoint!.answeredByLabel().get(`eth_call ${devnet.usd1.toLowerCase()}`) ?? 0
+        yield* Effect.forEach(
+          offers,
+          (offer) =>
+            send("POST", `/merchant/orders/${offer.id}/pay`, { headers: { "PAYMENT-SIGNATURE": offer.header } }),
+          { concurrency: "unbounded" }
+        )
+        yield* Effect.forEach(offers, (offer) =>
+          eventually(
+            `order ${offer.id} to be paid`,
+            send("GET", `/merchant/orders/${offer.id}`).pipe(Effect.map((response) => response.body.status)),
+            (status) => status === "paid"
+          )
+        )
+        const simulated =
+          (endpoint!.answeredByLabel().get(`eth_call ${devnet.usd1.toLowerCase()}`) ?? 0) - simulatedBefore
+        // Whichever reserved second saw the first unsettled (or, reserved first, saw the other added
+        // since its read): at least one, at most both, simulated right before signing.
+        expect(simulated).toBeGreaterThanOrEqual(1)
+        expect(simulated).toBeLessThanOrEqual(2)
+      }),
+    120_000
+  )
 })
