@@ -260,15 +260,27 @@ export const blockWatcher = (
         const entry = entries.get(receipt.transactionHash.toLowerCase())
         if (entry === undefined || entry.found !== undefined) return
         mined.set(receipt.transactionHash.toLowerCase(), receipt)
-        // The transaction mined, and every earlier version of its nonce it replaced, are answered.
-        const seenVersions = new Set<string>()
-        for (let version: Entry | undefined = entry; version !== undefined && version.found === undefined; ) {
+        // Every version of its nonce is answered with it: the ones it replaced, and the ones that
+        // replaced it (they can never be mined now, nor count as overdue).
+        const versions = new Set<string>([receipt.transactionHash.toLowerCase()])
+        for (let grew = true; grew; ) {
+          grew = false
+          for (const [key, other] of entries) {
+            if (versions.has(key) && other.replaces !== undefined && !versions.has(other.replaces)) {
+              versions.add(other.replaces)
+              grew = true
+            }
+            if (!versions.has(key) && other.replaces !== undefined && versions.has(other.replaces)) {
+              versions.add(key)
+              grew = true
+            }
+          }
+        }
+        for (const key of versions) {
+          const version = entries.get(key)
+          if (version === undefined || version.found !== undefined) continue
           version.found = receipt
           yield* Deferred.succeed(version.signal, receipt)
-          const replaced = version.replaces
-          if (replaced === undefined || seenVersions.has(replaced)) break
-          seenVersions.add(replaced)
-          version = entries.get(replaced)
         }
       })
 
