@@ -13,8 +13,8 @@ import {
   compareHead,
   nothingSeen,
   planReads,
-  recorded,
   type RawReceipt,
+  recorded,
   rewound,
   type Seen
 } from "../../src/chain/BlockWatcher.js"
