@@ -74,10 +74,11 @@ export interface TransferCheck {
 }
 
 /**
- * What re-sending a signed transaction found: the node has it (pooled or mined), or its nonce went
- * to another transaction, so it can never be mined.
+ * What re-sending a signed transaction found: the node has it (pooled or mined), its nonce went
+ * to another transaction, so it can never be mined, or the node refuses its fee for now (a fee
+ * spike: the chain answered, and the transaction may be accepted once fees fall, or be bumped).
  */
-export type Rebroadcast = "known" | "replaced"
+export type Rebroadcast = "known" | "replaced" | "underpriced"
 
 /** A Chainlink AggregatorV3-style feed's latest round. */
 export interface FeedRound {
@@ -284,7 +285,7 @@ export interface ChainClientShape {
   /**
    * Sends an already signed transaction again (crash recovery). "Already known" or "nonce too low"
    * is `known` only when the node knows the transaction itself; `replaced` when its nonce was used
-   * by another transaction.
+   * by another transaction; `underpriced` when the node wants a higher fee now (not an outage).
    */
   readonly rebroadcast: (raw: Hex) => Effect.Effect<Rebroadcast, ChainError>
   /** The receipt, waiting up to `timeoutMs`; none when the transaction is not mined by then. */

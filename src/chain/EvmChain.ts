@@ -1059,8 +1059,12 @@ export const EvmChain = Layer.scoped(
         Effect.as<Rebroadcast>("known"),
         Effect.catchAll((cause) => {
           const text = errorText(cause)
-          if (isUnreachable(cause) || !(alreadyKnown.test(text) || /nonce too low/i.test(text))) {
-            return Effect.fail(new ChainError({ message: `rebroadcast: ${text}`, cause }))
+          const unknownTo = isUnreachable(cause) || !(alreadyKnown.test(text) || /nonce too low/i.test(text))
+          if (unknownTo) {
+            // A node that answered "underpriced" is up: the fee spike is the chain's, not an outage.
+            return !isUnreachable(cause) && lowFee.test(text)
+              ? Effect.succeed<Rebroadcast>("underpriced")
+              : Effect.fail(new ChainError({ message: `rebroadcast: ${text}`, cause }))
           }
           // The node's word alone does not say that it has this transaction: its hash does.
           return read<unknown>("rebroadcast", "eth_getTransactionByHash", [hash]).pipe(
