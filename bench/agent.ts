@@ -7,7 +7,9 @@
  * table shows the tick time (start to the last replica done), wall and CPU (all replicas) per card,
  * SQL statements per 100 cards (counted through each replica's SQL client), JSON-RPC calls per 100
  * cards (a counting proxy in front of anvil), rows written (decisions, events and the schedule's two
- * updates per card: the lease and the next due time) and the largest peak RSS of a replica.
+ * updates per card: the lease and the next due time), the largest peak RSS of a replica, the CPU
+ * the bench's own PostgreSQL and anvil spent in the tick (from /proc: where the two cores went) and
+ * the load average as the tick ended.
  *
  * Two chains: `memory` (the in-memory chain inside each replica: the CPU-only figures, no node to
  * wait for) and `devnet` (the shared anvil, every balance read a real `eth_call`). Cards are seeded
@@ -20,6 +22,7 @@
  * 10000), BENCH_AGENT_LIVE (refills of the live run, 1000; 0 skips it).
  */
 import { type ChildProcess, spawn } from "node:child_process"
+import { readdirSync, readFileSync } from "node:fs"
 import { loadavg } from "node:os"
 import path from "node:path"
 import { createInterface } from "node:readline"
@@ -95,6 +98,48 @@ const startReplica = (env: Record<string, string>) =>
     } satisfies Replica
   })
 
+/** Clock ticks per second of /proc/<pid>/stat's CPU times (USER_HZ: 100 on Linux). */
+const USER_HZ = 100
+
+/**
+ * CPU time so far (ms) of this bench's PostgreSQL and anvil processes (its descendants, by name):
+ * with the replicas' own figure, where a tick's CPU goes. A process that exits during a tick
+ * takes its time with it (the pools keep their connections, so that is rare).
+ */
+const serviceCpuMs = () => {
+  const stats = readdirSync("/proc").flatMap((entry) => {
+    if (!/^\d+$/.test(entry)) return []
+    try {
+      const text = readFileSync(`/proc/${entry}/stat`, "utf8")
+      // "pid (comm) state ppid ...": comm may hold spaces, so split after its closing parenthesis.
+      const close = text.lastIndexOf(")")
+      const fields = text.slice(close + 2).split(" ")
+      return [
+        {
+          pid: Number(entry),
+          name: text.slice(text.indexOf("(") + 1, close),
+          ppid: Number(fields[1]),
+          cpuMs: ((Number(fields[11]) + Number(fields[12])) * 1000) / USER_HZ
+        }
+      ]
+    } catch {
+      return [] // gone meanwhile
+    }
+  })
+  const children = new Map<number, Array<(typeof stats)[number]>>()
+  for (const stat of stats) children.set(stat.ppid, [...(children.get(stat.ppid) ?? []), stat])
+  const totals = { postgres: 0, anvil: 0 }
+  const walk = (pid: number): void => {
+    for (const child of children.get(pid) ?? []) {
+      if (child.name === "postgres") totals.postgres += child.cpuMs
+      if (child.name === "anvil") totals.anvil += child.cpuMs
+      walk(child.pid)
+    }
+  }
+  walk(process.pid)
+  return totals
+}
+
 interface Measure {
   readonly tickMs: number
   readonly wallPerCardMs: number
@@ -107,6 +152,11 @@ interface Measure {
   readonly executed: number
   /** Each replica's CPU in the tick, ms. */
   readonly cpuMs: ReadonlyArray<number>
+  /** PostgreSQL's and anvil's CPU in the tick, ms. */
+  readonly postgresCpuMs: number
+  readonly anvilCpuMs: number
+  /** The machine's 1-minute load average as the tick ended. */
+  readonly load: number
 }
 
 const rowCounts = (sql: SqlClient.SqlClient) =>
@@ -126,12 +176,14 @@ const tickAll = (
   Effect.gen(function* () {
     const rowsBefore = yield* rowCounts(sql)
     const rpcBefore = rpcCalls()
+    const servicesBefore = serviceCpuMs()
     const started = performance.now()
     const results = yield* Effect.all(
       replicas.map((replica) => replica.tick(at)),
       { concurrency: "unbounded" }
     )
     const tickMs = performance.now() - started
+    const servicesAfter = serviceCpuMs()
     const rowsAfter = yield* rowCounts(sql)
     const claimed = results.reduce((sum, r) => sum + r.claimed, 0)
     return {
@@ -145,7 +197,10 @@ const tickAll = (
       peakRssMb: Math.max(...results.map((r) => r.peakRssMb)),
       claimed,
       executed: results.reduce((sum, r) => sum + r.executed, 0),
-      cpuMs: results.map((r) => r.cpuMs)
+      cpuMs: results.map((r) => r.cpuMs),
+      postgresCpuMs: servicesAfter.postgres - servicesBefore.postgres,
+      anvilCpuMs: servicesAfter.anvil - servicesBefore.anvil,
+      load: loadavg()[0]!
     } satisfies Measure
   })
 
@@ -154,8 +209,9 @@ const fixed = (n: number, digits: number) => (Number.isFinite(n) ? n.toFixed(dig
 const row = (label: string, cards: number, replicas: number, m: Measure, refillsPerSecond = Number.NaN) =>
   `| ${label} | ${cards.toLocaleString("en-US")} | ${replicas} | ${fixed(m.tickMs / 1000, 2)} | ${fixed(m.wallPerCardMs, 3)} | ` +
   `${fixed(m.cpuPerCardMs, 3)} | ${m.cpuMs.map((ms) => fixed(ms / 1000, 1)).join(" / ")} | ` +
+  `${fixed(m.postgresCpuMs / 1000, 1)} | ${fixed(m.anvilCpuMs / 1000, 1)} | ` +
   `${fixed(m.statementsPer100, 2)} | ${fixed(m.rpcPer100, 1)} | ${m.rowsWritten.toLocaleString("en-US")} | ` +
-  `${fixed(m.peakRssMb, 0)} | ${fixed(refillsPerSecond, 1)} |`
+  `${fixed(m.peakRssMb, 0)} | ${fixed(refillsPerSecond, 1)} | ${fixed(m.load, 1)} |`
 
 export const agentSection: Section = {
   name: "agent",
@@ -192,8 +248,8 @@ export const agentSection: Section = {
           .join(" ")}); first: every card's first decision stored; steady: the median of two later ticks, ` +
           "nothing changed, nothing new stored; live: one tick of cash refills on the devnet",
         "",
-        "| tick | cards | replicas | tick, s | wall per card, ms | CPU per card, ms | CPU per replica, s | SQL per 100 cards | JSON-RPC per 100 cards | rows written | peak RSS per replica, MB | refills/s |",
-        "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|"
+        "| tick | cards | replicas | tick, s | wall per card, ms | CPU per card, ms | CPU per replica, s | PostgreSQL CPU, s | anvil CPU, s | SQL per 100 cards | JSON-RPC per 100 cards | rows written | peak RSS per replica, MB | refills/s | load average |",
+        "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
       ]
 
       const chains = (process.env.BENCH_AGENT_CHAINS ?? "memory,devnet").split(",")

@@ -659,10 +659,13 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
           }
         })
         // Pages in flight side by side: one page's cards are decided while another waits for PostgreSQL.
-        yield* Effect.all(Array.from({ length: settings.pagesInFlight }, () => pages), {
-          concurrency: "unbounded",
-          discard: true
-        })
+        yield* Effect.all(
+          Array.from({ length: settings.pagesInFlight }, () => pages),
+          {
+            concurrency: "unbounded",
+            discard: true
+          }
+        )
         const tookMs = (yield* Clock.currentTimeMillis) - started
         yield* Metric.update(agentTickDuration, tookMs / 1000)
         if (tookMs > intervalMs) {
