@@ -233,7 +233,10 @@ export const agentSection: Section = {
           AGENT_INTERVAL: "1 hour",
           AGENT_LEASE: "10 minutes",
           // A multicall of 500 reads can take seconds on the loaded shared devnet.
-          CHAIN_TIMEOUT: "60 seconds"
+          CHAIN_TIMEOUT: "60 seconds",
+          // Four replicas opening their pools at once on a loaded 2-core machine wait longer than the
+          // default 3 s for PostgreSQL to start their backends.
+          DATABASE_CONNECT_TIMEOUT: "30 seconds"
         })
         return {
           ...env,
