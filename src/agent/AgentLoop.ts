@@ -218,9 +218,10 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
       id: string,
       status: "executed" | "failed" | "unknown" | "blocked",
       error: string | null,
-      at: Date
+      at: Date,
+      guard: "unsigned" | "any" = "any"
     ) =>
-      repo.finishDecision(id, status, error, at).pipe(
+      repo.finishDecision(id, status, error, at, guard).pipe(
         Effect.tap((finished) =>
           finished
             ? publishDecisions([id]).pipe(
@@ -353,7 +354,14 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
           const recorded = (yield* repo.transactions(decision.id)).find((tx) => tx.step === step)
           if (recorded === undefined && index === 0 && !role.executor) {
             const at = yield* now
-            yield* finishDecision(decision.id, "failed", "interrupted before any transaction was signed", at)
+            // Unless the executor recorded its first transaction meanwhile: then it is alive and goes on.
+            yield* finishDecision(
+              decision.id,
+              "failed",
+              "interrupted before any transaction was signed",
+              at,
+              "unsigned"
+            )
             return
           }
           const sale = role.executor ? role.sale : Option.none<Sale>()
@@ -558,7 +566,7 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
         const stored =
           rows.length === 0
             ? new Map()
-            : yield* repo.insertDecisions(rows).pipe(
+            : yield* repo.insertDecisions(rows, new Date(yield* Clock.currentTimeMillis)).pipe(
                 Effect.tap((stored) =>
                   events.publishAll(
                     [...stored].map(([cardId, row]) => ({

@@ -271,12 +271,14 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
      * replica already stored for that interval is skipped. Answers the stored ones by card, as the
      * log shows them (a new decision has no transaction yet).
      */
-    const insertDecisions = (rows: ReadonlyArray<NewDecision>) =>
+    const insertDecisions = (rows: ReadonlyArray<NewDecision>, storedAt: Date) =>
       rows.length === 0
         ? Effect.succeed(new Map<string, typeof DecisionRow.Type>())
         : sql`
             INSERT INTO agent_decisions ${sql.insert(
-              rows.map((row) => ({ ...row, createdAt: row.at, updatedAt: row.at }))
+              // Stamped when stored, not when decided (the tick's start): a page stored late in a long
+              // tick must not look abandoned to the reconciler before its executor has signed anything.
+              rows.map((row) => ({ ...row, createdAt: storedAt, updatedAt: storedAt }))
             )}
             ON CONFLICT (card_id, due_at) DO NOTHING
             RETURNING card_id, id, at, action, symbol, usd, reason, status, error`.pipe(
@@ -339,7 +341,9 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
                                         created_at, updated_at, checked_at)
         SELECT ${row.decisionId}, ${row.step}, ${row.hash}, ${row.raw}, ${row.sender}, ${row.nonce},
                ${row.amount.toString()}, 'broadcast', 'pending', ${row.now}, ${row.now}, ${row.now}
-        WHERE EXISTS (SELECT 1 FROM agent_decisions WHERE id = ${row.decisionId} AND status = 'executing')
+        -- The decision's row lock orders this against a reconciler failing the decision as unsigned
+        -- (finishDecision's "unsigned" guard): one of the two sees the other's outcome, never neither.
+        WHERE EXISTS (SELECT 1 FROM agent_decisions WHERE id = ${row.decisionId} AND status = 'executing' FOR UPDATE)
         RETURNING decision_id`.pipe(
         Effect.catchIf(
           (error) => isUniqueViolation(error, "agent_transactions_pkey"),
@@ -422,15 +426,31 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
         Effect.map((rows) => rows.length === 1)
       )
 
-    /** Moves an executing decision to its final status; false when it was final already. */
+    /**
+     * Moves an executing decision to its final status; false when it was final already. `unsigned`:
+     * only if no transaction of it was recorded. Run in a transaction: the decision's row is locked
+     * first, and an executor recording its first transaction locks the same row, so the
+     * transactions read after the lock include any such record (else a transfer could go out
+     * under a decision failed as "nothing signed", and the card be refilled again next interval).
+     */
     const finishDecision = (
       id: string,
       status: "executed" | "failed" | "unknown" | "blocked",
       error: string | null,
-      now: Date
+      now: Date,
+      guard: "unsigned" | "any" = "any"
     ) =>
-      sql`UPDATE agent_decisions SET status = ${status}, error = ${error}, updated_at = ${now}
-          WHERE id = ${id} AND status = 'executing' RETURNING id`.pipe(Effect.map((rows) => rows.length === 1))
+      Effect.gen(function* () {
+        if (guard === "unsigned") {
+          yield* sql`SELECT id FROM agent_decisions WHERE id = ${id} AND status = 'executing' FOR UPDATE`
+        }
+        const rows = yield* sql`
+          UPDATE agent_decisions SET status = ${status}, error = ${error}, updated_at = ${now}
+          WHERE id = ${id} AND status = 'executing'
+          ${guard === "unsigned" ? sql`AND NOT EXISTS (SELECT 1 FROM agent_transactions WHERE decision_id = ${id})` : sql``}
+          RETURNING id`
+        return rows.length === 1
+      })
 
     return {
       ...repository("AgentRepo", {
