@@ -32,6 +32,7 @@ import {
   chainConfirmations,
   isFinal,
   type Receipt,
+  type SignedPurpose,
   type SignedTransaction,
   withinChainTimeout
 } from "../chain/ChainClient.js"
@@ -301,11 +302,11 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
         const received = sold === undefined ? decided : receivedUsd1(sold, walletAddress)
         // biome-ignore lint/complexity/useMathMinMax: bigint amounts; Math.min takes numbers only
         const budget = received < decided ? received : decided
-        const record = (amount: bigint) => (signed: SignedTransaction) =>
+        const record = (amount: bigint) => (signed: SignedTransaction, purpose: SignedPurpose) =>
           Effect.flatMap(now, (at) =>
             repo.recordTransaction({
               decisionId: decision.id,
-              step,
+              step: purpose === "approval" ? "approve" : step,
               hash: signed.hash,
               raw: signed.raw,
               sender: walletAddress,
@@ -331,7 +332,7 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
             break
           }
         }
-        return yield* repo.transactions(decision.id).pipe(Effect.map((txs) => txs.find((tx) => tx.step === step)!))
+        return yield* repo.transactions(decision.id)
       })
 
     /**
@@ -351,22 +352,19 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
         const decision = found.value
         const done = new Map<TransactionStep, Receipt>()
         for (const [index, step] of stepsOf(decision).entries()) {
-          const recorded = (yield* repo.transactions(decision.id)).find((tx) => tx.step === step)
-          if (recorded === undefined && index === 0 && !role.executor) {
+          const recorded = yield* repo.transactions(decision.id)
+          if (!recorded.some((tx) => tx.step === step) && index === 0 && !role.executor) {
             const at = yield* now
             // Unless the executor recorded its first transaction meanwhile: then it is alive and goes on.
-            yield* finishDecision(
-              decision.id,
-              "failed",
-              "interrupted before any transaction was signed",
-              at,
-              "unsigned"
-            )
+            yield* finishDecision(decision.id, "failed", "interrupted before its first step was signed", at, "unsigned")
             return
           }
           const sale = role.executor ? role.sale : Option.none<Sale>()
-          const tx = recorded ?? (yield* perform(decision, step, done, sale))
-          const result = yield* settle(decision, tx, waitMs)
+          const txs = recorded.some((tx) => tx.step === step) ? recorded : yield* perform(decision, step, done, sale)
+          // The exchange's approval went out (and was mined) before the step that needed it.
+          const approval = txs.find((tx) => tx.step === "approve" && tx.status === "broadcast")
+          if (approval !== undefined && (yield* settle(decision, approval, waitMs)).kind === "stop") return
+          const result = yield* settle(decision, txs.find((tx) => tx.step === step)!, waitMs)
           if (result.kind === "stop") return
           done.set(step, result.receipt)
         }
@@ -725,6 +723,11 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
       Effect.gen(function* () {
         if (!(yield* repo.dropTransaction(tx.decisionId, tx.step, at))) return
         const lost = `the ${tx.step} transaction ${tx.hash} was lost by the chain and ${why}`
+        if (tx.step === "approve") {
+          return yield* Effect.logWarning(
+            `agent ${tx.action}: ${lost}; the wallet's next trade approves the exchange again`
+          )
+        }
         if (!delivers(tx)) {
           return yield* Effect.logWarning(`agent ${tx.action}: ${lost}; the wallet's own USD1 paid the steps after it`)
         }

@@ -88,7 +88,8 @@ export const ExecutingDecision = Schema.Struct({
 })
 export type ExecutingDecision = typeof ExecutingDecision.Type
 
-export const TransactionStep = Schema.Literal("sell", "buy", "send")
+/** A trade's transactions: the steps, and the exchange's approval a wallet's first trade of a token needs before them. */
+export const TransactionStep = Schema.Literal("approve", "sell", "buy", "send")
 export type TransactionStep = typeof TransactionStep.Type
 
 export const AgentTransaction = Schema.Struct({

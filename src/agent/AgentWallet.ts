@@ -12,7 +12,7 @@
  */
 import { Context, Data, type Effect } from "effect"
 import type { Address } from "../chain/Address.js"
-import type { SignedTransaction } from "../chain/ChainClient.js"
+import type { RecordSigned, SignedTransaction } from "../chain/ChainClient.js"
 import type { StockToken } from "../chain/Tokens.js"
 
 /** The card an agent wallet serves: its id and the card's own USD1 address. */
@@ -44,9 +44,6 @@ export interface WalletSession {
   readonly expiresAt?: number
 }
 
-/** Persists a signed transaction before it is broadcast; failing stops the broadcast. */
-export type RecordTransaction<E, R> = (signed: SignedTransaction) => Effect.Effect<void, E, R>
-
 export interface AgentWalletShape {
   readonly address: (card: AgentCard) => Effect.Effect<Address, AgentWalletError>
   /** The holdings of each card's wallet, in the order given (read in bulk). */
@@ -57,7 +54,7 @@ export interface AgentWalletShape {
     token: StockToken,
     amount: bigint,
     minUsd1Out: bigint,
-    record: RecordTransaction<E, R>
+    record: RecordSigned<E, R>
   ) => Effect.Effect<SignedTransaction, AgentWalletError | E, R>
   /** Buys `token` with `usd1In` USD1 for at least `minTokensOut`. */
   readonly buy: <E, R>(
@@ -65,13 +62,13 @@ export interface AgentWalletShape {
     token: StockToken,
     usd1In: bigint,
     minTokensOut: bigint,
-    record: RecordTransaction<E, R>
+    record: RecordSigned<E, R>
   ) => Effect.Effect<SignedTransaction, AgentWalletError | E, R>
   /** Sends `amount` USD1 from the wallet to the card's address. */
   readonly sendUsd1: <E, R>(
     card: AgentCard,
     amount: bigint,
-    record: RecordTransaction<E, R>
+    record: RecordSigned<E, R>
   ) => Effect.Effect<SignedTransaction, AgentWalletError | E, R>
   /** Whether the wallet's provider session is usable (an on-chain key always is). */
   readonly session: Effect.Effect<WalletSession, AgentWalletError>

@@ -10,7 +10,7 @@ import { randomBytes } from "node:crypto"
 import { Context, Effect, Layer, Option, Ref } from "effect"
 import { getAddress, keccak256, toHex } from "viem"
 import type { Address } from "../chain/Address.js"
-import type { SignedTransaction } from "../chain/ChainClient.js"
+import type { RecordSigned, SignedTransaction } from "../chain/ChainClient.js"
 import {
   type AgentCard,
   AgentWallet,
@@ -89,13 +89,13 @@ const make = (inner: Option.Option<AgentWalletShape>) =>
       kind: string,
       amount: bigint,
       move: (holdings: WalletHoldings) => WalletHoldings,
-      record: (signed: SignedTransaction) => Effect.Effect<void, E, R>
+      record: RecordSigned<E, R>
     ) =>
       Effect.gen(function* () {
         yield* gate(card.id)
         const raw = toHex(randomBytes(32))
         const signed: SignedTransaction = { sender: card.wallet ?? card.address, hash: keccak256(raw), raw, nonce: 0 }
-        yield* record(signed)
+        yield* record(signed, "write")
         yield* Ref.update(state, (current) => ({
           ...current,
           holdings: new Map(current.holdings).set(card.id, move(holdingsOf(current, card.id))),

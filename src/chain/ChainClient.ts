@@ -115,8 +115,14 @@ export interface NonceCheck {
   readonly filled: number
 }
 
+/**
+ * Why a transaction was signed: the write asked for, or the approval of the exchange that a
+ * wallet's first trade of a token needs before it (a reorg can take both away, so both are journaled).
+ */
+export type SignedPurpose = "write" | "approval"
+
 /** Persists a signed transaction before it is broadcast; failing stops the broadcast. */
-export type RecordSigned<E, R> = (signed: SignedTransaction) => Effect.Effect<void, E, R>
+export type RecordSigned<E, R> = (signed: SignedTransaction, purpose: SignedPurpose) => Effect.Effect<void, E, R>
 
 /**
  * Transactions signed by one of the service's own accounts (an agent wallet), sent in order from

@@ -60,6 +60,7 @@ import {
   type Receipt,
   type RecordSigned,
   type Resendable,
+  type SignedPurpose,
   type SignedTransaction,
   type TransferAuthorization,
   type TransferCheck
@@ -445,11 +446,17 @@ export const EvmChain = Layer.scoped(
      * decided. For the accounts that do not keep their nonce: agent wallets move between replicas and
      * the devnet's deployer key is shared with its operators, so their sends read the chain's count.
      */
-    const signAndSend = <E, R>(signer: PrivateKeyAccount, call: Call, gas: bigint, record: RecordSigned<E, R>) =>
+    const signAndSend = <E, R>(
+      signer: PrivateKeyAccount,
+      call: Call,
+      gas: bigint,
+      record: RecordSigned<E, R>,
+      purpose: SignedPurpose = "write"
+    ) =>
       Effect.gen(function* () {
         const nonce = yield* pendingNonce(signer.address)
         const signed = yield* signCall(signer, call, gas, nonce, yield* currentFees)
-        yield* record(signed)
+        yield* record(signed, purpose)
         yield* watcher.expect(signed.hash, signer.address)
         const sent = yield* broadcast(signed.raw)
         if (sent._tag === "Sent") return signed
@@ -493,7 +500,7 @@ export const EvmChain = Layer.scoped(
               )
               const signed = yield* signCall(relayer, call, gas, nonce, fee)
               // not recorded, not sent: the nonce is free again, and the chain and the journal say where to go on
-              yield* record(signed).pipe(Effect.tapError(() => queue.forget))
+              yield* record(signed, "write").pipe(Effect.tapError(() => queue.forget))
               yield* watcher.expect(signed.hash, relayer.address)
               yield* queue.sent(nonce)
               return signed
@@ -643,7 +650,7 @@ export const EvmChain = Layer.scoped(
           })
         )
         const signed: SignedTransaction = { sender: relayer.address, hash: keccak256(raw), raw, nonce: tx.nonce }
-        yield* record(signed)
+        yield* record(signed, "write")
         yield* watcher.expect(signed.hash, relayer.address)
         // One the node refuses (a fee still too low) stays journaled: it is bumped again when due.
         yield* resend(raw)
@@ -1080,10 +1087,16 @@ export const EvmChain = Layer.scoped(
 
     /**
      * Simulates a call that makes the exchange pull `amount` of `spent` from the signer. When the
-     * only obstacle is the exchange's allowance, approves it for good (max, waited for) and simulates
-     * again; any other refusal sends nothing.
+     * only obstacle is the exchange's allowance, approves it for good (max, recorded like the call,
+     * waited for) and simulates again; any other refusal sends nothing.
      */
-    const simulateSpending = (signer: PrivateKeyAccount, call: Call, spent: Address, amount: bigint) =>
+    const simulateSpending = <E, R>(
+      signer: PrivateKeyAccount,
+      call: Call,
+      spent: Address,
+      amount: bigint,
+      record: RecordSigned<E, R>
+    ) =>
       simulate(signer.address, call).pipe(
         Effect.catchIf(
           (refused): refused is CallReverted => refused._tag === "CallReverted" && /allowance/i.test(refused.reason),
@@ -1104,7 +1117,7 @@ export const EvmChain = Layer.scoped(
                 data: encodeFunctionData({ abi: erc20Abi, functionName: "approve", args: [exchange, maxUint256] })
               }
               const gas = yield* simulate(signer.address, approve)
-              const approval = yield* signAndSend(signer, approve, withMargin(gas, GAS_MARGIN_ONE), noRecord)
+              const approval = yield* signAndSend(signer, approve, withMargin(gas, GAS_MARGIN_ONE), record, "approval")
               yield* minedSuccessfully("approve the exchange", approval.hash)
               return yield* simulate(signer.address, call)
             })
@@ -1131,7 +1144,7 @@ export const EvmChain = Layer.scoped(
         }
         const spent = side === "sell" ? token : usd1.address
         return yield* queueOf(signer.address).serially(
-          Effect.flatMap(simulateSpending(signer, call, spent, amountIn), (gas) =>
+          Effect.flatMap(simulateSpending(signer, call, spent, amountIn, record), (gas) =>
             signAndSend(signer, call, withMargin(gas, GAS_MARGIN_ONE), record)
           )
         )

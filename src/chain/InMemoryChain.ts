@@ -227,7 +227,7 @@ const make = (options: InMemoryChainOptions) =>
             [sender, BigInt(nonce), to, data]
           )
           const signed: SignedTransaction = { sender, hash: keccak256(raw), raw, nonce }
-          yield* record(signed)
+          yield* record(signed, "write")
           yield* Ref.update(state, (latest) => ({
             ...mine(latest, execution, signed.hash, blockTime),
             nonces: new Map(latest.nonces).set(sender.toLowerCase(), nonce + 1)

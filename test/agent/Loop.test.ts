@@ -50,11 +50,16 @@ const agentCustomer = Effect.gen(function* () {
   return { ...holder, wallet: portfolio.wallet as `0x${string}`, portfolio }
 })
 
+// The loop looks for due cards once, at start: the tests tick it themselves at the hours they name, and
+// a loop tick deciding a card at the real hour would be a decision of its own.
 const server = (mode: "dry" | "live") =>
-  testServer({ AGENT_MODE: mode, AGENT_INTERVAL: "1 hour" }, { kycProvider: ScriptedKycProvider.layer() })
+  testServer(
+    { AGENT_MODE: mode, AGENT_INTERVAL: "1 hour", AGENT_POLL: "24 hours" },
+    { kycProvider: ScriptedKycProvider.layer() }
+  )
 
 layer(server("live"), { excludeTestServices: true, timeout: "90 seconds" })("live on the devnet", (it) => {
-  it.effect("a card below its need is refilled in one tick: sale, then send, as decided", () =>
+  it.effect("a card below its need is refilled in one tick: the exchange's approval, sale, then send, as decided", () =>
     Effect.gen(function* () {
       const devnet = yield* TestDevnet
       const loop = yield* AgentLoop
@@ -72,8 +77,9 @@ layer(server("live"), { excludeTestServices: true, timeout: "90 seconds" })("liv
       const log = (yield* send("GET", "/agent/decisions", { headers: bearer(customer.token) })).body
       expect(log).toHaveLength(1)
       expect(log[0]).toMatchObject({ id: decision!.id, action: "refill", status: "executed", error: null })
-      expect(log[0].txs).toHaveLength(2)
-      const [saleTx, sendTx] = log[0].txs as Array<`0x${string}`>
+      // The wallet's first trade of the token approved the exchange first: one of the trade's transactions.
+      expect(log[0].txs).toHaveLength(3)
+      const [approveTx, saleTx, sendTx] = log[0].txs as Array<`0x${string}`>
 
       // The card received exactly the decided amount; the wallet gave up exactly what it sold.
       const usd = parseUnits(decision!.usd!.toFixed(2), 18)
@@ -87,9 +93,9 @@ layer(server("live"), { excludeTestServices: true, timeout: "90 seconds" })("liv
       )
       const client = yield* reader
       const receipts = yield* Effect.promise(() =>
-        Promise.all([saleTx, sendTx].map((hash) => client.getTransactionReceipt({ hash: hash! })))
+        Promise.all([approveTx, saleTx, sendTx].map((hash) => client.getTransactionReceipt({ hash: hash! })))
       )
-      expect(receipts.map((receipt) => receipt.status)).toEqual(["success", "success"])
+      expect(receipts.map((receipt) => receipt.status)).toEqual(["success", "success", "success"])
 
       // The statement shows the refill first.
       const statement = (yield* send("GET", "/me/activity", { headers: bearer(customer.token) })).body

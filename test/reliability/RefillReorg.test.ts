@@ -1,9 +1,9 @@
 /**
- * Finality of the agent's refills on the real service over a devnet: a live refill (a token sale,
- * then the USD1 send to the card) whose blocks are reorganised out (`anvil_reorg`: replaced by empty
- * ones) has the very same two signed transactions mined again, sale first; the card is refilled
- * once, the decision is executed once, the statement shows the refill once, final after the
- * confirmations. One whose sale reverts when mined again (its price fell) and whose send then cannot
+ * Finality of the agent's refills on the real service over a devnet: a wallet's first live refill
+ * (its approval of the exchange, a token sale, then the USD1 send to the card) whose blocks are
+ * reorganised out (`anvil_reorg`: replaced by empty ones) has the very same three signed transactions
+ * mined again, in nonce order; the card is refilled once, the decision is executed once, the
+ * statement shows the refill once, final after the confirmations. One whose sale reverts when mined again (its price fell) and whose send then cannot
  * be paid: the decision is failed and leaves the statement, the card was never paid.
  */
 import { describe, expect, it } from "@effect/vitest"
@@ -54,81 +54,86 @@ const warningsOf = (service: ServiceProcess) =>
     .map((line) => String(line.message))
 
 /**
- * A live refill executed and mined (a sale, then the send to the card), decided by one tick at an
- * hour a token may be sold, with no service running afterwards; then its blocks replaced by empty ones.
+ * A live refill executed and mined (a sale, then the send to the card; before them the exchange's
+ * approval unless `approvedBefore`), decided by one tick at an hour a token may be sold, with no
+ * service running afterwards; then its blocks replaced by empty ones.
  */
-const refillReorganisedOut = Effect.gen(function* () {
-  const devnet = yield* startDevnet().pipe(Effect.orDie)
-  const client = createPublicClient({ transport: http(devnet.rpcUrl) })
-  const databaseUrl = yield* temporaryDatabaseUrl
-  const env = yield* serviceEnv(devnet, databaseUrl, {
-    AGENT_MODE: "live",
-    AGENT_INTERVAL: "1 hour",
-    AGENT_POLL: "200 millis",
-    CHAIN_CONFIRMATIONS: String(CONFIRMATIONS)
+const refillReorganisedOut = (approvedBefore: boolean) =>
+  Effect.gen(function* () {
+    const devnet = yield* startDevnet().pipe(Effect.orDie)
+    const client = createPublicClient({ transport: http(devnet.rpcUrl) })
+    const databaseUrl = yield* temporaryDatabaseUrl
+    const env = yield* serviceEnv(devnet, databaseUrl, {
+      AGENT_MODE: "live",
+      AGENT_INTERVAL: "1 hour",
+      AGENT_POLL: "200 millis",
+      CHAIN_CONFIRMATIONS: String(CONFIRMATIONS)
+    })
+    // The customer (decided dry meanwhile), and a wallet with stock tokens (whose approval of the
+    // exchange is mined before the refill when `approvedBefore`).
+    const service = yield* startService({ ...env, AGENT_MODE: "dry" })
+    const customer = yield* newCustomer(service, { targets: { NVDA: 0.5, SPY: 0.5 }, weeklySpendUsd: 140 })
+    yield* fund(devnet, [customer.wallet], { stocks: true })
+    const [card] = yield* query<{ id: string }>(databaseUrl, "SELECT id FROM cards WHERE address = $1", [
+      customer.address
+    ])
+    if (approvedBefore) yield* approveExchange(devnet, agentWalletKey(Redacted.make(env.AGENT_WALLET_SEED), card!.id))
+    yield* stopService(service, "SIGTERM")
+
+    yield* query(databaseUrl, "UPDATE agent_strategies SET due_at = now()")
+    yield* spawnTick(env, FRIDAY_1540_ET)
+    const decision = yield* awaitRow<{ id: string; usd: number; symbol: string; status: string }>(
+      databaseUrl,
+      "SELECT id, usd, symbol, status FROM agent_decisions WHERE action = 'refill' AND status <> 'dry-run'",
+      [],
+      (row) => row?.status === "executed"
+    )
+    const mined = yield* journalOf(databaseUrl, decision.id)
+    expect(mined.map((tx) => [tx.step, tx.status, tx.finality])).toEqual([
+      ...(approvedBefore ? [] : [["approve", "succeeded", "mined"]]),
+      ["sell", "succeeded", "mined"],
+      ["send", "succeeded", "mined"]
+    ])
+    expect(mined.map((tx) => Number(tx.nonce) - Number(mined[0]!.nonce))).toEqual(mined.map((_, i) => i))
+    const refill = parseUnits(decision.usd.toFixed(2), 18)
+    expect(yield* usd1Of(devnet, customer.address)).toBe(refill)
+
+    const head = yield* Effect.promise(() => client.getBlockNumber())
+    const firstBlock = BigInt(mined[0]!.blockNumber!)
+    expect(head).toBe(BigInt(mined.at(-1)!.blockNumber!))
+    const reorg = (yield* rpc(devnet, "anvil_reorg", [Number(head - firstBlock + 1n), []])) as {
+      readonly error?: unknown
+    }
+    expect(reorg.error).toBeUndefined()
+    for (const tx of mined) {
+      const gone = yield* Effect.promise(() => client.getBlock({ blockNumber: BigInt(tx.blockNumber!) }))
+      expect(gone.hash).not.toBe(tx.blockHash)
+      expect(gone.transactions).not.toContain(tx.hash)
+    }
+    return { devnet, client, databaseUrl, env, customer, decision, mined, refill }
   })
-  // The customer (decided dry meanwhile), and a wallet with stock tokens whose approval of the
-  // exchange is mined before the refill (it is not one of the refill's transactions).
-  const service = yield* startService({ ...env, AGENT_MODE: "dry" })
-  const customer = yield* newCustomer(service, { targets: { NVDA: 0.5, SPY: 0.5 }, weeklySpendUsd: 140 })
-  yield* fund(devnet, [customer.wallet], { stocks: true })
-  const [card] = yield* query<{ id: string }>(databaseUrl, "SELECT id FROM cards WHERE address = $1", [
-    customer.address
-  ])
-  yield* approveExchange(devnet, agentWalletKey(Redacted.make(env.AGENT_WALLET_SEED), card!.id))
-  yield* stopService(service, "SIGTERM")
-
-  yield* query(databaseUrl, "UPDATE agent_strategies SET due_at = now()")
-  yield* spawnTick(env, FRIDAY_1540_ET)
-  const decision = yield* awaitRow<{ id: string; usd: number; symbol: string; status: string }>(
-    databaseUrl,
-    "SELECT id, usd, symbol, status FROM agent_decisions WHERE action = 'refill' AND status <> 'dry-run'",
-    [],
-    (row) => row?.status === "executed"
-  )
-  const mined = yield* journalOf(databaseUrl, decision.id)
-  expect(mined.map((tx) => [tx.step, tx.status, tx.finality])).toEqual([
-    ["sell", "succeeded", "mined"],
-    ["send", "succeeded", "mined"]
-  ])
-  expect(Number(mined[1]!.nonce)).toBe(Number(mined[0]!.nonce) + 1)
-  const refill = parseUnits(decision.usd.toFixed(2), 18)
-  expect(yield* usd1Of(devnet, customer.address)).toBe(refill)
-
-  const head = yield* Effect.promise(() => client.getBlockNumber())
-  const saleBlock = BigInt(mined[0]!.blockNumber!)
-  expect(head).toBe(BigInt(mined[1]!.blockNumber!))
-  const reorg = (yield* rpc(devnet, "anvil_reorg", [Number(head - saleBlock + 1n), []])) as {
-    readonly error?: unknown
-  }
-  expect(reorg.error).toBeUndefined()
-  for (const tx of mined) {
-    const gone = yield* Effect.promise(() => client.getBlock({ blockNumber: BigInt(tx.blockNumber!) }))
-    expect(gone.hash).not.toBe(tx.blockHash)
-    expect(gone.transactions).not.toContain(tx.hash)
-  }
-  return { devnet, client, databaseUrl, env, customer, decision, mined, refill }
-})
 
 describe("an agent refill reorganised out", () => {
   it.live(
-    "is mined again as the same sale and send: the card refilled once, the decision and the statement once",
+    "is mined again as the same approval, sale and send: the card refilled once, the decision and the statement once",
     () =>
       Effect.gen(function* () {
-        const { client, customer, databaseUrl, decision, devnet, env, mined, refill } = yield* refillReorganisedOut
+        const { client, customer, databaseUrl, decision, devnet, env, mined, refill } =
+          yield* refillReorganisedOut(false)
         const service = yield* startService(env)
         const { token } = customer
 
-        // The same two transactions mined again, in new blocks, the sale before the send.
+        // The same three transactions mined again, in new blocks, in nonce order.
         const again = yield* eventually(
-          "the sale and the send to be mined again",
+          "the approval, the sale and the send to be mined again",
           journalOf(databaseUrl, decision.id),
           (rows) =>
-            rows.length === 2 && rows.every((tx, i) => tx.blockHash !== null && tx.blockHash !== mined[i]!.blockHash),
+            rows.length === 3 && rows.every((tx, i) => tx.blockHash !== null && tx.blockHash !== mined[i]!.blockHash),
           { explain: () => service.output().slice(-3000) }
         )
         expect(again.map((tx) => tx.hash)).toEqual(mined.map((tx) => tx.hash))
-        expect(BigInt(again[0]!.blockNumber!)).toBeLessThanOrEqual(BigInt(again[1]!.blockNumber!))
+        const blocks = again.map((tx) => BigInt(tx.blockNumber!))
+        expect([...blocks].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))).toEqual(blocks)
         for (const tx of again) {
           const receipt = yield* Effect.promise(() => client.getTransactionReceipt({ hash: tx.hash }))
           expect(receipt.status).toBe("success")
@@ -137,13 +142,15 @@ describe("an agent refill reorganised out", () => {
 
         // Deep enough: final, never looked at again.
         for (let i = 0; i < CONFIRMATIONS; i++) yield* rpc(devnet, "evm_mine")
-        yield* eventually("the sale and the send to be final", journalOf(databaseUrl, decision.id), (rows) =>
-          rows.every((tx) => tx.finality === "final")
+        yield* eventually(
+          "the approval, the sale and the send to be final",
+          journalOf(databaseUrl, decision.id),
+          (rows) => rows.every((tx) => tx.finality === "final")
         )
 
         // The card received the refill once; the decision and the statement show it once.
         const transfers = yield* usd1TransfersTo(devnet, [customer.address])
-        expect(transfers.map((log) => log.transactionHash)).toEqual([mined[1]!.hash])
+        expect(transfers.map((log) => log.transactionHash)).toEqual([mined[2]!.hash])
         expect(yield* usd1Of(devnet, customer.address)).toBe(refill)
         const decisions = (yield* callService(service, "GET", "/agent/decisions", { token })).body
         // (A dry-run refill may have been stored while the customer was made.)
@@ -154,9 +161,10 @@ describe("an agent refill reorganised out", () => {
         expect(refills[0]).toMatchObject({ status: "executed", txs: mined.map((tx) => tx.hash), error: null })
         const statement = (yield* callService(service, "GET", "/me/activity", { token })).body
         expect(statement).toHaveLength(1)
-        expect(statement[0]).toMatchObject({ type: "refill", tx: mined[1]!.hash, usd: decision.usd })
+        expect(statement[0]).toMatchObject({ type: "refill", tx: mined[2]!.hash, usd: decision.usd })
 
         const warnings = warningsOf(service)
+        expect(warnings).toContain("agent approve transaction no longer on chain; sending the same transaction again")
         expect(warnings).toContain("agent sell transaction no longer on chain; sending the same transaction again")
         expect(warnings).toContain("agent send transaction no longer on chain; sending the same transaction again")
         expect(yield* stopService(service, "SIGTERM")).toBe(0)
@@ -168,7 +176,7 @@ describe("an agent refill reorganised out", () => {
     "whose sale now reverts and whose send cannot be paid: the decision is failed, off the statement, the card unpaid",
     () =>
       Effect.gen(function* () {
-        const { customer, databaseUrl, decision, devnet, env, mined } = yield* refillReorganisedOut
+        const { customer, databaseUrl, decision, devnet, env, mined } = yield* refillReorganisedOut(true)
         // Before the service sends them again: the token's price falls far below the sale's minimum,
         // and the wallet holds no USD1 of its own to pay the send without the sale.
         yield* setStockPrice(devnet, decision.symbol, 0.01).pipe(Effect.orDie)
