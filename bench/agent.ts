@@ -27,7 +27,7 @@ import { loadavg } from "node:os"
 import path from "node:path"
 import { createInterface } from "node:readline"
 import { SqlClient } from "@effect/sql"
-import { ConfigProvider, Effect, Layer, Redacted } from "effect"
+import { Cause, ConfigProvider, Effect, Layer, Redacted } from "effect"
 import { sqlLayer } from "../src/storage/Database.js"
 import { clearAgentBench, fundAgentWallets, seedAgentCards } from "../test/support/agentCards.js"
 import { median, repoRoot, type Section, serviceEnv } from "./harness.js"
@@ -255,72 +255,91 @@ export const agentSection: Section = {
         "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
       ]
 
+      // Each row goes to the progress log at once, and a configuration that fails (a replica's
+      // tick dying on a loaded machine) is a row saying so: the others still run.
+      const add = (line: string) => {
+        lines.push(line)
+        ctx.progress(line)
+      }
+      const orFailedRow = (label: string) => (run: Effect.Effect<void, unknown>) =>
+        run.pipe(
+          Effect.catchAllCause((cause) =>
+            Effect.sync(() => add(`| ${label} | failed: ${Cause.pretty(cause).split("\n")[0]!.slice(0, 200)} |`))
+          )
+        )
+
       const chains = (process.env.BENCH_AGENT_CHAINS ?? "memory,devnet").split(",")
       for (const chain of (["memory", "devnet"] as const).filter((c) => chains.includes(c))) {
         for (const cards of sizes) {
           if (chain === "devnet" && cards > devnetMax) continue
           for (const count of replicaCounts) {
-            yield* clearAgentBench(sql)
-            const seedStarted = performance.now()
-            yield* seedAgentCards(sql, cards, new Date(), { weeklySpendUsd: 140, wallets: "placeholder" })
-            const seedMs = performance.now() - seedStarted
-            const { first, steady } = yield* Effect.scoped(
-              Effect.gen(function* () {
-                const replicas = yield* Effect.all(
-                  Array.from({ length: count }, (_, i) => startReplica(baseEnv(chain, `agent-${chain}-${i}`))),
-                  { concurrency: "unbounded" }
-                )
-                const first = yield* tickAll(sql, replicas, cards, rpcCalls)
-                const steady: Array<Measure> = []
-                for (const _ of [1, 2]) {
-                  yield* sql`UPDATE agent_strategies SET due_at = now()`
-                  steady.push(yield* tickAll(sql, replicas, cards, rpcCalls))
-                }
-                return { first, steady }
-              })
-            )
-            // The steady figures: the faster of the two ticks' row, with the median tick time.
-            const [fast] = [...steady].sort((a, b) => a.tickMs - b.tickMs)
-            const tickMs = median(steady.map((m) => m.tickMs))
-            const steadyMedian: Measure = { ...fast!, tickMs, wallPerCardMs: tickMs / cards }
-            ctx.progress(
-              `[agent] ${chain} ${cards} cards × ${count} replicas: seeded in ${(seedMs / 1000).toFixed(1)} s, ` +
-                `first ${(first.tickMs / 1000).toFixed(1)} s, steady ${(tickMs / 1000).toFixed(1)} s`
-            )
-            lines.push(row(`${chain} first`, cards, count, first))
-            lines.push(row(`${chain} steady`, cards, count, steadyMedian))
+            yield* Effect.gen(function* () {
+              yield* clearAgentBench(sql)
+              const seedStarted = performance.now()
+              yield* seedAgentCards(sql, cards, new Date(), { weeklySpendUsd: 140, wallets: "placeholder" })
+              const seedMs = performance.now() - seedStarted
+              const { first, steady } = yield* Effect.scoped(
+                Effect.gen(function* () {
+                  const replicas = yield* Effect.all(
+                    Array.from({ length: count }, (_, i) => startReplica(baseEnv(chain, `agent-${chain}-${i}`))),
+                    { concurrency: "unbounded" }
+                  )
+                  const first = yield* tickAll(sql, replicas, cards, rpcCalls)
+                  const steady: Array<Measure> = []
+                  for (const _ of [1, 2]) {
+                    yield* sql`UPDATE agent_strategies SET due_at = now()`
+                    steady.push(yield* tickAll(sql, replicas, cards, rpcCalls))
+                  }
+                  return { first, steady }
+                })
+              )
+              // The steady figures: the faster of the two ticks' row, with the median tick time.
+              const [fast] = [...steady].sort((a, b) => a.tickMs - b.tickMs)
+              const tickMs = median(steady.map((m) => m.tickMs))
+              const steadyMedian: Measure = { ...fast!, tickMs, wallPerCardMs: tickMs / cards }
+              ctx.progress(
+                `[agent] ${chain} ${cards} cards × ${count} replicas: seeded in ${(seedMs / 1000).toFixed(1)} s, ` +
+                  `first ${(first.tickMs / 1000).toFixed(1)} s, steady ${(tickMs / 1000).toFixed(1)} s`
+              )
+              add(row(`${chain} first`, cards, count, first))
+              add(row(`${chain} steady`, cards, count, steadyMedian))
+            }).pipe(orFailedRow(`${chain} ${cards} × ${count}`))
           }
         }
       }
 
       if (liveRefills > 0) {
         for (const count of replicaCounts) {
-          yield* clearAgentBench(sql)
-          // Cards below the $10 floor with no spending, wallets holding $25 of USD1: a cash refill each.
-          yield* seedAgentCards(sql, liveRefills, new Date(), { weeklySpendUsd: 0 })
-          const fundStarted = performance.now()
-          yield* fundAgentWallets(sql, devnet, SEED, liveRefills)
-          const fundMs = performance.now() - fundStarted
-          const live = yield* Effect.scoped(
-            Effect.gen(function* () {
-              const replicas = yield* Effect.all(
-                Array.from({ length: count }, (_, i) =>
-                  startReplica({ ...baseEnv("devnet", `agent-live-${i}`), AGENT_MODE: "live", AGENT_CONCURRENCY: "32" })
-                ),
-                { concurrency: "unbounded" }
-              )
-              return yield* tickAll(sql, replicas, liveRefills, rpcCalls)
-            })
-          )
-          const [executed] = yield* sql<{ n: number }>`
+          yield* Effect.gen(function* () {
+            yield* clearAgentBench(sql)
+            // Cards below the $10 floor with no spending, wallets holding $25 of USD1: a cash refill each.
+            yield* seedAgentCards(sql, liveRefills, new Date(), { weeklySpendUsd: 0 })
+            const fundStarted = performance.now()
+            yield* fundAgentWallets(sql, devnet, SEED, liveRefills)
+            const fundMs = performance.now() - fundStarted
+            const live = yield* Effect.scoped(
+              Effect.gen(function* () {
+                const replicas = yield* Effect.all(
+                  Array.from({ length: count }, (_, i) =>
+                    startReplica({
+                      ...baseEnv("devnet", `agent-live-${i}`),
+                      AGENT_MODE: "live",
+                      AGENT_CONCURRENCY: "32"
+                    })
+                  ),
+                  { concurrency: "unbounded" }
+                )
+                return yield* tickAll(sql, replicas, liveRefills, rpcCalls)
+              })
+            )
+            const [executed] = yield* sql<{ n: number }>`
             SELECT count(*)::int AS n FROM agent_decisions WHERE status = 'executed'`
-          ctx.progress(
-            `[agent] live ${liveRefills} refills × ${count} replicas: wallets funded in ${(fundMs / 1000).toFixed(1)} s, ` +
-              `${executed!.n} executed in ${(live.tickMs / 1000).toFixed(1)} s`
-          )
-          lines.push(
-            row(`live (${executed!.n} executed)`, liveRefills, count, live, executed!.n / (live.tickMs / 1000))
-          )
+            ctx.progress(
+              `[agent] live ${liveRefills} refills × ${count} replicas: wallets funded in ${(fundMs / 1000).toFixed(1)} s, ` +
+                `${executed!.n} executed in ${(live.tickMs / 1000).toFixed(1)} s`
+            )
+            add(row(`live (${executed!.n} executed)`, liveRefills, count, live, executed!.n / (live.tickMs / 1000)))
+          }).pipe(orFailedRow(`live ${liveRefills} × ${count}`))
         }
       }
       yield* clearAgentBench(sql)
