@@ -103,8 +103,7 @@ const USER_HZ = 100
 
 /**
  * CPU time so far (ms) of this bench's PostgreSQL and anvil processes (its descendants, by name):
- * with the replicas' own figure, where a tick's CPU goes. A process that exits during a tick
- * takes its time with it (the pools keep their connections, so that is rare).
+ * with the replicas' own figure, where a tick's CPU goes.
  */
 const serviceCpuMs = () => {
   const stats = readdirSync("/proc").flatMap((entry) => {
@@ -119,7 +118,9 @@ const serviceCpuMs = () => {
           pid: Number(entry),
           name: text.slice(text.indexOf("(") + 1, close),
           ppid: Number(fields[1]),
-          cpuMs: ((Number(fields[11]) + Number(fields[12])) * 1000) / USER_HZ
+          // utime + stime, plus cutime + cstime: the reaped children's (the postmaster's backends
+          // that closed during the tick), so that they still count.
+          cpuMs: ((Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) * 1000) / USER_HZ
         }
       ]
     } catch {
@@ -264,7 +265,7 @@ export const agentSection: Section = {
       const orFailedRow = (label: string) => (run: Effect.Effect<void, unknown>) =>
         run.pipe(
           Effect.catchAllCause((cause) =>
-            Effect.sync(() => add(`| ${label} | failed: ${Cause.pretty(cause).split("\n")[0]!.slice(0, 200)} |`))
+            Effect.sync(() => add(`| ${label} | failed: ${Cause.pretty(cause).replace(/\s+/g, " ").slice(0, 400)} |`))
           )
         )
 
