@@ -238,12 +238,17 @@ export interface ChainClientShape {
    * succeed, whatever was checked before), signs it, lets `record` persist the signed transaction,
    * then broadcasts it. A failure of `record` stops it before the broadcast. A node that refuses the
    * transaction for a stale nonce or fee gets it simulated, signed anew (and recorded again) once.
+   * `simulated`: the caller ran this exact call against the pending state and nothing of ours that
+   * could change its outcome went out since; a (v, r, s) transfer whose gas is known is then
+   * signed without simulating it again (one call less per payment; docs/merchant.md says why that
+   * is safe). A contract wallet's signature is always simulated again.
    */
   readonly transferWithAuthorization: <E, R>(
     authorization: TransferAuthorization,
     signature: Hex,
     record: (signed: SignedTransaction) => Effect.Effect<void, E, R>,
-    resendable?: Resendable
+    resendable?: Resendable,
+    simulated?: boolean
   ) => Effect.Effect<SignedTransaction, ChainError | CallReverted | E, R>
   /**
    * The relayer's nonce follows the chain: its next nonce is compared with the chain's pending count
@@ -292,6 +297,11 @@ export interface ChainClientShape {
   readonly blockTime: Effect.Effect<bigint, ChainError>
   /** The latest block's number. */
   readonly headBlock: Effect.Effect<bigint, ChainError>
+  /**
+   * The head as the block watcher last polled it (its number, its timestamp in seconds): at most a
+   * poll old, and no call of its own, for what follows the chain on every tick (the relayer's tracker).
+   */
+  readonly watchedHead: Effect.Effect<{ readonly number: bigint; readonly time: bigint }, ChainError>
 
   /** The exchange that trades stock tokens for USD1 at the feed price, when the deployment has one. */
   readonly exchange: Option.Option<Address>
