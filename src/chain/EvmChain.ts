@@ -71,7 +71,7 @@ import { DEVNET_DEPLOYER_KEY } from "./Devnet.js"
 import { transferWithAuthorizationTypedData } from "./Eip3009.js"
 import { bumpedFees, cappedFees, type Fees } from "./FeeBump.js"
 import { isUnreachable } from "./JsonRpc.js"
-import { chunksOf, MULTICALL_CHUNK, MULTICALL3_ADDRESS, rowsOf } from "./Multicall.js"
+import { balanceReads, balancesRead, chunksOf, MULTICALL_CHUNK, MULTICALL3_ADDRESS, rowsOf } from "./Multicall.js"
 import { rpcPool } from "./RpcPool.js"
 import { sendQueues } from "./SendQueues.js"
 import { checkChain } from "./StartupCheck.js"
@@ -992,20 +992,20 @@ export const EvmChain = Layer.scoped(
       )
 
     const balances = (owners: ReadonlyArray<Address>, tokens: ReadonlyArray<Address>) => {
-      const reads = owners.flatMap((owner) =>
-        tokens.map((token) => ({ address: token, abi: erc20Abi, functionName: "balanceOf", args: [owner] }) as const)
-      )
+      const reads = owners.flatMap((owner) => tokens.map((token) => ({ token, owner })))
       return Effect.forEach(
         chunksOf(reads, MULTICALL_CHUNK),
         (chunk) =>
-          chainCall("balances (multicall)", () =>
-            publicClient.multicall({
-              contracts: chunk,
-              allowFailure: false,
-              multicallAddress: MULTICALL3_ADDRESS,
-              // the chunks are ours: no further split by calldata size
-              batchSize: 0
-            })
+          read<Hex>("balances (multicall)", "eth_call", [
+            { to: MULTICALL3_ADDRESS, data: balanceReads(chunk) },
+            "latest"
+          ]).pipe(
+            Effect.flatMap((result) =>
+              Effect.try({
+                try: () => balancesRead(result),
+                catch: (cause) => new ChainError({ message: `balances (multicall): ${errorText(cause)}`, cause })
+              })
+            )
           ),
         { concurrency: BALANCE_READS_IN_FLIGHT }
       ).pipe(
