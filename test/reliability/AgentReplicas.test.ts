@@ -6,7 +6,6 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import { parseUnits } from "viem"
 import { agentWalletKey } from "../../src/agent/ChainAgentWallet.js"
-import { startDevnet } from "../../src/chain/Devnet.js"
 import {
   approveExchange,
   awaitRow,
@@ -18,8 +17,8 @@ import {
   usd1Of
 } from "../agent/support/liveAgent.js"
 import { startService, stopService } from "../support/process.js"
-import { devnetRpc as rpc, usd1TransfersTo } from "../support/TestChain.js"
-import { queryDatabase as query, temporaryDatabaseUrl } from "../support/TestDatabase.js"
+import { devnetWithDatabase, devnetRpc as rpc, usd1TransfersTo } from "../support/TestChain.js"
+import { queryDatabase as query } from "../support/TestDatabase.js"
 import { DEFAULT_WAIT, eventually } from "../support/wait.js"
 
 // Cash refills (below the $10 floor, paid from the agent wallet's USD1) are allowed in every session,
@@ -29,8 +28,7 @@ const cashRefill = { targets: { NVDA: 0.5, SPY: 0.5 }, weeklySpendUsd: 0 }
 /** A devnet, a database of its own and a live agent that ticks only when a test makes it (an hour apart). */
 const liveAgent = (settings: Record<string, string>) =>
   Effect.gen(function* () {
-    const devnet = yield* startDevnet().pipe(Effect.orDie)
-    const databaseUrl = yield* temporaryDatabaseUrl
+    const { devnet, databaseUrl } = yield* devnetWithDatabase
     const env = yield* serviceEnv(devnet, databaseUrl, {
       AGENT_MODE: "live",
       AGENT_INTERVAL: "1 hour",
@@ -62,8 +60,7 @@ describe("the agent loop across processes", () => {
     "two replicas share 50 cards: each decided once per interval, and live refills equal transfers",
     () =>
       Effect.gen(function* () {
-        const devnet = yield* startDevnet().pipe(Effect.orDie)
-        const databaseUrl = yield* temporaryDatabaseUrl
+        const { devnet, databaseUrl } = yield* devnetWithDatabase
         // A trade that a passing fault stops (a chain or database bound met on a loaded machine) is
         // continued by the reconciler once its lease ends: a short lease keeps that within the wait.
         const agent = {
