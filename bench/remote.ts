@@ -14,6 +14,7 @@
  * on chain that the merchant received exactly one amount per settled payment.
  */
 import { Effect } from "effect"
+import pg from "pg"
 import { ANVIL_ACCOUNT_KEYS, type Devnet, startDevnet } from "../src/chain/Devnet.js"
 import {
   alternating,
@@ -75,6 +76,31 @@ const rpc = (devnet: Devnet, method: string, params: ReadonlyArray<unknown>) =>
 
 type Side = "service" | "reference"
 
+let databases = 0
+/**
+ * A database of its own for one run: each run has a fresh devnet, and the journal of an earlier
+ * run (the same relayer key, transactions of a devnet that is gone) would have the new replicas
+ * re-check, re-send and reconcile what the new chain never saw.
+ */
+const runDatabase = (ctx: BenchContext) =>
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const name = `remote_${process.pid}_${++databases}`
+      const admin = new pg.Client({ connectionString: ctx.databaseUrl })
+      await admin.connect()
+      await admin.query(`CREATE DATABASE ${name}`).finally(() => admin.end())
+      const url = new URL(ctx.databaseUrl)
+      url.pathname = `/${name}`
+      return { name, url: url.href }
+    }),
+    ({ name }) =>
+      Effect.promise(async () => {
+        const admin = new pg.Client({ connectionString: ctx.databaseUrl })
+        await admin.connect()
+        await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).finally(() => admin.end())
+      }).pipe(Effect.ignore)
+  )
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 /**
@@ -109,6 +135,7 @@ const remoteRun = (ctx: BenchContext, side: Side, setup: Setup, concurrency: num
       const proxy = yield* startRpcProxy(devnet.rpcUrl, setup.delayed ? { delayMs: RPC_DELAY_MS } : {})
       // Receipts read at half the block time, as a block watcher would (the default for a configured
       // chain is one second).
+      const database = yield* runDatabase(ctx)
       const chainSettings = { CHAIN_RPC_URL: proxy.url, CHAIN_POLL_INTERVAL: "500 millis" }
       const servers =
         side === "reference"
@@ -117,7 +144,7 @@ const remoteRun = (ctx: BenchContext, side: Side, setup: Setup, concurrency: num
               Array.from({ length: setup.replicas }, (_, replica) =>
                 startService(
                   ctx,
-                  serviceEnv(ctx, devnet, `${runId}-${replica}`, {
+                  serviceEnv({ ...ctx, databaseUrl: database.url }, devnet, `${runId}-${replica}`, {
                     ...chainSettings,
                     ...(replica === 0 ? {} : { RELAYER_PRIVATE_KEY: SECOND_RELAYER_KEY })
                   })

@@ -5,7 +5,7 @@
  *
  * - The head (`eth_getBlockByNumber("latest")`: its number, hash, parent and transaction hashes, in
  *   one call) is polled every CHAIN_POLL_INTERVAL while something is awaited, every
- *   `idleMs` otherwise; a new wait wakes it at once.
+ *   `idleMs` otherwise; a new wait brings the next poll to CHAIN_POLL_INTERVAL after the last one.
  * - Every block after the last one read is covered, not only the latest: the missed ones by
  *   `eth_getBlockReceipts` each, or, when that costs more calls than there are transactions
  *   awaited (or the node lacks the method), by reading the awaited receipts by hash. The latest
@@ -29,6 +29,8 @@ export interface BlockHead {
   readonly number: bigint
   readonly hash: Hash
   readonly parentHash: Hash
+  /** Seconds. */
+  readonly timestamp: bigint
   /** Its transactions' hashes. */
   readonly transactions: ReadonlyArray<Hash>
 }
@@ -109,11 +111,20 @@ export const rewound = (seen: Seen, head: BlockHead): Seen => ({
   hashes: new Map()
 })
 
-/** `head` seen; read through it when `read`. */
+/**
+ * `head` seen; read through it when `read`. Its parent's hash is learnt with it (a block between
+ * two polls is then known too, and a receipt in it can be vouched for without reading it again).
+ */
 export const recorded = (seen: Seen, head: BlockHead, read: boolean): Seen => ({
   latest: head.number,
   readThrough: read ? head.number : seen.readThrough,
-  hashes: new Map([...seen.hashes, [head.number, head.hash] as const].filter(([n]) => n + HASHES_KEPT > head.number))
+  hashes: new Map(
+    [
+      ...seen.hashes,
+      ...(head.number > 0n ? [[head.number - 1n, head.parentHash] as const] : []),
+      [head.number, head.hash] as const
+    ].filter(([n]) => n + HASHES_KEPT > head.number)
+  )
 })
 
 export type Reads =
@@ -170,8 +181,12 @@ export interface BlockWatcherOptions {
 }
 
 export interface BlockWatcher {
-  /** `hash`, sent by `sender`, is about to be broadcast: its receipt is caught from the next blocks. */
-  readonly expect: (hash: Hash, sender: string) => Effect.Effect<void>
+  /**
+   * `hash`, sent by `sender`, is about to be broadcast: its receipt is caught from the next blocks.
+   * With `replaces` (a fee bump of that transaction: the same nonce), whoever waits for the one
+   * replaced gets this one's receipt when it is the one mined.
+   */
+  readonly expect: (hash: Hash, sender: string, replaces?: Hash) => Effect.Effect<void>
   /**
    * The first receipt of any of `hashes` (a transaction and its replacements) within `timeoutMs` of
    * wall-clock time; none past it. A hash not expected is read once directly first (timeout 0: only
@@ -188,10 +203,14 @@ export interface BlockWatcher {
   readonly overdue: (sender: string) => number
   /** Whether `hash` was expected as sent by `sender`. */
   readonly sentBy: (hash: Hash, sender: string) => boolean
+  /** The last head polled (at most a poll old while something is awaited); none before the first poll answered. */
+  readonly latest: () => Option.Option<BlockHead>
 }
 
 interface Entry {
   readonly sender: string | undefined
+  /** The transaction this one replaces (a fee bump), lower case. */
+  replaces: string | undefined
   /** The head seen when it was expected: a block after the next one should hold it. */
   readonly sentAt: bigint | undefined
   found: RawReceipt | undefined
@@ -210,6 +229,7 @@ export const blockWatcher = (
     const mined = new Map<string, RawReceipt>()
     const wake = yield* Queue.sliding<void>(1)
     let seen = nothingSeen
+    let latestHead: BlockHead | undefined
     let blockReceipts = true
     /** The watcher pauses at the idle pace (nothing was awaited at its last look). */
     let idle = true
@@ -221,6 +241,7 @@ export const blockWatcher = (
         if (known !== undefined) return { entry: known, fresh: false }
         const entry: Entry = {
           sender: sender?.toLowerCase(),
+          replaces: undefined,
           sentAt: seen.latest,
           found: undefined,
           signal: yield* Deferred.make<RawReceipt>(),
@@ -239,8 +260,28 @@ export const blockWatcher = (
         const entry = entries.get(receipt.transactionHash.toLowerCase())
         if (entry === undefined || entry.found !== undefined) return
         mined.set(receipt.transactionHash.toLowerCase(), receipt)
-        entry.found = receipt
-        yield* Deferred.succeed(entry.signal, receipt)
+        // Every version of its nonce is answered with it: the ones it replaced, and the ones that
+        // replaced it (they can never be mined now, nor count as overdue).
+        const versions = new Set<string>([receipt.transactionHash.toLowerCase()])
+        for (let grew = true; grew; ) {
+          grew = false
+          for (const [key, other] of entries) {
+            if (versions.has(key) && other.replaces !== undefined && !versions.has(other.replaces)) {
+              versions.add(other.replaces)
+              grew = true
+            }
+            if (!versions.has(key) && other.replaces !== undefined && versions.has(other.replaces)) {
+              versions.add(key)
+              grew = true
+            }
+          }
+        }
+        for (const key of versions) {
+          const version = entries.get(key)
+          if (version === undefined || version.found !== undefined) continue
+          version.found = receipt
+          yield* Deferred.succeed(version.signal, receipt)
+        }
       })
 
     /** Receipts found in blocks from `number` on are no longer on the chain seen: awaited again. */
@@ -283,6 +324,7 @@ export const blockWatcher = (
 
     const round = Effect.gen(function* () {
       const head = yield* source.head
+      latestHead = head
       const change = compareHead(seen, head)
       if (change._tag === "WentBack") {
         seen = rewound(seen, head)
@@ -304,10 +346,22 @@ export const blockWatcher = (
       for (const [key, receipt] of mined) if (!seen.hashes.has(BigInt(receipt.blockNumber))) mined.delete(key)
     })
 
+    /** When the last poll started: a wake-up polls no sooner than CHAIN_POLL_INTERVAL after it. */
+    let polledAt = 0
     const pause = Effect.suspend(() => {
       idle = awaited().length === 0
-      return Effect.raceFirst(wallClockPause(idle ? options.idleMs : options.pollMs), Queue.take(wake)).pipe(
-        Effect.zipRight(Queue.takeAll(wake))
+      // Woken (something awaited while idle): polled at the CHAIN_POLL_INTERVAL pace from the last
+      // poll, not at once, so that many sends at once cost one poll, not one each.
+      const woken = Queue.take(wake).pipe(
+        Effect.zipRight(Effect.suspend(() => wallClockPause(Math.max(0, polledAt + options.pollMs - Date.now()))))
+      )
+      return Effect.raceFirst(wallClockPause(idle ? options.idleMs : options.pollMs), woken).pipe(
+        Effect.zipRight(Queue.takeAll(wake)),
+        Effect.zipRight(
+          Effect.sync(() => {
+            polledAt = Date.now()
+          })
+        )
       )
     })
     // The head known before anything is sent: a transaction expected after it is looked for in the
@@ -315,7 +369,10 @@ export const blockWatcher = (
     yield* Effect.ignore(round)
     yield* Effect.forkScoped(Effect.forever(pause.pipe(Effect.zipRight(Effect.ignore(round)))))
 
-    const expect = (hash: Hash, sender: string) => Effect.asVoid(entryOf(hash, sender))
+    const expect = (hash: Hash, sender: string, replaces?: Hash) =>
+      Effect.map(entryOf(hash, sender), ({ entry }) => {
+        if (replaces !== undefined) entry.replaces = replaces.toLowerCase()
+      })
 
     const receipt = (hashes: ReadonlyArray<Hash>, timeoutMs: number) =>
       Effect.gen(function* () {
@@ -387,6 +444,7 @@ export const blockWatcher = (
         }
         return count
       },
-      sentBy: (hash, sender) => entries.get(hash.toLowerCase())?.sender === sender.toLowerCase()
+      sentBy: (hash, sender) => entries.get(hash.toLowerCase())?.sender === sender.toLowerCase(),
+      latest: () => Option.fromNullable(latestHead)
     }
   })

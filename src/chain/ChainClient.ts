@@ -74,10 +74,11 @@ export interface TransferCheck {
 }
 
 /**
- * What re-sending a signed transaction found: the node has it (pooled or mined), or its nonce went
- * to another transaction, so it can never be mined.
+ * What re-sending a signed transaction found: the node has it (pooled or mined), its nonce went
+ * to another transaction, so it can never be mined, or the node refuses its fee for now (a fee
+ * spike: the chain answered, and the transaction may be accepted once fees fall, or be bumped).
  */
-export type Rebroadcast = "known" | "replaced"
+export type Rebroadcast = "known" | "replaced" | "underpriced"
 
 /** A Chainlink AggregatorV3-style feed's latest round. */
 export interface FeedRound {
@@ -238,12 +239,17 @@ export interface ChainClientShape {
    * succeed, whatever was checked before), signs it, lets `record` persist the signed transaction,
    * then broadcasts it. A failure of `record` stops it before the broadcast. A node that refuses the
    * transaction for a stale nonce or fee gets it simulated, signed anew (and recorded again) once.
+   * `simulated`: the caller ran this exact call against the pending state and nothing of ours that
+   * could change its outcome went out since; a (v, r, s) transfer whose gas is known is then
+   * signed without simulating it again (one call less per payment; docs/merchant.md says why that
+   * is safe). A contract wallet's signature is always simulated again.
    */
   readonly transferWithAuthorization: <E, R>(
     authorization: TransferAuthorization,
     signature: Hex,
     record: (signed: SignedTransaction) => Effect.Effect<void, E, R>,
-    resendable?: Resendable
+    resendable?: Resendable,
+    simulated?: boolean
   ) => Effect.Effect<SignedTransaction, ChainError | CallReverted | E, R>
   /**
    * The relayer's nonce follows the chain: its next nonce is compared with the chain's pending count
@@ -279,7 +285,7 @@ export interface ChainClientShape {
   /**
    * Sends an already signed transaction again (crash recovery). "Already known" or "nonce too low"
    * is `known` only when the node knows the transaction itself; `replaced` when its nonce was used
-   * by another transaction.
+   * by another transaction; `underpriced` when the node wants a higher fee now (not an outage).
    */
   readonly rebroadcast: (raw: Hex) => Effect.Effect<Rebroadcast, ChainError>
   /** The receipt, waiting up to `timeoutMs`; none when the transaction is not mined by then. */
@@ -292,6 +298,11 @@ export interface ChainClientShape {
   readonly blockTime: Effect.Effect<bigint, ChainError>
   /** The latest block's number. */
   readonly headBlock: Effect.Effect<bigint, ChainError>
+  /**
+   * The head as the block watcher last polled it (its number, its timestamp in seconds): at most a
+   * poll old, and no call of its own, for what follows the chain on every tick (the relayer's tracker).
+   */
+  readonly watchedHead: Effect.Effect<{ readonly number: bigint; readonly time: bigint }, ChainError>
 
   /** The exchange that trades stock tokens for USD1 at the feed price, when the deployment has one. */
   readonly exchange: Option.Option<Address>

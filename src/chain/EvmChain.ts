@@ -316,28 +316,33 @@ export const EvmChain = Layer.scoped(
       }).pipe(Effect.asVoid, Effect.withSpan("ChainClient.simulate"))
 
     let fees: { readonly value: Fees; readonly until: number } | undefined
+    const freshFees = () => (fees !== undefined && Date.now() < fees.until ? Effect.succeed(fees.value) : undefined)
+    const readFees = Effect.suspend(() =>
+      chainCall("fees", async (): Promise<Fees> => {
+        try {
+          const { maxFeePerGas, maxPriorityFeePerGas } = await publicClient.estimateFeesPerGas({
+            chain,
+            type: "eip1559"
+          })
+          return { maxFeePerGas, maxPriorityFeePerGas }
+        } catch (error) {
+          if (!(error instanceof Eip1559FeesNotSupportedError)) throw error
+          return { gasPrice: (await publicClient.estimateFeesPerGas({ chain, type: "legacy" })).gasPrice }
+        }
+      }).pipe(
+        Effect.tap((value) =>
+          Effect.sync(() => {
+            fees = { value, until: Date.now() + FEES_REUSED_MS }
+          })
+        )
+      )
+    )
+
+    /** One estimate at a time: the sends that find it stale together wait for the same one. */
+    const feesRead = Effect.unsafeMakeSemaphore(1)
     /** The node's fee estimate: EIP-1559 (twice the base fee, plus the node's tip), or a gas price. */
-    const estimatedFees = Effect.suspend(() =>
-      fees !== undefined && Date.now() < fees.until
-        ? Effect.succeed(fees.value)
-        : chainCall("fees", async (): Promise<Fees> => {
-            try {
-              const { maxFeePerGas, maxPriorityFeePerGas } = await publicClient.estimateFeesPerGas({
-                chain,
-                type: "eip1559"
-              })
-              return { maxFeePerGas, maxPriorityFeePerGas }
-            } catch (error) {
-              if (!(error instanceof Eip1559FeesNotSupportedError)) throw error
-              return { gasPrice: (await publicClient.estimateFeesPerGas({ chain, type: "legacy" })).gasPrice }
-            }
-          }).pipe(
-            Effect.tap((value) =>
-              Effect.sync(() => {
-                fees = { value, until: Date.now() + FEES_REUSED_MS }
-              })
-            )
-          )
+    const estimatedFees = Effect.suspend(
+      () => freshFees() ?? feesRead.withPermits(1)(Effect.suspend(() => freshFees() ?? readFees))
     )
 
     const { relayerFees } = deployment
@@ -464,12 +469,25 @@ export const EvmChain = Layer.scoped(
         return yield* new ChainError({ message: `broadcast refused: ${sent.text}` })
       })
 
+    /**
+     * Per relayer key, the nonces whose broadcast is on its way (journaled, not answered yet): the
+     * chain does not count them yet, and they are no gap to close (`closeGap`).
+     */
+    const broadcasting = new Map<Address, Set<number>>()
+    const broadcastsOf = (address: Address) => {
+      const known = broadcasting.get(address)
+      if (known !== undefined) return known
+      const fresh = new Set<number>()
+      broadcasting.set(address, fresh)
+      return fresh
+    }
+
     /** Relayer sends between their simulation and the node's answer to their broadcast (RELAYER_MAX_IN_FLIGHT). */
     const relayerInFlight = Effect.unsafeMakeSemaphore(relayerFees.maxInFlight)
 
     /**
      * The relayer's send, pipelined: the exact call is run against the pending state first (a
-     * revert is `CallReverted`, nothing signed), then, holding the relayer's queue only for what
+     * revert is `CallReverted`, nothing signed; unless the caller just did, `simulated`), then, holding the relayer's queue only for what
      * orders nonces (the nonce, the signature, `record`: no chain round trip while the next nonce is
      * known), the transaction takes the next nonce and is journaled; its broadcast goes out after the
      * queue is let go, so that the next send signs while this one travels. Up to RELAYER_MAX_IN_FLIGHT
@@ -482,14 +500,21 @@ export const EvmChain = Layer.scoped(
      * chain's count. One the node refuses for a stale nonce or fee is simulated, signed anew (and
      * recorded again: the refused one can never be mined) and broadcast, once.
      */
-    const relayerSend = <E, R>(call: Call, gas: bigint, record: RecordSigned<E, R>, resendable?: Resendable) =>
+    const relayerSend = <E, R>(
+      call: Call,
+      gas: bigint,
+      record: RecordSigned<E, R>,
+      resendable?: Resendable,
+      simulated = false
+    ) =>
       Effect.gen(function* () {
         const watch = yield* nextRelayer
         const relayer = watch.account
         const queue = queueOf(relayer.address)
         const forget = queue.serially(queue.forget)
         for (let attempt = 1; ; attempt++) {
-          yield* callAtPending(relayer.address, call)
+          // A send signed anew after a refusal is simulated again: time passed since the caller's.
+          if (!(simulated && attempt === 1)) yield* callAtPending(relayer.address, call)
           const fee = yield* currentFees
           const signed = yield* queue.serially(
             Effect.gen(function* () {
@@ -503,10 +528,14 @@ export const EvmChain = Layer.scoped(
               yield* record(signed, "write").pipe(Effect.tapError(() => queue.forget))
               yield* watcher.expect(signed.hash, relayer.address)
               yield* queue.sent(nonce)
+              broadcastsOf(relayer.address).add(nonce)
               return signed
             })
           )
-          const sent = yield* broadcast(signed.raw).pipe(Effect.tapError(() => forget))
+          const sent = yield* broadcast(signed.raw).pipe(
+            Effect.tapError(() => forget),
+            Effect.ensuring(Effect.sync(() => broadcastsOf(relayer.address).delete(signed.nonce)))
+          )
           if (sent._tag === "Sent") {
             yield* spentGas(watch, gas, fee)
             return signed
@@ -566,7 +595,9 @@ export const EvmChain = Layer.scoped(
             : recorded.reduce((end, tx) => Math.max(end, tx.nonce + 1), chainNext)
         let resent = 0
         let filled = 0
+        const onItsWay = broadcastsOf(relayer.address)
         for (let nonce = chainNext; nonce < next; nonce++) {
+          if (onItsWay.has(nonce)) continue
           const tx = recorded.find((candidate) => candidate.nonce === nonce)
           if (tx === undefined) {
             yield* fillNonce(relayer, nonce).pipe(Effect.tapError(() => queue.forget))
@@ -651,7 +682,8 @@ export const EvmChain = Layer.scoped(
         )
         const signed: SignedTransaction = { sender: relayer.address, hash: keccak256(raw), raw, nonce: tx.nonce }
         yield* record(signed, "write")
-        yield* watcher.expect(signed.hash, relayer.address)
+        // Whoever waits for the stuck one gets this one's receipt if it is the one mined.
+        yield* watcher.expect(signed.hash, relayer.address, keccak256(stuck.raw))
         // One the node refuses (a fee still too low) stays journaled: it is bumped again when due.
         yield* resend(raw)
         return Option.some(signed)
@@ -728,16 +760,19 @@ export const EvmChain = Layer.scoped(
 
     const watcher = yield* blockWatcher(
       {
-        head: read<{ number: Hex; hash: Hash; parentHash: Hash; transactions: ReadonlyArray<Hash> }>(
-          "head",
-          "eth_getBlockByNumber",
-          ["latest", false]
-        ).pipe(
+        head: read<{
+          number: Hex
+          hash: Hash
+          parentHash: Hash
+          timestamp: Hex
+          transactions: ReadonlyArray<Hash>
+        }>("head", "eth_getBlockByNumber", ["latest", false]).pipe(
           Effect.map(
             (block): BlockHead => ({
               number: hexToBigInt(block.number),
               hash: block.hash,
               parentHash: block.parentHash,
+              timestamp: hexToBigInt(block.timestamp),
               transactions: block.transactions
             })
           )
@@ -817,7 +852,8 @@ export const EvmChain = Layer.scoped(
         Effect.flatMap(
           Option.match({
             onNone: () => Effect.succeed(Option.none<Receipt>()),
-            onSome: (raw) => Effect.map(toReceipt(hash, raw), Option.some)
+            // the receipt of a fee bump of it, when that is the version mined
+            onSome: (raw) => Effect.map(toReceipt(raw.transactionHash, raw), Option.some)
           })
         ),
         Effect.withSpan("ChainClient.receipt", { attributes: { "chain.tx": hash } })
@@ -986,7 +1022,8 @@ export const EvmChain = Layer.scoped(
       authorization: TransferAuthorization,
       signature: Hex,
       record: RecordSigned<E, R>,
-      resendable?: Resendable
+      resendable?: Resendable,
+      simulated = false
     ) => {
       const { vrs, data } = transferCall(authorization, signature)
       const call: Call = { to: usd1.address, data }
@@ -1006,7 +1043,9 @@ export const EvmChain = Layer.scoped(
               )
             )
       )
-      return Effect.flatMap(gas, (limit) => relayerSend(call, limit, record, resendable)).pipe(
+      // Simulated by the caller: the estimate would be one more simulation (a gas limit not known yet).
+      const simulatedAlready = simulated && vrs && transferGas !== undefined
+      return Effect.flatMap(gas, (limit) => relayerSend(call, limit, record, resendable, simulatedAlready)).pipe(
         Effect.withSpan("ChainClient.transferWithAuthorization")
       )
     }
@@ -1020,8 +1059,12 @@ export const EvmChain = Layer.scoped(
         Effect.as<Rebroadcast>("known"),
         Effect.catchAll((cause) => {
           const text = errorText(cause)
-          if (isUnreachable(cause) || !(alreadyKnown.test(text) || /nonce too low/i.test(text))) {
-            return Effect.fail(new ChainError({ message: `rebroadcast: ${text}`, cause }))
+          const unknownTo = isUnreachable(cause) || !(alreadyKnown.test(text) || /nonce too low/i.test(text))
+          if (unknownTo) {
+            // A node that answered "underpriced" is up: the fee spike is the chain's, not an outage.
+            return !isUnreachable(cause) && lowFee.test(text)
+              ? Effect.succeed<Rebroadcast>("underpriced")
+              : Effect.fail(new ChainError({ message: `rebroadcast: ${text}`, cause }))
           }
           // The node's word alone does not say that it has this transaction: its hash does.
           return read<unknown>("rebroadcast", "eth_getTransactionByHash", [hash]).pipe(
@@ -1076,6 +1119,17 @@ export const EvmChain = Layer.scoped(
     )
 
     const headBlock = read<Hex>("block number", "eth_blockNumber", []).pipe(Effect.map(hexToBigInt))
+
+    /** The block watcher's last head: no call of its own (a read only before the watcher's first poll answered). */
+    const watchedHead = Effect.suspend(() =>
+      Option.match(watcher.latest(), {
+        onSome: (head) => Effect.succeed({ number: head.number, time: head.timestamp }),
+        onNone: () =>
+          chainCall("latest block", () => publicClient.getBlock()).pipe(
+            Effect.map((block) => ({ number: block.number, time: block.timestamp }))
+          )
+      })
+    )
 
     // -----------------------------------------------------------------------------------------------
     // The service's own accounts
@@ -1243,6 +1297,7 @@ export const EvmChain = Layer.scoped(
       tokenPaused,
       blockTime,
       headBlock,
+      watchedHead,
       exchange: deployment.exchange,
       account,
       faucet: deployment.local ? Option.some(devnetFaucet()) : Option.none(),

@@ -410,6 +410,10 @@ const make = (options: InMemoryChainOptions) =>
       tokenPaused: (token) => Effect.map(Ref.get(state), (current) => current.paused.has(token.toLowerCase())),
       blockTime: now,
       headBlock: Effect.map(Ref.get(state), (current) => BigInt(current.receipts.size)),
+      watchedHead: Effect.zipWith(Ref.get(state), now, (current, time) => ({
+        number: BigInt(current.receipts.size),
+        time
+      })),
       exchange: Option.some(exchange),
       account,
       endpoints: Effect.succeed([]),

@@ -345,7 +345,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
             now: new Date(yield* Clock.currentTimeMillis)
           })
           .pipe(Effect.catchTag("DuplicateAuthorization", () => refuse(order, Reason.nonceUsed, "PAYMENT_INVALID")))
-        if (reserved._tag === "Reserved") return reserved.settlementId
+        if (reserved._tag === "Reserved") return reserved
         if (reserved._tag === "Overdrawn") {
           return yield* refuse(
             order,
@@ -417,7 +417,8 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       orderId: string,
       payload: PaymentPayload,
       requirements: PaymentRequirements,
-      payer: Address
+      payer: Address,
+      verifiedStillHolds: boolean
     ) =>
       Effect.gen(function* () {
         const record = (tx: BroadcastRecord) =>
@@ -432,12 +433,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
             }
             if (recorded !== "recorded") return yield* new SettlementAbandoned()
           })
-        // A read that fails is no other version: the transaction signed here is still awaited.
-        const versions = repo.versionsOf(settlementId).pipe(
-          Effect.map((hashes) => hashes as ReadonlyArray<Hash>),
-          Effect.orElseSucceed((): ReadonlyArray<Hash> => [])
-        )
-        const settled = yield* processor.settle(payload, requirements, record, resendable, versions).pipe(
+        const settled = yield* processor.settle(payload, requirements, record, resendable, verifiedStillHolds).pipe(
           Effect.timeoutTo({
             duration: SETTLEMENT_WORK_LIMIT,
             onSuccess: (outcome) => outcome,
@@ -532,6 +528,11 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       if (processor.recordsBeforeBroadcast && !(yield* chain.relayerFunded)) {
         return yield* new RelayerUnfunded({ error: "the relayer cannot pay gas now; nothing was reserved or sent" })
       }
+      // The payer's settlements before the check: unchanged at the reservation, the check's simulated
+      // transfer still holds when the relayer signs it (`verifiedStillHolds`).
+      const settlementsBefore = processor.recordsBeforeBroadcast
+        ? Option.some(yield* repo.payerSettlements({ payer, asset: usd1.address }))
+        : Option.none()
       const verified = yield* withinChainTimeout(processor.verify(payload, requirements)).pipe(
         Effect.catchTag("ChainError", (error) =>
           // counted in the chain's outage from the 503 (Outages.ts); the detail at debug level
@@ -552,8 +553,15 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
           const reserved = yield* Effect.exit(reserve(order, payload, verified.balance))
           if (Exit.isFailure(reserved))
             return yield* untrack(id).pipe(Effect.zipRight(Effect.failCause(reserved.cause)))
+          const { settlementId, others } = reserved.value
+          const verifiedStillHolds = Option.exists(
+            settlementsBefore,
+            (before) => before.unsettled === 0 && others.unsettled === 0 && others.settlements === before.settlements
+          )
           const settling = yield* Effect.forkDaemon(
-            restore(settleReserved(reserved.value, id, payload, requirements, payer)).pipe(Effect.ensuring(untrack(id)))
+            restore(settleReserved(settlementId, id, payload, requirements, payer, verifiedStillHolds)).pipe(
+              Effect.ensuring(untrack(id))
+            )
           )
           return yield* restore(Fiber.join(settling)).pipe(
             Effect.timeoutTo({
@@ -682,7 +690,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
      * authorization is valid. Once the authorization expired with the transfer nowhere on chain, the
      * transaction is dropped and a paid order is unpaid again (`undoLost`): the payer was not charged.
      */
-    const checkTransaction = (row: Tracked, head: bigint) =>
+    const checkTransaction = (row: Tracked, head: { readonly number: bigint; readonly time: bigint }) =>
       Effect.gen(function* () {
         const now = new Date(yield* Clock.currentTimeMillis)
         const receipt = yield* minedVersion([row.txHash, ...row.versions] as ReadonlyArray<Hash>)
@@ -696,7 +704,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
         const hash = Option.match(receipt, { onNone: () => row.txHash as Hash, onSome: (mined) => mined.hash })
         if (Option.isSome(receipt)) {
           const { blockNumber, blockHash } = receipt.value
-          const status = isFinal(blockNumber, head, confirmations) ? "final" : "mined"
+          const status = isFinal(blockNumber, head.number, confirmations) ? "final" : "mined"
           if (row.status === "mined" && row.blockHash !== blockHash) {
             yield* Effect.logInfo(`settlement transaction mined again, in block ${blockNumber}`).pipe(
               Effect.annotateLogs({ "order.id": row.orderId, "tx.hash": hash })
@@ -704,8 +712,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
           }
           return yield* repo.markTransaction(hash, { status, blockNumber, blockHash }, now)
         }
-        const blockTime = yield* withinChainTimeout(chain.blockTime)
-        if (blockTime < row.validBefore) {
+        if (head.time < row.validBefore) {
           if (row.status === "mined") {
             yield* Effect.logWarning(
               "settlement transaction no longer on chain; sending the same transaction again"
@@ -794,7 +801,9 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       yield* chain.followRelayerNonce(resendable)
       const rows = yield* repo.unfinalTransactions({ senders: chain.relayers, limit: TRACKED_PER_TICK })
       if (rows.length === 0) return
-      const head = yield* withinChainTimeout(chain.headBlock)
+      // The watcher's head (a poll old at most: a transaction is final, or its authorization expired,
+      // a poll later at worst), not a read per tick and per transaction.
+      const head = yield* withinChainTimeout(chain.watchedHead)
       for (const row of rows) yield* checkTransaction(row, head)
     }).pipe(
       Effect.catchTag("ChainError", (error) => reportUnavailable("chain", `relayer tracker: ${error.message}`, "job")),

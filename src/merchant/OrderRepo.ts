@@ -107,11 +107,17 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
           settlementId: string | null
           status: OrderStatus | null
           overdrawn: boolean
+          others: number
+          othersUnsettled: number
         }>`
-          WITH committed AS (
-            SELECT COALESCE(sum(amount_atomic), 0) AS amount FROM settlements
-            WHERE payer = ${row.payer} AND status IN ('pending', 'broadcast')
-              AND lower(payload->'accepted'->>'asset') = ${asset}
+          WITH mine AS (
+            SELECT amount_atomic, status FROM settlements
+            WHERE payer = ${row.payer} AND lower(payload->'accepted'->>'asset') = ${asset}
+          ), committed AS (
+            SELECT COALESCE(sum(amount_atomic) FILTER (WHERE status IN ('pending', 'broadcast')), 0) AS amount,
+                   count(*)::int AS others,
+                   (count(*) FILTER (WHERE status IN ('pending', 'broadcast')))::int AS unsettled
+            FROM mine
           ), covered AS (
             SELECT ${row.balance?.toString() ?? null}::numeric IS NULL
                 OR ${row.balance?.toString() ?? null}::numeric - amount >= ${row.amountAtomic.toString()}::numeric AS ok
@@ -130,9 +136,15 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
           )
           SELECT (SELECT id FROM settlement) AS settlement_id,
                  (SELECT status FROM orders WHERE id = ${row.orderId}) AS status,
-                 NOT (SELECT ok FROM covered) AS overdrawn`
+                 NOT (SELECT ok FROM covered) AS overdrawn,
+                 (SELECT others FROM committed) AS others,
+                 (SELECT unsettled FROM committed) AS others_unsettled`
         if (result?.settlementId != null) {
-          return { _tag: "Reserved" as const, settlementId: Number(result.settlementId) }
+          return {
+            _tag: "Reserved" as const,
+            settlementId: Number(result.settlementId),
+            others: { settlements: result.others, unsettled: result.othersUnsettled }
+          }
         }
         return result?.status === "open" && result.overdrawn
           ? { _tag: "Overdrawn" as const }
@@ -143,6 +155,20 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
           (error) => isUniqueViolation(error, "settlements_payer_nonce_key"),
           () => new DuplicateAuthorization()
         )
+      )
+
+    /**
+     * The payer's settlements of the asset as they stand: how many, and how many are unsettled
+     * (`pending`, `broadcast`). Read before a payment is verified, compared with what its
+     * reservation finds (see `Merchant.pay`).
+     */
+    const payerSettlements = (row: { readonly payer: string; readonly asset: string }) =>
+      sql<{ readonly settlements: number; readonly unsettled: number }>`
+        SELECT count(*)::int AS settlements,
+               (count(*) FILTER (WHERE status IN ('pending', 'broadcast')))::int AS unsettled
+        FROM settlements
+        WHERE payer = ${row.payer} AND lower(payload->'accepted'->>'asset') = ${row.asset.toLowerCase()}`.pipe(
+        Effect.map(([counted]) => counted ?? { settlements: 0, unsettled: 0 })
       )
 
     const findSucceededSettlement = SqlSchema.findOne({
@@ -237,14 +263,6 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
         yield* sql`UPDATE settlements SET tx_hash = ${mined}, raw_tx = ${row.rawTx}, updated_at = ${now}
                    WHERE id = ${row.settlementId} AND status = 'broadcast'`
       }).pipe(sql.withTransaction)
-
-    /** Every signed version of the settlement's relayed transaction that may be mined (the live one first). */
-    const versionsOf = (id: number) =>
-      sql<{ readonly txHash: string }>`SELECT tx_hash FROM relayed_transactions
-                                       WHERE settlement_id = ${id} AND status IN ('pending', 'mined', 'final', 'bumped')
-                                       ORDER BY status = 'bumped', created_at DESC`.pipe(
-        Effect.map((rows) => rows.map((row) => row.txHash))
-      )
 
     /**
      * The sender's journaled transactions from `fromNonce` up that may be sent again: live or final,
@@ -425,11 +443,11 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
         insertOrder,
         loadOrder,
         reserve,
+        payerSettlements,
         findSucceededSettlement,
         recordBroadcast,
         recordBump,
         promoteVersion,
-        versionsOf,
         resendableFrom,
         unfinalTransactions,
         markTransaction,

@@ -73,23 +73,23 @@ export interface PaymentProcessorShape {
   /**
    * Settles the payment; `record` persists each transaction before it is broadcast, and
    * `resendable` (the relayer's journal) lets a relayer that lost track of its nonce close the gap
-   * first; `versions` are the signed versions of the settlement's transaction (fee bumps of a stuck
-   * one), any of which may be mined.
+   * first; the receipt awaited is that of whichever signed version of the transaction is mined (a
+   * fee bump of a stuck one). `verifiedStillHolds`: nothing of ours that could change the
+   * transfer's outcome happened since `verify` simulated it (docs/merchant.md, "The simulation
+   * before signing"), so the relayer need not simulate it again before its first signature.
    */
   readonly settle: (
     payload: PaymentPayload,
     requirements: PaymentRequirements,
     record: (tx: BroadcastRecord) => Effect.Effect<void, SettlementAbandoned>,
     resendable?: Resendable,
-    versions?: Effect.Effect<ReadonlyArray<Hash>>
+    verifiedStillHolds?: boolean
   ) => Effect.Effect<SettleOutcome>
 }
 
 export class PaymentProcessor extends Context.Tag("app/PaymentProcessor")<PaymentProcessor, PaymentProcessorShape>() {}
 
 const RECEIPT_WAIT_MS = 30_000
-/** How often a settlement waiting for its receipt reads which other versions (fee bumps) it has. */
-const VERSIONS_REREAD_MS = 1_000
 
 /** Maps a revert message of the token to the reference reason string; `otherwise` for the rest. */
 const reasonForRevert = (message: string, otherwise: string): string => {
@@ -126,26 +126,6 @@ const judge = (chain: ChainClientShape, receipt: Receipt, payload: PaymentPayloa
 }
 
 /**
- * The receipt of `hash` or of another signed version of its nonce (a fee bump, from `versions`),
- * whichever is mined, waiting up to RECEIPT_WAIT_MS; none when none is mined by then.
- */
-const receiptOfAnyVersion = (chain: ChainClientShape, hash: Hash, versions: Effect.Effect<ReadonlyArray<Hash>>) =>
-  Effect.gen(function* () {
-    const deadline = Date.now() + RECEIPT_WAIT_MS
-    for (;;) {
-      const left = deadline - Date.now()
-      const own = yield* chain.receipt(hash, Math.max(0, Math.min(left, VERSIONS_REREAD_MS)))
-      if (Option.isSome(own)) return own
-      // Not mined within a second: the journal may hold a fee bump of it by now.
-      for (const other of (yield* versions).filter((version) => version !== hash)) {
-        const receipt = yield* chain.receipt(other, 0)
-        if (Option.isSome(receipt)) return receipt
-      }
-      if (left <= VERSIONS_REREAD_MS) return own
-    }
-  })
-
-/**
  * Waits for the receipt of a broadcast settlement (any of its versions) and judges it; a settlement
  * that ran out of gas (nothing moved, the authorization still unused) goes to `outOfGas` instead.
  */
@@ -153,10 +133,10 @@ const confirm = (
   chain: ChainClientShape,
   hash: Hash,
   payload: PaymentPayload,
-  outOfGas: (receipt: Receipt) => Effect.Effect<SettleOutcome>,
-  versions: Effect.Effect<ReadonlyArray<Hash>> = Effect.succeed([hash])
+  outOfGas: (receipt: Receipt) => Effect.Effect<SettleOutcome>
 ) =>
-  receiptOfAnyVersion(chain, hash, versions).pipe(
+  // The block watcher answers a fee bump's receipt too (it knows which transaction each replaces).
+  chain.receipt(hash, RECEIPT_WAIT_MS).pipe(
     Effect.catchAll(() => Effect.succeed(Option.none<Receipt>())),
     Effect.flatMap(
       Option.match({
@@ -201,7 +181,7 @@ export const RelayerProcessor = Layer.effect(
       _requirements: PaymentRequirements,
       record: (tx: BroadcastRecord) => Effect.Effect<void, SettlementAbandoned>,
       resendable?: Resendable,
-      versions?: Effect.Effect<ReadonlyArray<Hash>>
+      verifiedStillHolds = false
     ) =>
       Effect.suspend(() => {
         // The transaction is broadcast only after it was recorded: no record, nothing sent.
@@ -217,25 +197,22 @@ export const RelayerProcessor = Layer.effect(
                     recorded = true
                   })
                 ),
-              resendable
+              resendable,
+              // only the first send: one sent again after running out of gas is simulated anew
+              verifiedStillHolds && outOfGasRetries === 1
             )
             .pipe(
               // Out of gas, the transfer moved nothing and its authorization is unused: sent again
               // (recorded again) with the gas estimated anew, once.
               Effect.flatMap((signed) =>
-                confirm(
-                  chain,
-                  signed.hash,
-                  payload,
-                  (receipt) =>
-                    outOfGasRetries > 0
-                      ? Effect.logWarning(`settlement ${receipt.hash} ran out of gas; sending it again`).pipe(
-                          Effect.annotateLogs("payment.payer", authorizationOf(payload.payload.authorization).from),
-                          Effect.zipRight(countRevertedSettlement),
-                          Effect.zipRight(relay(outOfGasRetries - 1))
-                        )
-                      : Effect.succeed(judge(chain, receipt, payload)),
-                  versions
+                confirm(chain, signed.hash, payload, (receipt) =>
+                  outOfGasRetries > 0
+                    ? Effect.logWarning(`settlement ${receipt.hash} ran out of gas; sending it again`).pipe(
+                        Effect.annotateLogs("payment.payer", authorizationOf(payload.payload.authorization).from),
+                        Effect.zipRight(countRevertedSettlement),
+                        Effect.zipRight(relay(outOfGasRetries - 1))
+                      )
+                    : Effect.succeed(judge(chain, receipt, payload))
                 )
               ),
               Effect.catchAll((error): Effect.Effect<SettleOutcome> => {

@@ -1,19 +1,24 @@
 /**
  * The block watcher's pure parts: what a new head means (went back or not), and what to read so
- * that no awaited transaction mined since the last read is missed, in as few calls as possible.
+ * that no awaited transaction mined since the last read is missed, in as few calls as possible; and
+ * the watcher itself on a scripted chain: a fee bump and the transaction it replaces answer each other.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { FastCheck } from "effect"
+import { Effect, FastCheck, Fiber, Option } from "effect"
 import { type Hash, toHex } from "viem"
 import {
   type BlockHead,
+  type BlockSource,
+  blockWatcher,
   compareHead,
   nothingSeen,
   planReads,
+  type RawReceipt,
   recorded,
   rewound,
   type Seen
 } from "../../src/chain/BlockWatcher.js"
+import { eventually } from "../support/wait.js"
 
 const hashOf = (label: string): Hash => toHex(label, { size: 32 })
 
@@ -25,6 +30,7 @@ const chainOf = (length: number, fork: string, txsIn: (number: number) => Readon
       number: BigInt(n),
       hash: hashOf(`${fork}-${n}`),
       parentHash: hashOf(`${fork}-${n - 1}`),
+      timestamp: BigInt(n),
       transactions: txsIn(n)
     })
   )
@@ -133,4 +139,112 @@ describe("what a new head means", () => {
     expect(compareHead(followed, head)._tag).toBe("Same")
     expect(compareHead(followed, chainOf(6, "b")[5]!)._tag).toBe("Advanced")
   })
+})
+
+describe("the watcher, on a scripted chain", () => {
+  /** A chain the test grows block by block; the watcher reads it like a node, and its reads are counted. */
+  const scriptedChain = () => {
+    const blocks: Array<{ head: BlockHead; receipts: ReadonlyArray<RawReceipt> }> = [
+      { head: { ...chainOf(1, "a")[0]! }, receipts: [] }
+    ]
+    const reads = { head: 0, blocks: 0, hashes: 0 }
+    const receiptOf = (hash: Hash, number: number): RawReceipt => ({
+      transactionHash: hash,
+      status: "0x1",
+      gasUsed: "0x5208",
+      blockNumber: toHex(number),
+      blockHash: hashOf(`a-${number}`),
+      logs: []
+    })
+    const source: BlockSource = {
+      head: Effect.sync(() => {
+        reads.head++
+        return blocks[blocks.length - 1]!.head
+      }),
+      blockReceipts: (numbers) =>
+        Effect.sync(() => {
+          reads.blocks += numbers.length
+          return numbers.map((n) => blocks[Number(n)]?.receipts ?? [])
+        }),
+      receipts: (hashes) =>
+        Effect.sync(() => {
+          reads.hashes += hashes.length
+          return hashes.map(
+            (hash) => blocks.flatMap((block) => block.receipts).find((r) => r.transactionHash === hash) ?? null
+          )
+        })
+    }
+    const mine = (hashes: ReadonlyArray<Hash>) => {
+      const number = blocks.length
+      const [head] = chainOf(number + 1, "a", () => hashes).slice(number)
+      blocks.push({ head: head!, receipts: hashes.map((hash) => receiptOf(hash, number)) })
+    }
+    return { source, reads, mine }
+  }
+  const options = {
+    pollMs: 5,
+    idleMs: 5,
+    forgetAfterMs: 60_000,
+    headWentBack: () => Effect.void,
+    newHead: () => Effect.void
+  }
+  const SENDER = "0x00000000000000000000000000000000000000aa"
+
+  it.live(
+    "a fee bump mined: whoever waits for the stuck transaction gets the bump's receipt, read from its block",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const chain = scriptedChain()
+          const watcher = yield* blockWatcher(chain.source, options)
+          const stuck = hashOf("stuck").toLowerCase() as Hash
+          const bump = hashOf("bump").toLowerCase() as Hash
+          yield* watcher.expect(stuck, SENDER)
+          const waiting = yield* Effect.fork(watcher.receipt([stuck], 30_000))
+          yield* watcher.expect(bump, SENDER, stuck)
+          chain.mine([bump])
+          const answer = yield* Fiber.join(waiting)
+          expect(Option.map(answer, (receipt) => receipt.transactionHash)).toEqual(Option.some(bump))
+          // read from its block, not by hash; and the stuck version, never to be mined, is not overdue
+          expect(chain.reads.hashes).toBe(0)
+          expect(chain.reads.blocks).toBe(1)
+          const headsSeen = chain.reads.head
+          chain.mine([])
+          chain.mine([])
+          yield* eventually(
+            "the watcher to poll the two new heads",
+            Effect.sync(() => chain.reads.head),
+            (n) => n >= headsSeen + 2
+          )
+          expect(watcher.overdue(SENDER)).toBe(0)
+        })
+      )
+  )
+
+  it.live(
+    "the stuck transaction mined after all: its bump (never to be mined) is answered with it and not overdue",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const chain = scriptedChain()
+          const watcher = yield* blockWatcher(chain.source, options)
+          const stuck = hashOf("stuck").toLowerCase() as Hash
+          const bump = hashOf("bump").toLowerCase() as Hash
+          yield* watcher.expect(stuck, SENDER)
+          yield* watcher.expect(bump, SENDER, stuck)
+          const waiting = yield* Effect.fork(watcher.receipt([bump], 30_000))
+          chain.mine([stuck])
+          const answer = yield* Fiber.join(waiting)
+          expect(Option.map(answer, (receipt) => receipt.transactionHash)).toEqual(Option.some(stuck))
+          chain.mine([])
+          chain.mine([])
+          yield* eventually(
+            "the watcher to see two more heads",
+            Effect.sync(() => chain.reads.head),
+            (n) => n >= 6
+          )
+          expect(watcher.overdue(SENDER)).toBe(0)
+        })
+      )
+  )
 })

@@ -177,6 +177,19 @@ layer(proxiedTestChain("1 second"), { excludeTestServices: true, timeout: "120 s
         expect(yield* chain.rebroadcast(other.raw)).toBe("known")
         expect(yield* chain.rebroadcast(lost.raw)).toBe("replaced")
         expect(yield* withNode("refuse", Effect.flip(chain.rebroadcast(other.raw)))).toBeInstanceOf(ChainError)
+
+        // Priced out (a fee below the block's base fee, as in a fee spike): the node answered, no outage.
+        const pricedOut = yield* Effect.promise(() =>
+          privateKeyToAccount(ANVIL_ACCOUNT_KEYS[2]!).signTransaction({
+            chainId: chain.chainId,
+            nonce: 0,
+            gas: 21_000n,
+            to: randomAddress(),
+            maxFeePerGas: 1n,
+            maxPriorityFeePerGas: 1n
+          })
+        )
+        expect(yield* chain.rebroadcast(pricedOut)).toBe("underpriced")
       })
     )
 

@@ -21,6 +21,8 @@ export interface RpcProxy {
   readonly dropTransactions: (drop: boolean) => void
   /** Requests answered so far, of `method` or of every method. */
   readonly answered: (method?: string) => number
+  /** Requests answered so far by label: the method, and for `eth_call` the contract called (`eth_call <to>`). */
+  readonly answeredByLabel: () => ReadonlyMap<string, number>
 }
 
 /** A proxy to `target` (an http URL) on a free local port, closed with the scope. */
@@ -36,6 +38,8 @@ export const startRpcProxy = (target: string) =>
       let port = 0
 
       const count = (method: string) => counts.set(method, (counts.get(method) ?? 0) + 1)
+      const labels = new Map<string, number>()
+      const labelled = (label: string) => labels.set(label, (labels.get(label) ?? 0) + 1)
       const pass = (body: string, response: ServerResponse) => {
         const upstream = httpRequest(
           node,
@@ -59,6 +63,9 @@ export const startRpcProxy = (target: string) =>
           const answer = () => {
             const call = JSON.parse(body) as { id: unknown; method: string; params: ReadonlyArray<unknown> }
             count(call.method)
+            if (call.method === "eth_call")
+              labelled(`eth_call ${String((call.params[0] as { to?: unknown })?.to).toLowerCase()}`)
+            else labelled(call.method)
             if (dropping && call.method === "eth_sendRawTransaction") {
               const result = keccak256(call.params[0] as Hex)
               response.writeHead(200, { "content-type": "application/json" })
@@ -105,6 +112,7 @@ export const startRpcProxy = (target: string) =>
             },
             answered: (method) =>
               method === undefined ? [...counts.values()].reduce((sum, n) => sum + n, 0) : (counts.get(method) ?? 0),
+            answeredByLabel: () => new Map(labels),
             close: () => (server.listening ? close() : Promise.resolve())
           })
         )

@@ -62,7 +62,8 @@ const deploymentOf = (
   rpcUrl: string | ReadonlyArray<string>,
   readTimeout: Duration.DurationInput,
   relayer: { readonly fees: RelayerFees; readonly keys: ReadonlyArray<Redacted.Redacted<Hex>> },
-  rpcProbeInterval: Duration.DurationInput = DEFAULT_RPC_PROBE_INTERVAL
+  rpcProbeInterval: Duration.DurationInput = DEFAULT_RPC_PROBE_INTERVAL,
+  pollInterval: Duration.DurationInput = DEVNET_POLL_INTERVAL
 ) =>
   ChainDeployment.of({
     rpcUrls: typeof rpcUrl === "string" ? [rpcUrl] : rpcUrl,
@@ -73,7 +74,7 @@ const deploymentOf = (
     relayerKeys: relayer.keys,
     local: true,
     readTimeout: Duration.decode(readTimeout),
-    pollInterval: Duration.decode(DEVNET_POLL_INTERVAL),
+    pollInterval: Duration.decode(pollInterval),
     nonceGapStuckAfter: Duration.decode(DEFAULT_NONCE_GAP_STUCK_AFTER),
     rpcProbeInterval: Duration.decode(rpcProbeInterval),
     relayerFees: relayer.fees
@@ -127,7 +128,9 @@ export class ChainEndpoints extends Context.Tag("test/ChainEndpoints")<ChainEndp
 export const multiEndpointTestChain = (
   count: number,
   readTimeout: Duration.DurationInput,
-  probeInterval: Duration.DurationInput
+  probeInterval: Duration.DurationInput,
+  /** CHAIN_POLL_INTERVAL: the devnet's 5 ms unless given (a configured chain's is about half a block). */
+  pollInterval: Duration.DurationInput = DEVNET_POLL_INTERVAL
 ) =>
   Layer.merge(EvmChain, DeployedTokens).pipe(
     Layer.provideMerge(
@@ -146,7 +149,8 @@ export const multiEndpointTestChain = (
                 endpoints.map((endpoint) => endpoint.url),
                 readTimeout,
                 relayer,
-                probeInterval
+                probeInterval,
+                pollInterval
               )
             )
           )
