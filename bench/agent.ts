@@ -7,7 +7,9 @@
  * table shows the tick time (start to the last replica done), wall and CPU (all replicas) per card,
  * SQL statements per 100 cards (counted through each replica's SQL client), JSON-RPC calls per 100
  * cards (a counting proxy in front of anvil), rows written (decisions, events and the schedule's two
- * updates per card: the lease and the next due time) and the largest peak RSS of a replica.
+ * updates per card: the lease and the next due time), the largest peak RSS of a replica, the CPU
+ * the bench's own PostgreSQL and anvil spent in the tick (from /proc: where the two cores went) and
+ * the load average as the tick ended.
  *
  * Two chains: `memory` (the in-memory chain inside each replica: the CPU-only figures, no node to
  * wait for) and `devnet` (the shared anvil, every balance read a real `eth_call`). Cards are seeded
@@ -20,11 +22,12 @@
  * 10000), BENCH_AGENT_LIVE (refills of the live run, 1000; 0 skips it).
  */
 import { type ChildProcess, spawn } from "node:child_process"
+import { readdirSync, readFileSync } from "node:fs"
 import { loadavg } from "node:os"
 import path from "node:path"
 import { createInterface } from "node:readline"
 import { SqlClient } from "@effect/sql"
-import { ConfigProvider, Effect, Layer, Redacted } from "effect"
+import { Cause, ConfigProvider, Effect, Layer, Redacted } from "effect"
 import { sqlLayer } from "../src/storage/Database.js"
 import { clearAgentBench, fundAgentWallets, seedAgentCards } from "../test/support/agentCards.js"
 import { median, repoRoot, type Section, serviceEnv } from "./harness.js"
@@ -95,6 +98,49 @@ const startReplica = (env: Record<string, string>) =>
     } satisfies Replica
   })
 
+/** Clock ticks per second of /proc/<pid>/stat's CPU times (USER_HZ: 100 on Linux). */
+const USER_HZ = 100
+
+/**
+ * CPU time so far (ms) of this bench's PostgreSQL and anvil processes (its descendants, by name):
+ * with the replicas' own figure, where a tick's CPU goes.
+ */
+const serviceCpuMs = () => {
+  const stats = readdirSync("/proc").flatMap((entry) => {
+    if (!/^\d+$/.test(entry)) return []
+    try {
+      const text = readFileSync(`/proc/${entry}/stat`, "utf8")
+      // "pid (comm) state ppid ...": comm may hold spaces, so split after its closing parenthesis.
+      const close = text.lastIndexOf(")")
+      const fields = text.slice(close + 2).split(" ")
+      return [
+        {
+          pid: Number(entry),
+          name: text.slice(text.indexOf("(") + 1, close),
+          ppid: Number(fields[1]),
+          // utime + stime, plus cutime + cstime: the reaped children's (the postmaster's backends
+          // that closed during the tick), so that they still count.
+          cpuMs: ((Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) * 1000) / USER_HZ
+        }
+      ]
+    } catch {
+      return [] // gone meanwhile
+    }
+  })
+  const children = new Map<number, Array<(typeof stats)[number]>>()
+  for (const stat of stats) children.set(stat.ppid, [...(children.get(stat.ppid) ?? []), stat])
+  const totals = { postgres: 0, anvil: 0 }
+  const walk = (pid: number): void => {
+    for (const child of children.get(pid) ?? []) {
+      if (child.name === "postgres") totals.postgres += child.cpuMs
+      if (child.name === "anvil") totals.anvil += child.cpuMs
+      walk(child.pid)
+    }
+  }
+  walk(process.pid)
+  return totals
+}
+
 interface Measure {
   readonly tickMs: number
   readonly wallPerCardMs: number
@@ -107,6 +153,11 @@ interface Measure {
   readonly executed: number
   /** Each replica's CPU in the tick, ms. */
   readonly cpuMs: ReadonlyArray<number>
+  /** PostgreSQL's and anvil's CPU in the tick, ms. */
+  readonly postgresCpuMs: number
+  readonly anvilCpuMs: number
+  /** The machine's 1-minute load average as the tick ended. */
+  readonly load: number
 }
 
 const rowCounts = (sql: SqlClient.SqlClient) =>
@@ -126,12 +177,14 @@ const tickAll = (
   Effect.gen(function* () {
     const rowsBefore = yield* rowCounts(sql)
     const rpcBefore = rpcCalls()
+    const servicesBefore = serviceCpuMs()
     const started = performance.now()
     const results = yield* Effect.all(
       replicas.map((replica) => replica.tick(at)),
       { concurrency: "unbounded" }
     )
     const tickMs = performance.now() - started
+    const servicesAfter = serviceCpuMs()
     const rowsAfter = yield* rowCounts(sql)
     const claimed = results.reduce((sum, r) => sum + r.claimed, 0)
     return {
@@ -145,7 +198,10 @@ const tickAll = (
       peakRssMb: Math.max(...results.map((r) => r.peakRssMb)),
       claimed,
       executed: results.reduce((sum, r) => sum + r.executed, 0),
-      cpuMs: results.map((r) => r.cpuMs)
+      cpuMs: results.map((r) => r.cpuMs),
+      postgresCpuMs: servicesAfter.postgres - servicesBefore.postgres,
+      anvilCpuMs: servicesAfter.anvil - servicesBefore.anvil,
+      load: loadavg()[0]!
     } satisfies Measure
   })
 
@@ -154,8 +210,9 @@ const fixed = (n: number, digits: number) => (Number.isFinite(n) ? n.toFixed(dig
 const row = (label: string, cards: number, replicas: number, m: Measure, refillsPerSecond = Number.NaN) =>
   `| ${label} | ${cards.toLocaleString("en-US")} | ${replicas} | ${fixed(m.tickMs / 1000, 2)} | ${fixed(m.wallPerCardMs, 3)} | ` +
   `${fixed(m.cpuPerCardMs, 3)} | ${m.cpuMs.map((ms) => fixed(ms / 1000, 1)).join(" / ")} | ` +
+  `${fixed(m.postgresCpuMs / 1000, 1)} | ${fixed(m.anvilCpuMs / 1000, 1)} | ` +
   `${fixed(m.statementsPer100, 2)} | ${fixed(m.rpcPer100, 1)} | ${m.rowsWritten.toLocaleString("en-US")} | ` +
-  `${fixed(m.peakRssMb, 0)} | ${fixed(refillsPerSecond, 1)} |`
+  `${fixed(m.peakRssMb, 0)} | ${fixed(refillsPerSecond, 1)} | ${fixed(m.load, 1)} |`
 
 export const agentSection: Section = {
   name: "agent",
@@ -177,7 +234,10 @@ export const agentSection: Section = {
           AGENT_INTERVAL: "1 hour",
           AGENT_LEASE: "10 minutes",
           // A multicall of 500 reads can take seconds on the loaded shared devnet.
-          CHAIN_TIMEOUT: "60 seconds"
+          CHAIN_TIMEOUT: "60 seconds",
+          // Four replicas opening their pools at once on a loaded 2-core machine wait longer than the
+          // default 3 s for PostgreSQL to start their backends.
+          DATABASE_CONNECT_TIMEOUT: "30 seconds"
         })
         return {
           ...env,
@@ -192,76 +252,95 @@ export const agentSection: Section = {
           .join(" ")}); first: every card's first decision stored; steady: the median of two later ticks, ` +
           "nothing changed, nothing new stored; live: one tick of cash refills on the devnet",
         "",
-        "| tick | cards | replicas | tick, s | wall per card, ms | CPU per card, ms | CPU per replica, s | SQL per 100 cards | JSON-RPC per 100 cards | rows written | peak RSS per replica, MB | refills/s |",
-        "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|"
+        "| tick | cards | replicas | tick, s | wall per card, ms | CPU per card, ms | CPU per replica, s | PostgreSQL CPU, s | anvil CPU, s | SQL per 100 cards | JSON-RPC per 100 cards | rows written | peak RSS per replica, MB | refills/s | load average |",
+        "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
       ]
+
+      // Each row goes to the progress log at once, and a configuration that fails (a replica's
+      // tick dying on a loaded machine) is a row saying so: the others still run.
+      const add = (line: string) => {
+        lines.push(line)
+        ctx.progress(line)
+      }
+      const orFailedRow = (label: string) => (run: Effect.Effect<void, unknown>) =>
+        run.pipe(
+          Effect.catchAllCause((cause) =>
+            Effect.sync(() => add(`| ${label} | failed: ${Cause.pretty(cause).replace(/\s+/g, " ").slice(0, 400)} |`))
+          )
+        )
 
       const chains = (process.env.BENCH_AGENT_CHAINS ?? "memory,devnet").split(",")
       for (const chain of (["memory", "devnet"] as const).filter((c) => chains.includes(c))) {
         for (const cards of sizes) {
           if (chain === "devnet" && cards > devnetMax) continue
           for (const count of replicaCounts) {
-            yield* clearAgentBench(sql)
-            const seedStarted = performance.now()
-            yield* seedAgentCards(sql, cards, new Date(), { weeklySpendUsd: 140, wallets: "placeholder" })
-            const seedMs = performance.now() - seedStarted
-            const { first, steady } = yield* Effect.scoped(
-              Effect.gen(function* () {
-                const replicas = yield* Effect.all(
-                  Array.from({ length: count }, (_, i) => startReplica(baseEnv(chain, `agent-${chain}-${i}`))),
-                  { concurrency: "unbounded" }
-                )
-                const first = yield* tickAll(sql, replicas, cards, rpcCalls)
-                const steady: Array<Measure> = []
-                for (const _ of [1, 2]) {
-                  yield* sql`UPDATE agent_strategies SET due_at = now()`
-                  steady.push(yield* tickAll(sql, replicas, cards, rpcCalls))
-                }
-                return { first, steady }
-              })
-            )
-            // The steady figures: the faster of the two ticks' row, with the median tick time.
-            const [fast] = [...steady].sort((a, b) => a.tickMs - b.tickMs)
-            const tickMs = median(steady.map((m) => m.tickMs))
-            const steadyMedian: Measure = { ...fast!, tickMs, wallPerCardMs: tickMs / cards }
-            ctx.progress(
-              `[agent] ${chain} ${cards} cards × ${count} replicas: seeded in ${(seedMs / 1000).toFixed(1)} s, ` +
-                `first ${(first.tickMs / 1000).toFixed(1)} s, steady ${(tickMs / 1000).toFixed(1)} s`
-            )
-            lines.push(row(`${chain} first`, cards, count, first))
-            lines.push(row(`${chain} steady`, cards, count, steadyMedian))
+            yield* Effect.gen(function* () {
+              yield* clearAgentBench(sql)
+              const seedStarted = performance.now()
+              yield* seedAgentCards(sql, cards, new Date(), { weeklySpendUsd: 140, wallets: "placeholder" })
+              const seedMs = performance.now() - seedStarted
+              const { first, steady } = yield* Effect.scoped(
+                Effect.gen(function* () {
+                  const replicas = yield* Effect.all(
+                    Array.from({ length: count }, (_, i) => startReplica(baseEnv(chain, `agent-${chain}-${i}`))),
+                    { concurrency: "unbounded" }
+                  )
+                  const first = yield* tickAll(sql, replicas, cards, rpcCalls)
+                  const steady: Array<Measure> = []
+                  for (const _ of [1, 2]) {
+                    yield* sql`UPDATE agent_strategies SET due_at = now()`
+                    steady.push(yield* tickAll(sql, replicas, cards, rpcCalls))
+                  }
+                  return { first, steady }
+                })
+              )
+              // The steady figures: the faster of the two ticks' row, with the median tick time.
+              const [fast] = [...steady].sort((a, b) => a.tickMs - b.tickMs)
+              const tickMs = median(steady.map((m) => m.tickMs))
+              const steadyMedian: Measure = { ...fast!, tickMs, wallPerCardMs: tickMs / cards }
+              ctx.progress(
+                `[agent] ${chain} ${cards} cards × ${count} replicas: seeded in ${(seedMs / 1000).toFixed(1)} s, ` +
+                  `first ${(first.tickMs / 1000).toFixed(1)} s, steady ${(tickMs / 1000).toFixed(1)} s`
+              )
+              add(row(`${chain} first`, cards, count, first))
+              add(row(`${chain} steady`, cards, count, steadyMedian))
+            }).pipe(orFailedRow(`${chain} ${cards} × ${count}`))
           }
         }
       }
 
       if (liveRefills > 0) {
         for (const count of replicaCounts) {
-          yield* clearAgentBench(sql)
-          // Cards below the $10 floor with no spending, wallets holding $25 of USD1: a cash refill each.
-          yield* seedAgentCards(sql, liveRefills, new Date(), { weeklySpendUsd: 0 })
-          const fundStarted = performance.now()
-          yield* fundAgentWallets(sql, devnet, SEED, liveRefills)
-          const fundMs = performance.now() - fundStarted
-          const live = yield* Effect.scoped(
-            Effect.gen(function* () {
-              const replicas = yield* Effect.all(
-                Array.from({ length: count }, (_, i) =>
-                  startReplica({ ...baseEnv("devnet", `agent-live-${i}`), AGENT_MODE: "live", AGENT_CONCURRENCY: "32" })
-                ),
-                { concurrency: "unbounded" }
-              )
-              return yield* tickAll(sql, replicas, liveRefills, rpcCalls)
-            })
-          )
-          const [executed] = yield* sql<{ n: number }>`
+          yield* Effect.gen(function* () {
+            yield* clearAgentBench(sql)
+            // Cards below the $10 floor with no spending, wallets holding $25 of USD1: a cash refill each.
+            yield* seedAgentCards(sql, liveRefills, new Date(), { weeklySpendUsd: 0 })
+            const fundStarted = performance.now()
+            yield* fundAgentWallets(sql, devnet, SEED, liveRefills)
+            const fundMs = performance.now() - fundStarted
+            const live = yield* Effect.scoped(
+              Effect.gen(function* () {
+                const replicas = yield* Effect.all(
+                  Array.from({ length: count }, (_, i) =>
+                    startReplica({
+                      ...baseEnv("devnet", `agent-live-${i}`),
+                      AGENT_MODE: "live",
+                      AGENT_CONCURRENCY: "32"
+                    })
+                  ),
+                  { concurrency: "unbounded" }
+                )
+                return yield* tickAll(sql, replicas, liveRefills, rpcCalls)
+              })
+            )
+            const [executed] = yield* sql<{ n: number }>`
             SELECT count(*)::int AS n FROM agent_decisions WHERE status = 'executed'`
-          ctx.progress(
-            `[agent] live ${liveRefills} refills × ${count} replicas: wallets funded in ${(fundMs / 1000).toFixed(1)} s, ` +
-              `${executed!.n} executed in ${(live.tickMs / 1000).toFixed(1)} s`
-          )
-          lines.push(
-            row(`live (${executed!.n} executed)`, liveRefills, count, live, executed!.n / (live.tickMs / 1000))
-          )
+            ctx.progress(
+              `[agent] live ${liveRefills} refills × ${count} replicas: wallets funded in ${(fundMs / 1000).toFixed(1)} s, ` +
+                `${executed!.n} executed in ${(live.tickMs / 1000).toFixed(1)} s`
+            )
+            add(row(`live (${executed!.n} executed)`, liveRefills, count, live, executed!.n / (live.tickMs / 1000)))
+          }).pipe(orFailedRow(`live ${liveRefills} × ${count}`))
         }
       }
       yield* clearAgentBench(sql)

@@ -84,6 +84,8 @@ const loopSettings = Config.all({
   concurrency: positiveInteger("AGENT_CONCURRENCY", 8),
   /** Cards claimed at a time. */
   batch: positiveInteger("AGENT_BATCH", 1000),
+  /** Pages of cards one replica works on at once. */
+  pagesInFlight: positiveInteger("AGENT_PAGES_IN_FLIGHT", 2),
   /** How long a replica holds its claim on a batch, and after which an unfinished trade is the reconciler's. */
   lease: durationConfig("AGENT_LEASE", "2 minutes"),
   /** How long a trade's transaction may stay unmined before the decision is `unknown`. */
@@ -217,9 +219,10 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
       id: string,
       status: "executed" | "failed" | "unknown" | "blocked",
       error: string | null,
-      at: Date
+      at: Date,
+      guard: "unsigned" | "any" = "any"
     ) =>
-      repo.finishDecision(id, status, error, at).pipe(
+      repo.finishDecision(id, status, error, at, guard).pipe(
         Effect.tap((finished) =>
           finished
             ? publishDecisions([id]).pipe(
@@ -352,7 +355,8 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
           const recorded = yield* repo.transactions(decision.id)
           if (!recorded.some((tx) => tx.step === step) && index === 0 && !role.executor) {
             const at = yield* now
-            yield* finishDecision(decision.id, "failed", "interrupted before its first step was signed", at)
+            // Unless the executor recorded its first transaction meanwhile: then it is alive and goes on.
+            yield* finishDecision(decision.id, "failed", "interrupted before its first step was signed", at, "unsigned")
             return
           }
           const sale = role.executor ? role.sale : Option.none<Sale>()
@@ -560,7 +564,7 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
         const stored =
           rows.length === 0
             ? new Map()
-            : yield* repo.insertDecisions(rows).pipe(
+            : yield* repo.insertDecisions(rows, new Date(yield* Clock.currentTimeMillis)).pipe(
                 Effect.tap((stored) =>
                   events.publishAll(
                     [...stored].map(([cardId, row]) => ({
@@ -637,27 +641,37 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
         const decidedAt = at ?? started
         let summary: TickSummary = { claimed: 0, stored: 0, executed: 0 }
         const tally = new Map<string, number>()
-        let markets: ReadonlyMap<string, MarketData> | undefined
-        while (true) {
-          const now = yield* Clock.currentTimeMillis
-          // The cards due when the tick started: those falling due meanwhile are the next tick's, so
-          // that a tick ends and a page is never a trickle of one or two cards.
-          const cards = yield* repo.claimDue({
-            owner,
-            now: new Date(started),
-            leaseUntil: new Date(now + leaseMs),
-            limit: settings.batch
-          })
-          if (cards.length === 0) break
-          markets ??= yield* marketsAt(decidedAt)
-          const batch = yield* runBatch(cards, decidedAt, now, markets)
-          for (const [key, n] of batch.tally) tally.set(key, (tally.get(key) ?? 0) + n)
-          summary = {
-            claimed: summary.claimed + cards.length,
-            stored: summary.stored + batch.stored,
-            executed: summary.executed + batch.executed
+        // Read once per tick, and only once a card is due.
+        const markets = yield* Effect.cached(marketsAt(decidedAt))
+        const pages = Effect.gen(function* () {
+          while (true) {
+            const now = yield* Clock.currentTimeMillis
+            // The cards due when the tick started: those falling due meanwhile are the next tick's, so
+            // that a tick ends and a page is never a trickle of one or two cards.
+            const cards = yield* repo.claimDue({
+              owner,
+              now: new Date(started),
+              leaseUntil: new Date(now + leaseMs),
+              limit: settings.batch
+            })
+            if (cards.length === 0) return
+            const batch = yield* runBatch(cards, decidedAt, now, yield* markets)
+            for (const [key, n] of batch.tally) tally.set(key, (tally.get(key) ?? 0) + n)
+            summary = {
+              claimed: summary.claimed + cards.length,
+              stored: summary.stored + batch.stored,
+              executed: summary.executed + batch.executed
+            }
           }
-        }
+        })
+        // Pages in flight side by side: one page's cards are decided while another waits for PostgreSQL.
+        yield* Effect.all(
+          Array.from({ length: settings.pagesInFlight }, () => pages),
+          {
+            concurrency: "unbounded",
+            discard: true
+          }
+        )
         const tookMs = (yield* Clock.currentTimeMillis) - started
         yield* Metric.update(agentTickDuration, tookMs / 1000)
         if (tookMs > intervalMs) {

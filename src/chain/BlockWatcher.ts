@@ -31,6 +31,8 @@ export interface BlockHead {
   readonly parentHash: Hash
   /** Seconds. */
   readonly timestamp: bigint
+  /** EIP-1559's base fee, wei (none on a chain without it). */
+  readonly baseFeePerGas?: bigint
   /** Its transactions' hashes. */
   readonly transactions: ReadonlyArray<Hash>
 }

@@ -345,6 +345,18 @@ export const EvmChain = Layer.scoped(
       () => freshFees() ?? feesRead.withPermits(1)(Effect.suspend(() => freshFees() ?? readFees))
     )
 
+    /**
+     * A block whose base fee the kept estimate no longer covers (a fee spike): the estimate is read
+     * anew for the next signature, instead of sends being refused as underpriced until it expires.
+     */
+    const forgetFeesOutrunBy = (baseFee: bigint | undefined) =>
+      Effect.sync(() => {
+        if (fees === undefined || baseFee === undefined) return
+        const room =
+          "gasPrice" in fees.value ? fees.value.gasPrice : fees.value.maxFeePerGas - fees.value.maxPriorityFeePerGas
+        if (baseFee > room) fees = undefined
+      })
+
     const { relayerFees } = deployment
     /** Fees to sign with: the estimate, within MAX_FEE_PER_GAS. */
     const currentFees = Effect.map(estimatedFees, (estimate) => cappedFees(estimate, relayerFees.maxFeePerGas))
@@ -765,6 +777,7 @@ export const EvmChain = Layer.scoped(
           hash: Hash
           parentHash: Hash
           timestamp: Hex
+          baseFeePerGas?: Hex
           transactions: ReadonlyArray<Hash>
         }>("head", "eth_getBlockByNumber", ["latest", false]).pipe(
           Effect.map(
@@ -773,9 +786,12 @@ export const EvmChain = Layer.scoped(
               hash: block.hash,
               parentHash: block.parentHash,
               timestamp: hexToBigInt(block.timestamp),
+              ...(block.baseFeePerGas === undefined ? {} : { baseFeePerGas: hexToBigInt(block.baseFeePerGas) }),
               transactions: block.transactions
             })
-          )
+          ),
+          // every poll, advanced or not: a fee spike is seen at the first head that shows it
+          Effect.tap((head) => forgetFeesOutrunBy(head.baseFeePerGas))
         ),
         // Each its own call, all at once: one round trip.
         blockReceipts: (numbers) => Effect.forEach(numbers, blockReceiptsOf, { concurrency: "unbounded" }),

@@ -1,7 +1,9 @@
 /**
  * The agent loop over thousands of cards: every due card decided once per interval, by one replica
  * or by two sharing the database, in a bounded number of SQL statements counted through the SQL
- * client; a replica that dies holding a page of cards loses it to another when its lease ends.
+ * client; a replica that dies holding a page of cards loses it to another when its lease ends; a
+ * reconciler and a slow executor racing over an unsigned trade never both go ahead (a transfer under a
+ * decision failed as unsigned would be refilled again the next interval).
  * Real PostgreSQL; the in-memory chain (the chain is not what these tests measure). Cards are
  * seeded by SQL, as many as a programme has.
  */
@@ -10,11 +12,11 @@ import { tmpdir } from "node:os"
 import path from "node:path"
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { ConfigProvider, Context, Effect, Layer, Logger, LogLevel, Redacted } from "effect"
+import { ConfigProvider, Context, Deferred, Effect, Either, Fiber, Layer, Logger, LogLevel, Redacted } from "effect"
 import { parseUnits } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
 import { AgentLoop } from "../../src/agent/AgentLoop.js"
-import { AgentRepo } from "../../src/agent/AgentRepo.js"
+import { AgentRepo, type NewDecision } from "../../src/agent/AgentRepo.js"
 import { agentWalletKey } from "../../src/agent/ChainAgentWallet.js"
 import { Statement } from "../../src/cards/Statement.js"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
@@ -204,5 +206,126 @@ layer(Base, { excludeTestServices: true, timeout: "240 seconds" })("the agent lo
         SELECT count(*)::int AS n FROM agent_decisions WHERE replica = 'killed-replica'`)
       expect(owners!.n).toBe(0)
     })
+  )
+  /** A seeded card's refill, stored as executing, nothing signed yet: what the reconciler finds of a slow executor. */
+  const executingRefill = (decidedAt = new Date()) =>
+    Effect.gen(function* () {
+      yield* reset
+      const { sql } = yield* sqlOf
+      const repo = yield* AgentRepo
+      yield* Effect.orDie(seedAgentCards(sql, 1, new Date()))
+      const at = decidedAt
+      const row: NewDecision = {
+        cardId: seededCardId(1),
+        dueAt: at,
+        at,
+        action: "refill",
+        rule: "FLOOR",
+        symbol: "USD1",
+        buySymbol: null,
+        usd: 10,
+        needUsd: 10,
+        horizon: at,
+        spread: null,
+        reason: "below the floor",
+        status: "executing",
+        error: null,
+        replica: "executor"
+      }
+      const stored = yield* repo.insertDecisions([row], new Date())
+      const id = stored.get(seededCardId(1))!.id
+      const record = repo.recordTransaction({
+        decisionId: id,
+        step: "send",
+        hash: `0x${"ab".repeat(32)}`,
+        raw: "0x02",
+        sender: `0x${"cd".repeat(20)}`,
+        nonce: 0,
+        amount: 10n,
+        now: new Date()
+      })
+      const failUnsigned = repo.finishDecision(
+        id,
+        "failed",
+        "interrupted before its first step was signed",
+        new Date(),
+        "unsigned"
+      )
+      return { id, record, failUnsigned }
+    })
+
+  it.scoped("a trade stored late in a long tick is not the reconciler's before its lease ends", () =>
+    Effect.gen(function* () {
+      const repo = yield* AgentRepo
+      // Decided at the start of a tick that has run for longer than the lease.
+      yield* executingRefill(new Date(Date.now() - 10 * LEASE_MS))
+      const stale = yield* repo.lockStale({ before: new Date(Date.now() - LEASE_MS), limit: 10 })
+      expect(stale).toEqual([])
+    })
+  )
+
+  /** Statements of this database waiting for a row lock. */
+  const lockWaiters = Effect.flatMap(sqlOf, ({ run, sql }) =>
+    run(sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM pg_stat_activity
+      WHERE datname = current_database() AND wait_event_type = 'Lock'`)
+  ).pipe(Effect.map((rows) => rows[0]!.n))
+
+  const outcome = (id: string) =>
+    Effect.flatMap(sqlOf, ({ run, sql }) =>
+      run(sql<{ status: string; transactions: number }>`
+        SELECT d.status, (SELECT count(*)::int FROM agent_transactions t WHERE t.decision_id = d.id) AS transactions
+        FROM agent_decisions d WHERE d.id = ${id}`)
+    ).pipe(Effect.map((rows) => rows[0]!))
+
+  it.scoped(
+    "a reconciler failing a decision as unsigned while its executor records the first transaction: the record holds and the decision goes on",
+    () =>
+      Effect.gen(function* () {
+        const repo = yield* AgentRepo
+        const { id, record, failUnsigned } = yield* executingRefill()
+        const recorded = yield* Deferred.make<void>()
+        const commit = yield* Deferred.make<void>()
+        // The executor's transaction has recorded the send and not committed yet.
+        const executor = yield* record.pipe(
+          Effect.zipRight(Deferred.succeed(recorded, undefined)),
+          Effect.zipRight(Deferred.await(commit)),
+          repo.withTransaction,
+          Effect.fork
+        )
+        yield* Deferred.await(recorded)
+        const reconciler = yield* failUnsigned.pipe(repo.withTransaction, Effect.fork)
+        yield* eventually("the reconciler to wait for the executor's lock on the decision", lockWaiters, (n) => n >= 1)
+        yield* Deferred.succeed(commit, undefined)
+        yield* Fiber.join(executor)
+        expect(yield* Fiber.join(reconciler)).toBe(false)
+        expect(yield* outcome(id)).toEqual({ status: "executing", transactions: 1 })
+      })
+  )
+
+  it.scoped(
+    "an executor recording its first transaction while a reconciler fails the decision as unsigned: nothing is recorded, so nothing is broadcast",
+    () =>
+      Effect.gen(function* () {
+        const repo = yield* AgentRepo
+        const { id, record, failUnsigned } = yield* executingRefill()
+        const failed = yield* Deferred.make<boolean>()
+        const commit = yield* Deferred.make<void>()
+        // The reconciler's transaction has failed the decision and not committed yet.
+        const reconciler = yield* failUnsigned.pipe(
+          Effect.tap((done) => Deferred.succeed(failed, done)),
+          Effect.zipLeft(Deferred.await(commit)),
+          repo.withTransaction,
+          Effect.fork
+        )
+        expect(yield* Deferred.await(failed)).toBe(true)
+        const executor = yield* record.pipe(Effect.either, Effect.fork)
+        yield* eventually("the executor to wait for the reconciler's lock on the decision", lockWaiters, (n) => n >= 1)
+        yield* Deferred.succeed(commit, undefined)
+        expect(yield* Fiber.join(reconciler)).toBe(true)
+        const recordedOrNot = yield* Fiber.join(executor)
+        expect(Either.isLeft(recordedOrNot) && recordedOrNot.left._tag).toBe("DecisionTaken")
+        expect(yield* outcome(id)).toEqual({ status: "failed", transactions: 0 })
+      })
   )
 })

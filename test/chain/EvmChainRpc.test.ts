@@ -7,7 +7,7 @@
 import { randomBytes } from "node:crypto"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Option, Redacted, Ref } from "effect"
-import { erc20Abi, getAddress, type Hex, parseUnits, toHex } from "viem"
+import { erc20Abi, getAddress, type Hex, parseTransaction, parseUnits, toHex } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import type { Address } from "../../src/chain/Address.js"
 import {
@@ -20,7 +20,8 @@ import { DEVNET_RELAYER_KEY } from "../../src/chain/Deployment.js"
 import { ANVIL_ACCOUNT_KEYS, awaitReceipt, publicClientFor, walletClientFor } from "../../src/chain/Devnet.js"
 import { counterfactualSignature, createSmartAccount, smartAccountAddress } from "../../src/chain/DevnetOperator.js"
 import { transferWithAuthorizationTypedData } from "../../src/chain/Eip3009.js"
-import { ChainProxy, proxiedTestChain, TestDevnet, withNode } from "../support/TestChain.js"
+import { ChainProxy, devnetRpc, proxiedTestChain, TestDevnet, withNode } from "../support/TestChain.js"
+import { eventually } from "../support/wait.js"
 
 const units = (amount: string) => parseUnits(amount, 18)
 const randomAddress = (): Address => getAddress(toHex(randomBytes(20)))
@@ -190,6 +191,30 @@ layer(proxiedTestChain("1 second"), { excludeTestServices: true, timeout: "120 s
           })
         )
         expect(yield* chain.rebroadcast(pricedOut)).toBe("underpriced")
+      })
+    )
+
+    it.effect("a head whose base fee outruns the kept fee estimate: the next transfer is signed with a fresh one", () =>
+      Effect.gen(function* () {
+        const chain = yield* ChainClient
+        const devnet = yield* TestDevnet
+        // The estimate is read and kept (FEES_REUSED_MS) by this transfer.
+        const before = yield* relay(noRecord)
+        expect(Option.getOrThrow(yield* chain.receipt(before.signed.hash, 10_000)).status).toBe("success")
+        const spike = parseUnits("100", 9)
+        yield* devnetRpc(devnet, "anvil_setNextBlockBaseFeePerGas", [toHex(spike)])
+        yield* devnetRpc(devnet, "evm_mine")
+        const spiked = yield* Effect.promise(() => publicClientFor(devnet).getBlockNumber())
+        yield* eventually(
+          "the block watcher to read the spiked block",
+          chain.watchedHead,
+          (head) => head.number >= spiked
+        )
+        // Signed with the kept estimate, the node would refuse it as underpriced.
+        const after = yield* relay(noRecord)
+        const fees = parseTransaction(after.signed.raw)
+        expect(fees.maxFeePerGas).toBeGreaterThan(spike)
+        expect(Option.getOrThrow(yield* chain.receipt(after.signed.hash, 10_000)).status).toBe("success")
       })
     )
 
