@@ -3,7 +3,7 @@ import { SqlClient, SqlSchema, type Statement as SqlStatement } from "@effect/sq
 import { Effect, Schema } from "effect"
 import { Address } from "../chain/Address.js"
 import { isUniqueViolation, repository, transactionally } from "../storage/Sql.js"
-import { DecisionAction, DecisionStatus } from "./Api.js"
+import { DecisionAction, DecisionItem, DecisionStatus } from "./Api.js"
 
 export const StrategyRow = Schema.Struct({
   cardId: Schema.String,
@@ -15,17 +15,8 @@ export const StrategyRow = Schema.Struct({
 })
 export type StrategyRow = typeof StrategyRow.Type
 
-const DecisionRow = Schema.Struct({
-  id: Schema.String,
-  at: Schema.DateFromSelf,
-  action: DecisionAction,
-  symbol: Schema.NullOr(Schema.String),
-  usd: Schema.NullOr(Schema.Number),
-  reason: Schema.String,
-  status: DecisionStatus,
-  txs: Schema.Array(Schema.String),
-  error: Schema.NullOr(Schema.String)
-})
+/** A stored decision is the API's item with its time still a Date. */
+const DecisionRow = Schema.Struct({ ...DecisionItem.fields, at: Schema.DateFromSelf })
 
 /** A decision just stored, with its card. */
 const StoredDecision = Schema.Struct({ cardId: Schema.String, ...DecisionRow.fields }).pipe(Schema.omit("txs"))

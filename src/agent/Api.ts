@@ -9,8 +9,8 @@ import { Context, type Option, Schema } from "effect"
 import { Authentication } from "../auth/Api.js"
 import { Address } from "../chain/Address.js"
 import { ApiError, BadRequest, ChainUnavailable, Unauthorized } from "../http/ApiError.js"
-import { DEFAULT_PAGE_SIZE, optionalInteger } from "../http/QueryParams.js"
-import { Instant, MarketData, PriceUnavailable } from "../market/Api.js"
+import { pageQuery } from "../http/QueryParams.js"
+import { AtQuery, MarketData, PriceUnavailable } from "../market/Api.js"
 
 export class CardRequired extends ApiError(
   "CardRequired",
@@ -211,7 +211,7 @@ export class AgentApi extends HttpApiGroup.make("agent")
   )
   .add(
     readsAccount(HttpApiEndpoint.get("preview", "/agent/preview"))
-      .setUrlParams(Schema.Struct({ at: Schema.optionalWith(Instant, { exact: true }) }))
+      .setUrlParams(AtQuery)
       .addSuccess(Preview)
       .annotate(OpenApi.Summary, "Preview the agent's decision")
       .annotate(
@@ -223,18 +223,11 @@ export class AgentApi extends HttpApiGroup.make("agent")
   .add(
     HttpApiEndpoint.get("decisions", "/agent/decisions")
       .setUrlParams(
-        Schema.Struct({
-          limit: optionalInteger(1, 200, DEFAULT_PAGE_SIZE).annotations({
-            description: "how many decisions, newest first"
-          }),
-          before: Schema.optionalWith(
-            Schema.String.pipe(Schema.pattern(/^[0-9]{1,19}$/, { message: () => "must be a decision id" })).annotations(
-              {
-                description: "the id of the last decision of the previous page: answers the decisions before it"
-              }
-            ),
-            { exact: true }
-          )
+        pageQuery({
+          items: "decisions",
+          id: /^[0-9]{1,19}$/,
+          idMessage: "must be a decision id",
+          beforeDescription: "the id of the last decision of the previous page: answers the decisions before it"
         })
       )
       .addSuccess(Schema.Array(DecisionItem))

@@ -1,7 +1,7 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../auth/Api.js"
-import { DEFAULT_PAGE_SIZE, optionalInteger } from "../http/QueryParams.js"
+import { pageQuery } from "../http/QueryParams.js"
 
 export class ActivityItem extends Schema.Class<ActivityItem>("ActivityItem")({
   id: Schema.String.annotations({ description: "cursor for `before`" }),
@@ -14,14 +14,11 @@ export class ActivityItem extends Schema.Class<ActivityItem>("ActivityItem")({
   tx: Schema.String
 }) {}
 
-const ActivityQuery = Schema.Struct({
-  limit: optionalInteger(1, 200, DEFAULT_PAGE_SIZE).annotations({ description: "how many items, newest first" }),
-  before: Schema.optionalWith(
-    Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9_:-]{1,80}$/, { message: () => "must be an item id" })).annotations({
-      description: "the id of the last item of the previous page: answers the items after it"
-    }),
-    { exact: true }
-  )
+const ActivityQuery = pageQuery({
+  items: "items",
+  id: /^[A-Za-z0-9_:-]{1,80}$/,
+  idMessage: "must be an item id",
+  beforeDescription: "the id of the last item of the previous page: answers the items after it"
 })
 
 export class StatementApi extends HttpApiGroup.make("statement")

@@ -248,6 +248,8 @@ export class ChainDeployment extends Context.Tag("app/ChainDeployment")<ChainDep
       const rpcProbeInterval = yield* durationConfig("CHAIN_RPC_PROBE_INTERVAL", DEFAULT_RPC_PROBE_INTERVAL)
       const relayerFees = yield* relayerFeesConfig(configured)
       const nonceGapStuckAfter = yield* durationConfig("RELAYER_NONCE_GAP_STUCK_AFTER", DEFAULT_NONCE_GAP_STUCK_AFTER)
+      // The same for a configured chain and the devnet: only the defaults above differ.
+      const timings = { readTimeout, pollInterval, nonceGapStuckAfter, rpcProbeInterval, relayerFees }
       if (configured) {
         const settings = yield* Config.all({
           chainId: Config.integer("CHAIN_ID"),
@@ -265,11 +267,7 @@ export class ChainDeployment extends Context.Tag("app/ChainDeployment")<ChainDep
           stocks: settings.stocks,
           relayerKeys: settings.relayerKeys,
           local: false,
-          readTimeout,
-          pollInterval,
-          nonceGapStuckAfter,
-          rpcProbeInterval,
-          relayerFees
+          ...timings
         } satisfies Deployment
       }
       const devnet = yield* startDevnet({ stateDir: path.join(dataDir, "chain") }).pipe(Effect.orDie)
@@ -281,11 +279,7 @@ export class ChainDeployment extends Context.Tag("app/ChainDeployment")<ChainDep
         stocks: devnet.stocks.map((stock) => ({ ...stock, platform: "devnet" })),
         relayerKeys: yield* relayerKeysConfig(Option.some(DEVNET_RELAYER_KEY)),
         local: true,
-        readTimeout,
-        pollInterval,
-        nonceGapStuckAfter,
-        rpcProbeInterval,
-        relayerFees
+        ...timings
       } satisfies Deployment
     })
   )

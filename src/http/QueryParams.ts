@@ -20,3 +20,25 @@ export const optionalInteger = (min: number, max: number, fallback: number) =>
     }),
     { exact: true }
   )
+
+/**
+ * A page of a list, newest first: `limit` items before the cursor `before` (the id of the previous
+ * page's last item). Each list names its items, says what an id looks like and which way the page goes.
+ */
+export const pageQuery = (list: {
+  readonly items: string
+  readonly id: RegExp
+  readonly idMessage: string
+  readonly beforeDescription: string
+}) =>
+  Schema.Struct({
+    limit: optionalInteger(1, 200, DEFAULT_PAGE_SIZE).annotations({
+      description: `how many ${list.items}, newest first`
+    }),
+    before: Schema.optionalWith(
+      Schema.String.pipe(Schema.pattern(list.id, { message: () => list.idMessage })).annotations({
+        description: list.beforeDescription
+      }),
+      { exact: true }
+    )
+  })

@@ -106,7 +106,7 @@ export const parseInstant = (text: string): number | undefined => {
   return ms >= 0 && ms <= MAX_INSTANT ? ms : undefined
 }
 
-export const Instant = Schema.transformOrFail(Schema.String, Schema.Number, {
+const Instant = Schema.transformOrFail(Schema.String, Schema.Number, {
   strict: true,
   decode: (text, _, ast) => {
     const ms = parseInstant(text)
@@ -123,10 +123,13 @@ export const Instant = Schema.transformOrFail(Schema.String, Schema.Number, {
   encode: (ms) => ParseResult.succeed(String(ms))
 }).annotations({ description: "ISO-8601 date-time with a zone, or milliseconds since epoch" })
 
+/** `?at=`: the instant a read is about; absent, now. */
+export const AtQuery = Schema.Struct({ at: Schema.optionalWith(Instant, { exact: true }) })
+
 export class MarketApi extends HttpApiGroup.make("market")
   .add(
     HttpApiEndpoint.get("status", "/market/status")
-      .setUrlParams(Schema.Struct({ at: Schema.optionalWith(Instant, { exact: true }) }))
+      .setUrlParams(AtQuery)
       .addSuccess(MarketStatus)
       .annotate(OpenApi.Summary, "US market status")
       .annotate(

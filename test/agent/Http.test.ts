@@ -41,6 +41,33 @@ const ports = () => ({
 // loop tick deciding it would be a decision no endpoint here wrote.
 const dry = testServer({ AGENT_MODE: "dry", AGENT_READ_TIMEOUT: "300 millis", AGENT_POLL: "24 hours" }, ports())
 
+/**
+ * A card holder with the test's strategy, whose agent wallet holds `usd1` and NVDA and SPY shares,
+ * and whose card holds `cardUsd1` (all in whole units).
+ */
+const holderWith = (holdings: {
+  readonly usd1: string
+  readonly NVDA: string
+  readonly SPY: string
+  readonly cardUsd1: string
+}) =>
+  Effect.gen(function* () {
+    const wallet = yield* ScriptedAgentWallet
+    const chain = yield* InMemoryChain
+    const holder = yield* cardHolder()
+    const [nvda, spy] = ["NVDA", "SPY"].map((s) => chain.tokens.find((t) => t.symbol === s)!)
+    yield* putStrategy(holder.token, strategy)
+    yield* wallet.setHoldings(holder.cardId, {
+      usd1: parseUnits(holdings.usd1, 18),
+      tokens: new Map([
+        [nvda!.address, parseUnits(holdings.NVDA, 18)],
+        [spy!.address, parseUnits(holdings.SPY, 18)]
+      ])
+    })
+    yield* chain.mint(chain.usd1.address, holder.account.address, parseUnits(holdings.cardUsd1, 18))
+    return holder
+  })
+
 layer(dry, { excludeTestServices: true })("the agent in dry mode", (it) => {
   it.effect("the agent's endpoints are in /openapi.json with their error bodies", () =>
     Effect.gen(function* () {
@@ -182,19 +209,7 @@ layer(dry, { excludeTestServices: true })("the agent in dry mode", (it) => {
 
   it.effect("the portfolio values the wallet at market: weights sum to 1, cash has no market", () =>
     Effect.gen(function* () {
-      const wallet = yield* ScriptedAgentWallet
-      const chain = yield* InMemoryChain
-      const { account, cardId, token } = yield* cardHolder()
-      const [nvda, spy] = ["NVDA", "SPY"].map((s) => chain.tokens.find((t) => t.symbol === s)!)
-      yield* putStrategy(token, strategy)
-      yield* wallet.setHoldings(cardId, {
-        usd1: parseUnits("100", 18),
-        tokens: new Map([
-          [nvda!.address, parseUnits("5", 18)],
-          [spy!.address, parseUnits("0.5", 18)]
-        ])
-      })
-      yield* chain.mint(chain.usd1.address, account.address, parseUnits("12.5", 18))
+      const { account, token } = yield* holderWith({ usd1: "100", NVDA: "5", SPY: "0.5", cardUsd1: "12.5" })
       const response = yield* send("GET", "/portfolio", { headers: bearer(token) })
       expect(response.status).toBe(200)
       const portfolio = response.body
@@ -216,18 +231,7 @@ layer(dry, { excludeTestServices: true })("the agent in dry mode", (it) => {
   it.effect("the preview decides at Friday 15:40 ET and on Saturday, and writes and sends nothing", () =>
     Effect.gen(function* () {
       const wallet = yield* ScriptedAgentWallet
-      const chain = yield* InMemoryChain
-      const { account, cardId, token } = yield* cardHolder()
-      const [nvda, spy] = ["NVDA", "SPY"].map((s) => chain.tokens.find((t) => t.symbol === s)!)
-      yield* putStrategy(token, strategy)
-      yield* wallet.setHoldings(cardId, {
-        usd1: 0n,
-        tokens: new Map([
-          [nvda!.address, parseUnits("5", 18)],
-          [spy!.address, parseUnits("0.2", 18)]
-        ])
-      })
-      yield* chain.mint(chain.usd1.address, account.address, parseUnits("3", 18))
+      const { token } = yield* holderWith({ usd1: "0", NVDA: "5", SPY: "0.2", cardUsd1: "3" })
       const writesBefore = (yield* wallet.writes).length
       const rowsBefore = yield* decisionRows
 

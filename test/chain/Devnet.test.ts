@@ -11,6 +11,7 @@ import {
   createTestClient,
   createWalletClient,
   domainSeparator,
+  erc20Abi,
   type Hash,
   type Hex,
   http,
@@ -57,11 +58,32 @@ const clientsFor = (devnet: Devnet) => {
       transport: http(devnet.rpcUrl, { retryCount: 0 }),
       pollingInterval: 20
     })
-  return { client, wallet }
+  /** Anvil's own methods: balances, time and code set by hand. */
+  const anvil = createTestClient({ mode: "anvil", chain, transport: http(devnet.rpcUrl) })
+  return { client, wallet, anvil }
 }
 
 /** The receipt of a transaction the test sent. */
 const mined = (devnet: Devnet, hash: Hash) => awaitReceipt(devnet, hash, "the test's transaction").pipe(Effect.orDie)
+
+/** `seconds` pass on chain, seen by the next block (mined at once). */
+const passTime = (devnet: Devnet, seconds: number) =>
+  Effect.gen(function* () {
+    const { anvil } = clientsFor(devnet)
+    yield* Effect.promise(() => anvil.increaseTime({ seconds }))
+    yield* Effect.promise(() => anvil.mine({ blocks: 1 }))
+  })
+
+/** `owner` lets the exchange take `amount` of `token` (an ERC-20: USD1 or a stock token), mined. */
+const approveExchange = (
+  devnet: Devnet,
+  owner: ReturnType<ReturnType<typeof clientsFor>["wallet"]>,
+  token: Address,
+  amount: bigint
+) =>
+  Effect.promise(() =>
+    owner.writeContract({ address: token, abi: erc20Abi, functionName: "approve", args: [devnet.exchange, amount] })
+  ).pipe(Effect.flatMap((hash) => mined(devnet, hash)))
 
 const key = (devnet: Devnet, index: number): Hex => devnet.accountKeys[index]!
 const addressOf = (privateKey: Hex): Address => privateKeyToAccount(privateKey).address
@@ -658,15 +680,7 @@ layer(Layer.scoped(TestDevnet, startDevnet()), { excludeTestServices: true, time
         yield* mintStock(devnet, "NVDA", seller.account.address, shares("1"))
         const exchangeUsd1Before = yield* balanceOf(devnet, devnet.usd1, devnet.exchange)
 
-        const approve = yield* Effect.promise(() =>
-          seller.writeContract({
-            address: nvda.address,
-            abi: StockTokenArtifact.abi,
-            functionName: "approve",
-            args: [devnet.exchange, shares("1")]
-          })
-        )
-        yield* mined(devnet, approve)
+        yield* approveExchange(devnet, seller, nvda.address, shares("1"))
         const exchange = { address: devnet.exchange, abi: DemoExchangeArtifact.abi } as const
         expect(
           yield* Effect.promise(() =>
@@ -713,28 +727,20 @@ layer(Layer.scoped(TestDevnet, startDevnet()), { excludeTestServices: true, time
     it.effect("DemoExchange sells 2 TSLA for exactly 805 USD1, minted to the recipient", () =>
       Effect.gen(function* () {
         const devnet = yield* TestDevnet
-        const { client, wallet } = clientsFor(devnet)
+        const { client, wallet, anvil } = clientsFor(devnet)
         const tsla = stock(devnet, "TSLA")
         const buyerKey = generatePrivateKey()
         const buyer = wallet(buyerKey)
         const recipient = addressOf(generatePrivateKey())
         yield* mintUsd1(devnet, buyer.account.address, usd1("1000"))
         yield* Effect.promise(() =>
-          createTestClient({ mode: "anvil", chain: devnetChain(devnet), transport: http(devnet.rpcUrl) }).setBalance({
+          anvil.setBalance({
             address: buyer.account.address,
             value: parseEther("1")
           })
         )
         const exchange = { address: devnet.exchange, abi: DemoExchangeArtifact.abi } as const
-        const approve = yield* Effect.promise(() =>
-          buyer.writeContract({
-            address: devnet.usd1,
-            abi: Usd1Artifact.abi,
-            functionName: "approve",
-            args: [devnet.exchange, usd1("805")]
-          })
-        )
-        yield* mined(devnet, approve)
+        yield* approveExchange(devnet, buyer, devnet.usd1, usd1("805"))
         expect(
           yield* Effect.promise(() =>
             client.readContract({ ...exchange, functionName: "quoteBuy", args: [tsla.address, usd1("805")] })
@@ -792,15 +798,7 @@ layer(Layer.scoped(TestDevnet, startDevnet()), { excludeTestServices: true, time
           }) as const
         for (const symbol of ["AAPL", "SPY"]) {
           yield* mintStock(devnet, symbol, seller.account.address, shares("1"))
-          const approve = yield* Effect.promise(() =>
-            seller.writeContract({
-              address: stock(devnet, symbol).address,
-              abi: StockTokenArtifact.abi,
-              functionName: "approve",
-              args: [devnet.exchange, shares("1")]
-            })
-          )
-          yield* mined(devnet, approve)
+          yield* approveExchange(devnet, seller, stock(devnet, symbol).address, shares("1"))
         }
         const buyArgs = (token: Address) =>
           ({
@@ -845,13 +843,7 @@ describe("devnet lifecycle", () => {
         const seller = wallet(key(devnet, 1))
         const nvda = stock(devnet, "NVDA").address
         yield* mintStock(devnet, "NVDA", seller.account.address, shares("1"))
-        const testClient = createTestClient({
-          mode: "anvil",
-          chain: devnetChain(devnet),
-          transport: http(devnet.rpcUrl)
-        })
-        yield* Effect.promise(() => testClient.increaseTime({ seconds: 86_401 }))
-        yield* Effect.promise(() => testClient.mine({ blocks: 1 }))
+        yield* passTime(devnet, 86_401)
         expect(
           yield* revertOf(() =>
             client.simulateContract({
@@ -902,13 +894,7 @@ describe("devnet lifecycle", () => {
           yield* mintStock(devnet, "MSFT", holder, shares("7"))
           yield* mintUsd1(devnet, holder, usd1("3"))
           // 13 hours pass on chain: on restart the feeds (set at deployment) count as stale
-          const testClient = createTestClient({
-            mode: "anvil",
-            chain: devnetChain(devnet),
-            transport: http(devnet.rpcUrl)
-          })
-          yield* Effect.promise(() => testClient.increaseTime({ seconds: 13 * 3600 }))
-          yield* Effect.promise(() => testClient.mine({ blocks: 1 }))
+          yield* passTime(devnet, 13 * 3600)
           return devnet
         })
       )
@@ -972,12 +958,9 @@ describe("devnet lifecycle", () => {
           Effect.gen(function* () {
             yield* mintUsd1(devnet, holder, usd1("3"))
             // as a chain from before the Multicall3 code was placed
-            const testClient = createTestClient({
-              mode: "anvil",
-              chain: devnetChain(devnet),
-              transport: http(devnet.rpcUrl)
-            })
-            yield* Effect.promise(() => testClient.setCode({ address: MULTICALL3_ADDRESS, bytecode: "0x" }))
+            yield* Effect.promise(() =>
+              clientsFor(devnet).anvil.setCode({ address: MULTICALL3_ADDRESS, bytecode: "0x" })
+            )
             return devnet
           })
         )
@@ -1021,15 +1004,7 @@ describe("devnet lifecycle", () => {
             }
             // the new exchange sells stock for USD1
             const buyer = clientsFor(devnet).wallet(key(devnet, 4))
-            const approve = yield* Effect.promise(() =>
-              buyer.writeContract({
-                address: devnet.usd1,
-                abi: Usd1Artifact.abi,
-                functionName: "approve",
-                args: [devnet.exchange, usd1("181")]
-              })
-            )
-            yield* mined(devnet, approve)
+            yield* approveExchange(devnet, buyer, devnet.usd1, usd1("181"))
             const nvda = stock(devnet, "NVDA").address
             const bought = yield* Effect.promise(() =>
               buyer.writeContract({

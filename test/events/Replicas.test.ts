@@ -9,13 +9,11 @@ import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Either } from "effect"
 import { parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
-import { startDevnet } from "../../src/chain/Devnet.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
 import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { readEvents } from "../support/events.js"
 import { callService, devnetServiceEnv, sandboxCardHolder, startService, stopService } from "../support/process.js"
-import { devnetRpc as rpc } from "../support/TestChain.js"
-import { temporaryDatabaseUrl } from "../support/TestDatabase.js"
+import { devnetWithDatabase, devnetRpc as rpc } from "../support/TestChain.js"
 import { DEFAULT_WAIT } from "../support/wait.js"
 import { signPayment } from "../support/x402.js"
 
@@ -26,8 +24,7 @@ describe("events across replicas", () => {
     "a payment through B and a live refill by B's loop arrive on A's stream; A's shutdown closes it",
     () =>
       Effect.gen(function* () {
-        const devnet = yield* startDevnet().pipe(Effect.orDie)
-        const databaseUrl = yield* temporaryDatabaseUrl
+        const { devnet, databaseUrl } = yield* devnetWithDatabase
         const shared = {
           MERCHANT_PAY_TO: merchant.address,
           AGENT_WALLET_SEED: "events-replica-seed-0123456789abcdef",

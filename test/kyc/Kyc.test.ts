@@ -84,16 +84,25 @@ const newUser = Effect.gen(function* () {
 
 const sessionOf = (url: string) => url.replace("https://provider.test/", "")
 
+/** The services, with the test clock at NOW. */
+const atNow = Effect.gen(function* () {
+  yield* TestClock.setTime(NOW)
+  return { kyc: yield* Kyc, standing: yield* Standing }
+})
+
+/** At NOW, a new user who has started the identity check: `id` is the provider's session. */
+const userInCheck = Effect.gen(function* () {
+  const { kyc, standing } = yield* atNow
+  const user = yield* newUser
+  const id = sessionOf((yield* kyc.startSession(user, undefined)).url)
+  return { kyc, standing, user, id }
+})
+
 layer(KycTest)("Kyc under a test clock", (it) => {
   it.effect("polls ask the provider at most once per window per user, whatever the concurrency", () =>
     Effect.gen(function* () {
-      yield* TestClock.setTime(NOW)
-      const kyc = yield* Kyc
-      const standing = yield* Standing
-      const alice = yield* newUser
-      const bob = yield* newUser
-      const a = sessionOf((yield* kyc.startSession(alice, undefined)).url)
-      const b = sessionOf((yield* kyc.startSession(bob, undefined)).url)
+      const { standing, user: alice, id: a } = yield* userInCheck
+      const { user: bob, id: b } = yield* userInCheck
       const calls = (id: string) => provider.getCalls.get(id) ?? 0
 
       yield* Effect.all(
@@ -115,11 +124,7 @@ layer(KycTest)("Kyc under a test clock", (it) => {
 
   it.effect("a reconciled approval issues the card; nothing is asked once the check is final", () =>
     Effect.gen(function* () {
-      yield* TestClock.setTime(NOW)
-      const kyc = yield* Kyc
-      const standing = yield* Standing
-      const user = yield* newUser
-      const id = sessionOf((yield* kyc.startSession(user, undefined)).url)
+      const { standing, user, id } = yield* userInCheck
       provider.reports.set(id, {
         status: "approved",
         document: Option.some({ fullName: "Evelyn Boyd Granville", documentNumber: Redacted.make("EBG-1924") })
@@ -136,11 +141,7 @@ layer(KycTest)("Kyc under a test clock", (it) => {
 
   it.effect("a provider failure while polling is logged, not an error; the state stays", () =>
     Effect.gen(function* () {
-      yield* TestClock.setTime(NOW)
-      const kyc = yield* Kyc
-      const standing = yield* Standing
-      const user = yield* newUser
-      const id = sessionOf((yield* kyc.startSession(user, undefined)).url)
+      const { standing, user, id } = yield* userInCheck
       provider.reports.set(id, "fail")
       expect((yield* standing.of(user)).kyc).toBe("pending")
       expect(provider.getCalls.get(id)).toBe(1)
@@ -149,11 +150,7 @@ layer(KycTest)("Kyc under a test clock", (it) => {
 
   it.effect("an approval without a verified document is not applied", () =>
     Effect.gen(function* () {
-      yield* TestClock.setTime(NOW)
-      const kyc = yield* Kyc
-      const standing = yield* Standing
-      const user = yield* newUser
-      const id = sessionOf((yield* kyc.startSession(user, undefined)).url)
+      const { standing, user, id } = yield* userInCheck
       provider.reports.set(id, { status: "approved", document: Option.none() })
       expect(yield* standing.of(user)).toEqual({ kyc: "pending", card: null })
     })
@@ -161,9 +158,7 @@ layer(KycTest)("Kyc under a test clock", (it) => {
 
   it.effect("a session abandoned at the provider is noticed when starting again: a new one opens", () =>
     Effect.gen(function* () {
-      yield* TestClock.setTime(NOW)
-      const kyc = yield* Kyc
-      const standing = yield* Standing
+      const { kyc, standing } = yield* atNow
       const user = yield* newUser
       const first = (yield* kyc.startSession(user, undefined)).url
       expect((yield* kyc.startSession(user, undefined)).url).toBe(first)
@@ -177,9 +172,7 @@ layer(KycTest)("Kyc under a test clock", (it) => {
 
   it.effect("a provider that does not answer in 10 seconds is KycProviderFailed, and nothing is stored", () =>
     Effect.gen(function* () {
-      yield* TestClock.setTime(NOW)
-      const kyc = yield* Kyc
-      const standing = yield* Standing
+      const { kyc, standing } = yield* atNow
       const user = yield* newUser
       const called = yield* Deferred.make<void>()
       provider.hang = called

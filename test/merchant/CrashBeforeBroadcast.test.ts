@@ -11,12 +11,12 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { createPublicClient, type Hex, http } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
-import { ANVIL_ACCOUNT_KEYS, startDevnet } from "../../src/chain/Devnet.js"
+import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
 import { freePort } from "../../src/embedded/EmbeddedPostgres.js"
 import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { callService, devnetServiceEnv, type ServiceProcess, startService, stopService } from "../support/process.js"
-import { usd1TransfersTo } from "../support/TestChain.js"
-import { queryDatabase as query, temporaryDatabaseUrl } from "../support/TestDatabase.js"
+import { devnetWithDatabase, usd1TransfersTo } from "../support/TestChain.js"
+import { queryDatabase as query } from "../support/TestDatabase.js"
 import { eventually } from "../support/wait.js"
 import { signPayment } from "../support/x402.js"
 
@@ -70,8 +70,7 @@ describe("a crash between recording a transaction and broadcasting it", () => {
     "after restart the recorded transaction goes first, later payments settle, nothing is sent twice",
     () =>
       Effect.gen(function* () {
-        const devnet = yield* startDevnet().pipe(Effect.orDie)
-        const databaseUrl = yield* temporaryDatabaseUrl
+        const { devnet, databaseUrl } = yield* devnetWithDatabase
         const proxy = yield* swallowingBroadcasts(devnet.rpcUrl)
         const settings = { MERCHANT_PAY_TO: merchant.address, RECONCILE_INTERVAL: "200 millis", LOG_LEVEL: "Info" }
         const first = yield* startService(yield* devnetServiceEnv(devnet, databaseUrl, settings, proxy.url))

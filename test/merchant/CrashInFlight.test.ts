@@ -10,11 +10,11 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { createPublicClient, http } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
-import { ANVIL_ACCOUNT_KEYS, startDevnet } from "../../src/chain/Devnet.js"
+import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
 import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { callService, devnetServiceEnv, type ServiceProcess, startService, stopService } from "../support/process.js"
-import { devnetRpc, usd1TransfersTo } from "../support/TestChain.js"
-import { queryDatabase as query, temporaryDatabaseUrl } from "../support/TestDatabase.js"
+import { devnetRpc, devnetWithDatabase, usd1TransfersTo } from "../support/TestChain.js"
+import { queryDatabase as query } from "../support/TestDatabase.js"
 import { eventually } from "../support/wait.js"
 import { signPayment } from "../support/x402.js"
 
@@ -39,8 +39,7 @@ describe("a crash with relayer transactions in flight", () => {
     "SIGKILL with 10 in flight: after restart each is settled, no nonce gap, nothing sent twice",
     () =>
       Effect.gen(function* () {
-        const devnet = yield* startDevnet().pipe(Effect.orDie)
-        const databaseUrl = yield* temporaryDatabaseUrl
+        const { devnet, databaseUrl } = yield* devnetWithDatabase
         const client = createPublicClient({ transport: http(devnet.rpcUrl) })
         const env = yield* devnetServiceEnv(devnet, databaseUrl, {
           MERCHANT_PAY_TO: merchant.address,

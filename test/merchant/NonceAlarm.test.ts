@@ -64,6 +64,15 @@ const startMerchant = (devnet: Devnet, merchant: Hex) =>
     )
   })
 
+/** A devnet and the merchant service over it, with one payment already settled. */
+const servingOnePaid = Effect.gen(function* () {
+  const devnet = yield* startDevnet().pipe(Effect.orDie)
+  const merchant = privateKeyToAccount(generatePrivateKey()).address
+  const service = yield* startMerchant(devnet, merchant)
+  expect((yield* payOrder(service)).status).toBe(200)
+  return { devnet, merchant, service }
+})
+
 const warnings = (service: ServiceProcess) =>
   logLines(service.output())
     .filter((line) => line.logLevel === "WARN")
@@ -74,11 +83,7 @@ describe("the relayer's nonce follows the chain at once", () => {
     "a chain that went back: the lost transfers are sent again before any tick, and the next payment settles",
     () =>
       Effect.gen(function* () {
-        const devnet = yield* startDevnet().pipe(Effect.orDie)
-        const merchant = privateKeyToAccount(generatePrivateKey()).address
-        const service = yield* startMerchant(devnet, merchant)
-
-        expect((yield* payOrder(service)).status).toBe(200)
+        const { devnet, merchant, service } = yield* servingOnePaid
         const snapshot = (yield* rpc(devnet, "evm_snapshot")) as { readonly result: Hex }
         const lost = [yield* payOrder(service), yield* payOrder(service)]
         expect(lost.map((answer) => answer.status)).toEqual([200, 200])
@@ -120,11 +125,7 @@ describe("the relayer's nonce follows the chain at once", () => {
     "a gap whose close fails: /ready answers 503 naming it, and 200 again once it is closed",
     () =>
       Effect.gen(function* () {
-        const devnet = yield* startDevnet().pipe(Effect.orDie)
-        const merchant = privateKeyToAccount(generatePrivateKey()).address
-        const service = yield* startMerchant(devnet, merchant)
-
-        expect((yield* payOrder(service)).status).toBe(200)
+        const { devnet, merchant, service } = yield* servingOnePaid
         // The chain to go back to has a relayer without gas: the lost transfer cannot be sent again.
         const gas = (yield* Effect.promise(() => client(devnet).getBalance({ address: relayer.address }))) as bigint
         yield* rpc(devnet, "anvil_setBalance", [relayer.address, "0x0"])

@@ -7,11 +7,11 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { createPublicClient, erc20Abi, type Hex, http } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
-import { ANVIL_ACCOUNT_KEYS, type Devnet, startDevnet } from "../../src/chain/Devnet.js"
+import { ANVIL_ACCOUNT_KEYS, type Devnet } from "../../src/chain/Devnet.js"
 import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { callService, devnetServiceEnv, logLines, startService, stopService } from "../support/process.js"
-import { devnetRpc as rpc, usd1TransfersTo } from "../support/TestChain.js"
-import { queryDatabase as query, temporaryDatabaseUrl } from "../support/TestDatabase.js"
+import { devnetWithDatabase, devnetRpc as rpc, usd1TransfersTo } from "../support/TestChain.js"
+import { queryDatabase as query } from "../support/TestDatabase.js"
 import { eventually } from "../support/wait.js"
 import { signPayment } from "../support/x402.js"
 
@@ -31,8 +31,7 @@ describe("a settlement reorganised out", () => {
     "is mined again as the same transaction: merchant paid once, order paid once, statement once",
     () =>
       Effect.gen(function* () {
-        const devnet = yield* startDevnet().pipe(Effect.orDie)
-        const databaseUrl = yield* temporaryDatabaseUrl
+        const { devnet, databaseUrl } = yield* devnetWithDatabase
         const service = yield* startService(
           yield* devnetServiceEnv(devnet, databaseUrl, {
             MERCHANT_PAY_TO: merchant.address,

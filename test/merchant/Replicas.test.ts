@@ -6,11 +6,11 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { createPublicClient, erc20Abi, type Hex, http, parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
-import { ANVIL_ACCOUNT_KEYS, type Devnet, startDevnet } from "../../src/chain/Devnet.js"
+import { ANVIL_ACCOUNT_KEYS, type Devnet } from "../../src/chain/Devnet.js"
 import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { callService, devnetServiceEnv, type ServiceProcess, startService, stopService } from "../support/process.js"
-import { devnetRpc as rpc, usd1TransfersTo } from "../support/TestChain.js"
-import { queryDatabase as query, temporaryDatabaseUrl } from "../support/TestDatabase.js"
+import { devnetWithDatabase, devnetRpc as rpc, usd1TransfersTo } from "../support/TestChain.js"
+import { queryDatabase as query } from "../support/TestDatabase.js"
 import { eventually } from "../support/wait.js"
 import { signPayment } from "../support/x402.js"
 
@@ -66,8 +66,7 @@ describe("settlement across processes", () => {
     "20 concurrent payments split over two server processes settle once",
     () =>
       Effect.gen(function* () {
-        const devnet = yield* startDevnet().pipe(Effect.orDie)
-        const databaseUrl = yield* temporaryDatabaseUrl
+        const { devnet, databaseUrl } = yield* devnetWithDatabase
         const first = yield* startService(yield* serviceEnv(devnet, databaseUrl))
         const second = yield* startService(yield* serviceEnv(devnet, databaseUrl))
         yield* Effect.addFinalizer(() =>
@@ -102,8 +101,7 @@ describe("settlement across processes", () => {
     "a server killed after broadcast is reconciled on restart: paid once, also when the transaction was lost",
     () =>
       Effect.gen(function* () {
-        const devnet = yield* startDevnet().pipe(Effect.orDie)
-        const databaseUrl = yield* temporaryDatabaseUrl
+        const { devnet, databaseUrl } = yield* devnetWithDatabase
         const env = yield* serviceEnv(devnet, databaseUrl)
         const payer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[5]!)
 

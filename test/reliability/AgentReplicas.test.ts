@@ -6,7 +6,6 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import { parseUnits } from "viem"
 import { agentWalletKey } from "../../src/agent/ChainAgentWallet.js"
-import { startDevnet } from "../../src/chain/Devnet.js"
 import {
   approveExchange,
   awaitRow,
@@ -18,21 +17,50 @@ import {
   usd1Of
 } from "../agent/support/liveAgent.js"
 import { startService, stopService } from "../support/process.js"
-import { devnetRpc as rpc, usd1TransfersTo } from "../support/TestChain.js"
-import { queryDatabase as query, temporaryDatabaseUrl } from "../support/TestDatabase.js"
+import { devnetWithDatabase, devnetRpc as rpc, usd1TransfersTo } from "../support/TestChain.js"
+import { queryDatabase as query } from "../support/TestDatabase.js"
 import { DEFAULT_WAIT, eventually } from "../support/wait.js"
 
 // Cash refills (below the $10 floor, paid from the agent wallet's USD1) are allowed in every session,
 // so these tests do not depend on the hour they run at.
 const cashRefill = { targets: { NVDA: 0.5, SPY: 0.5 }, weeklySpendUsd: 0 }
 
+/** A devnet, a database of its own and a live agent that ticks only when a test makes it (an hour apart). */
+const liveAgent = (settings: Record<string, string>) =>
+  Effect.gen(function* () {
+    const { devnet, databaseUrl } = yield* devnetWithDatabase
+    const env = yield* serviceEnv(devnet, databaseUrl, {
+      AGENT_MODE: "live",
+      AGENT_INTERVAL: "1 hour",
+      AGENT_LEASE: "1 second",
+      ...settings
+    })
+    return { devnet, databaseUrl, env }
+  })
+
+/**
+ * The service started again, ticking every second, until the decision `decisionSql` reads is
+ * executed; then a few seconds more (for a second send, were one made) and stopped.
+ */
+const restartUntilExecuted = (
+  env: Record<string, string>,
+  databaseUrl: string,
+  decisionSql: string,
+  params: ReadonlyArray<unknown> = []
+) =>
+  Effect.gen(function* () {
+    const service = yield* startService({ ...env, AGENT_INTERVAL: "1 second" })
+    yield* awaitRow<{ status: string }>(databaseUrl, decisionSql, params, (row) => row?.status === "executed")
+    yield* Effect.sleep("3 seconds")
+    yield* stopService(service, "SIGTERM")
+  })
+
 describe("the agent loop across processes", () => {
   it.live(
     "two replicas share 50 cards: each decided once per interval, and live refills equal transfers",
     () =>
       Effect.gen(function* () {
-        const devnet = yield* startDevnet().pipe(Effect.orDie)
-        const databaseUrl = yield* temporaryDatabaseUrl
+        const { devnet, databaseUrl } = yield* devnetWithDatabase
         // A trade that a passing fault stops (a chain or database bound met on a loaded machine) is
         // continued by the reconciler once its lease ends: a short lease keeps that within the wait.
         const agent = {
@@ -133,14 +161,8 @@ describe("the agent loop across processes", () => {
     "a tick killed after its sale is mined and before its send: the restart sends once, the decision ends executed",
     () =>
       Effect.gen(function* () {
-        const devnet = yield* startDevnet().pipe(Effect.orDie)
-        const databaseUrl = yield* temporaryDatabaseUrl
-        const env = yield* serviceEnv(devnet, databaseUrl, {
-          AGENT_MODE: "live",
-          AGENT_INTERVAL: "1 hour",
-          AGENT_LEASE: "1 second"
-        })
-        let service = yield* startService(env)
+        const { devnet, databaseUrl, env } = yield* liveAgent({})
+        const service = yield* startService(env)
         // A weekly spend that a token sale, not the wallet's cash, has to cover.
         const customer = yield* newCustomer(service, { targets: { NVDA: 0.5, SPY: 0.5 }, weeklySpendUsd: 140 })
         yield* fund(devnet, [customer.wallet], { stocks: true })
@@ -165,15 +187,7 @@ describe("the agent loop across processes", () => {
         yield* rpc(devnet, "evm_setAutomine", [true])
         expect(yield* query(databaseUrl, `SELECT 1 FROM agent_transactions WHERE step = 'send'`)).toHaveLength(0)
 
-        service = yield* startService({ ...env, AGENT_INTERVAL: "1 second" })
-        yield* awaitRow<{ status: string }>(
-          databaseUrl,
-          `SELECT status FROM agent_decisions WHERE id = $1`,
-          [decision.id],
-          (row) => row?.status === "executed"
-        )
-        yield* Effect.sleep("3 seconds")
-        yield* stopService(service, "SIGTERM")
+        yield* restartUntilExecuted(env, databaseUrl, `SELECT status FROM agent_decisions WHERE id = $1`, [decision.id])
         const sent = yield* usd1TransfersTo(devnet, [customer.address])
         expect(sent).toHaveLength(1)
         expect(yield* usd1Of(devnet, customer.address)).toBe(parseUnits(decision.usd.toFixed(2), 18))
@@ -185,12 +199,7 @@ describe("the agent loop across processes", () => {
     "SIGTERM during a tick's trade exits promptly, and the next start finishes the trade",
     () =>
       Effect.gen(function* () {
-        const devnet = yield* startDevnet().pipe(Effect.orDie)
-        const databaseUrl = yield* temporaryDatabaseUrl
-        const env = yield* serviceEnv(devnet, databaseUrl, {
-          AGENT_MODE: "live",
-          AGENT_INTERVAL: "1 hour",
-          AGENT_LEASE: "1 second",
+        const { devnet, databaseUrl, env } = yield* liveAgent({
           SHUTDOWN_GRACE: "3 seconds",
           // The trade would wait an hour for its receipt: only a prompt shutdown ends the service sooner.
           AGENT_TX_TIMEOUT: "1 hour"
@@ -222,14 +231,7 @@ describe("the agent loop across processes", () => {
 
         yield* rpc(devnet, "evm_setAutomine", [true])
         yield* rpc(devnet, "evm_mine")
-        service = yield* startService({ ...env, AGENT_INTERVAL: "1 second" })
-        yield* awaitRow<{ status: string }>(
-          databaseUrl,
-          `SELECT status FROM agent_decisions ORDER BY id LIMIT 1`,
-          [],
-          (row) => row?.status === "executed"
-        )
-        yield* stopService(service, "SIGTERM")
+        yield* restartUntilExecuted(env, databaseUrl, `SELECT status FROM agent_decisions ORDER BY id LIMIT 1`)
         expect(yield* usd1TransfersTo(devnet, [customer.address])).toHaveLength(1)
         expect(yield* usd1Of(devnet, customer.address)).toBe(parseUnits("10", 18))
       }).pipe(Effect.scoped),

@@ -121,15 +121,19 @@ const awaitRestarted = (service: ServiceProcess, server: "PostgreSQL" | "anvil")
     return restarted
   })
 
+/** A payment answered 200 `paid`. */
+const isPaid = (answer: Answer) => answer.status === 200 && answer.body?.status === "paid"
+
+/** How many payments the load has seen answered `paid` so far. */
+const paidSoFar = (answers: Effect.Effect<ReadonlyArray<Timed>>) =>
+  Effect.map(answers, (all) => all.filter(isPaid).length)
+
 /** When the first payment answered 200 `paid` after `since` came. */
 const awaitPaidAfter = (service: ServiceProcess, answers: Effect.Effect<ReadonlyArray<Timed>>, since: number) =>
   awaitSeen(
     "a payment is settled again",
     service,
-    Effect.map(
-      answers,
-      (all) => all.find((answer) => answer.at > since && answer.status === 200 && answer.body?.status === "paid")?.at
-    )
+    Effect.map(answers, (all) => all.find((answer) => answer.at > since && isPaid(answer))?.at)
   )
 
 /** The embedded devnet's RPC URL and USD1, from its start-up line. */
@@ -240,6 +244,18 @@ const auditPayments = (service: ServiceProcess, merchant: Hex, ids: ReadonlyArra
     }
   })
 
+/** The three sources agree: each paid order is its own transfer on chain, and the merchant holds 1.25 USD1 each. */
+const expectSourcesAgree = ({
+  paidOrders,
+  transfers,
+  balance
+}: Omit<Effect.Effect.Success<ReturnType<typeof auditPayments>>, "unpaid">) => {
+  expect(transfers).toHaveLength(paidOrders.length)
+  expect(new Set(transfers.map((log) => log.transactionHash)).size).toBe(transfers.length)
+  expect(new Set(transfers.map((log) => log.transactionHash))).toEqual(new Set(paidOrders.map((order) => order.tx)))
+  expect(balance).toBe(BigInt(paidOrders.length) * 125n * 10n ** 16n)
+}
+
 describe("dependencies that fail under the service", () => {
   it.scopedLive(
     "the embedded PostgreSQL SIGKILLed under load: restarted on its data, database routes served again",
@@ -325,7 +341,7 @@ describe("dependencies that fail under the service", () => {
         const answers = yield* traffic.stop
         // every payment answered paid is one transfer on chain, and no other transfer reached the merchant
         const transfers = yield* transfersTo(service, merchant)
-        const paid = answers.filter((answer) => answer.status === 200 && answer.body?.status === "paid").length
+        const paid = answers.filter(isPaid).length
         const events = eventsSince(service, killedAt)
         record("devnet kill: requests after the kill", answers.length)
         record("devnet kill: statuses after the kill", statuses(answers))
@@ -420,11 +436,7 @@ describe("dependencies that fail under the service", () => {
         expect(lost).toBeGreaterThanOrEqual(10)
         expect(settled - killedAt).toBeLessThan(30_000)
         expect(contractBreaches(answers)).toEqual([])
-        expect(transfers).toHaveLength(paidOrders.length)
-        expect(balance).toBe(BigInt(paidOrders.length) * 125n * 10n ** 16n)
-        expect(new Set(transfers.map((log) => log.transactionHash))).toEqual(
-          new Set(paidOrders.map((order) => order.tx))
-        )
+        expectSourcesAgree({ paidOrders, transfers, balance })
         expect(gapLines.length).toBeGreaterThan(0)
         expect(service.child.exitCode).toBe(null)
       })
@@ -449,19 +461,15 @@ describe("dependencies that fail under the service", () => {
           (i) => payOne(payers[3 + (i % 3)]!),
           (i) => payOne(payers[6 + (i % 2)]!)
         ])
-        const paidSoFar = Effect.map(
-          traffic.answers,
-          (all) => all.filter((answer) => answer.status === 200 && answer.body?.status === "paid").length
-        )
         let droppedTransactions = 0
         let lastReorgAt = 0
         for (let reorg = 1; reorg <= REORGS; reorg++) {
           // A few more payments settled since the last reorg, then the last DEPTH blocks replaced by empty ones.
-          const before = yield* paidSoFar
+          const before = yield* paidSoFar(traffic.answers)
           yield* awaitSeen(
             `payments settled before reorg ${reorg}`,
             service,
-            Effect.map(paidSoFar, (paid) => (paid >= before + 5 ? true : undefined))
+            Effect.map(paidSoFar(traffic.answers), (paid) => (paid >= before + 5 ? true : undefined))
           )
           const head = yield* Effect.promise(() => chain.getBlockNumber())
           const dropped = yield* Effect.promise(() =>
@@ -503,12 +511,7 @@ describe("dependencies that fail under the service", () => {
         record("reorg under load: lost-transaction WARN lines (tracker or nonce check)", lost.length)
         expect(droppedTransactions).toBeGreaterThan(0)
         expect(contractBreaches(answers)).toEqual([])
-        expect(transfers).toHaveLength(paidOrders.length)
-        expect(new Set(transfers.map((log) => log.transactionHash)).size).toBe(transfers.length)
-        expect(new Set(transfers.map((log) => log.transactionHash))).toEqual(
-          new Set(paidOrders.map((order) => order.tx))
-        )
-        expect(balance).toBe(BigInt(paidOrders.length) * 125n * 10n ** 16n)
+        expectSourcesAgree({ paidOrders, transfers, balance })
         expect(lost.length).toBeGreaterThan(0)
         expect(service.child.exitCode).toBe(null)
       })
@@ -549,14 +552,10 @@ describe("dependencies that fail under the service", () => {
           (i) => payOne(payers[3 + (i % 3)]!),
           (i) => payOne(payers[6 + (i % 2)]!)
         ])
-        const paidSoFar = Effect.map(
-          traffic.answers,
-          (all) => all.filter((answer) => answer.status === 200 && answer.body?.status === "paid").length
-        )
         yield* awaitSeen(
           "payments settled before the spike",
           service,
-          Effect.map(paidSoFar, (paid) => (paid >= 5 ? true : undefined))
+          Effect.map(paidSoFar(traffic.answers), (paid) => (paid >= 5 ? true : undefined))
         )
         const normal = (yield* Effect.promise(() => chain.getBlock())).baseFeePerGas!
         const spikeAt = Date.now()
@@ -639,12 +638,7 @@ describe("dependencies that fail under the service", () => {
         expect(contractBreaches(answers)).toEqual([])
         expect(answers.filter((answer) => answer.status !== 200 && answer.status !== 202)).toEqual([])
         expect(unpaid).toBe(0)
-        expect(transfers).toHaveLength(paidOrders.length)
-        expect(new Set(transfers.map((log) => log.transactionHash)).size).toBe(transfers.length)
-        expect(new Set(transfers.map((log) => log.transactionHash))).toEqual(
-          new Set(paidOrders.map((order) => order.tx))
-        )
-        expect(balance).toBe(BigInt(paidOrders.length) * 125n * 10n ** 16n)
+        expectSourcesAgree({ paidOrders, transfers, balance })
         // Replaced, never re-sent at a new nonce: one nonce per settlement, kept by every bump.
         expect(bumps.length).toBeGreaterThan(0)
         for (const bump of bumps) expect(minedNonces.get(bump.order)).toBe(bump.nonce)

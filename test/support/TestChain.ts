@@ -15,6 +15,13 @@ import { type Devnet, startDevnet } from "../../src/chain/Devnet.js"
 import { EvmChain } from "../../src/chain/EvmChain.js"
 import { type RpcProxy, startRpcProxy } from "./RpcProxy.js"
 import { startTcpProxy, type TcpProxy } from "./TcpProxy.js"
+import { temporaryDatabaseUrl } from "./TestDatabase.js"
+
+/** A devnet and an empty database of their own, for service processes to share; both end with the scope. */
+export const devnetWithDatabase = Effect.all({
+  devnet: startDevnet().pipe(Effect.orDie),
+  databaseUrl: temporaryDatabaseUrl
+})
 
 /** One JSON-RPC call to the devnet (anvil's own methods too: `evm_setAutomine`, `anvil_setBalance`, ...). */
 export const devnetRpc = (devnet: Devnet, method: string, params: ReadonlyArray<unknown> = []) =>
