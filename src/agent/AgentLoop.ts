@@ -55,6 +55,8 @@ import {
   type ClaimedCard,
   decisionItem,
   type ExecutingDecision,
+  type FinishedStatus,
+  type FinishGuard,
   type NewDecision,
   type TrackedTransaction,
   type TransactionStep
@@ -217,10 +219,10 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
      */
     const finishDecision = (
       id: string,
-      status: "executed" | "failed" | "unknown" | "blocked",
+      status: FinishedStatus,
       error: string | null,
       at: Date,
-      guard: "unsigned" | "any" = "any"
+      guard: FinishGuard = "any"
     ) =>
       repo.finishDecision(id, status, error, at, guard).pipe(
         Effect.tap((finished) =>

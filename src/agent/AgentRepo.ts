@@ -79,6 +79,12 @@ export const ExecutingDecision = Schema.Struct({
 })
 export type ExecutingDecision = typeof ExecutingDecision.Type
 
+/** The statuses an executing decision ends in. */
+export type FinishedStatus = "executed" | "failed" | "unknown" | "blocked"
+
+/** `unsigned`: only while none of the decision's transactions is recorded (the reconciler's "nothing signed"). */
+export type FinishGuard = "unsigned" | "any"
+
 /** A trade's transactions: the steps, and the exchange's approval a wallet's first trade of a token needs before them. */
 export const TransactionStep = Schema.Literal("approve", "sell", "buy", "send")
 export type TransactionStep = typeof TransactionStep.Type
@@ -427,10 +433,10 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
      */
     const finishDecision = (
       id: string,
-      status: "executed" | "failed" | "unknown" | "blocked",
+      status: FinishedStatus,
       error: string | null,
       now: Date,
-      guard: "unsigned" | "any" = "any"
+      guard: FinishGuard = "any"
     ) =>
       Effect.gen(function* () {
         if (guard === "unsigned") {

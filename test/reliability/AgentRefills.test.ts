@@ -64,12 +64,19 @@ describe("the agent live at scale", () => {
         console.log(`agent live refills: ${CARDS} in ${seconds.toFixed(1)} s, ${(CARDS / seconds).toFixed(1)}/s`)
 
         // Exactly once per card: one executed refill each, by both replicas. A card whose next due
-        // instant came within the hour was decided again and found in its refill's cooldown: blocked.
+        // instant came while this waited was decided again, for that later interval: in its refill's
+        // cooldown (blocked) or, refilled to its floor, with nothing to do (a logged `none`).
         const decisions = yield* sql<{ status: string; action: string; n: number; cards: number; replicas: number }>`
           SELECT status, action, count(*)::int AS n, count(DISTINCT card_id)::int AS cards,
                  count(DISTINCT replica)::int AS replicas
-          FROM agent_decisions WHERE status <> 'blocked' GROUP BY status, action`
+          FROM agent_decisions WHERE status = 'executed' GROUP BY status, action`
         expect(decisions).toEqual([{ status: "executed", action: "refill", n: CARDS, cards: CARDS, replicas: 2 }])
+        const [others] = yield* sql<{ n: number }>`
+          SELECT count(*)::int AS n FROM agent_decisions d
+          WHERE d.status NOT IN ('executed', 'blocked')
+            AND NOT (d.status = 'logged' AND d.action = 'none' AND d.due_at > (
+              SELECT r.due_at FROM agent_decisions r WHERE r.card_id = d.card_id AND r.status = 'executed'))`
+        expect(others).toEqual({ n: 0 })
         const [sends] = yield* sql<{ n: number; succeeded: number }>`
           SELECT count(*)::int AS n, count(*) FILTER (WHERE status = 'succeeded')::int AS succeeded
           FROM agent_transactions WHERE step = 'send'`
