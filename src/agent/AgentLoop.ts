@@ -784,7 +784,8 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
     const followChain = Effect.gen(function* () {
       const rows = yield* repo.unfinalTransactions(TRACKED_PER_TICK)
       if (rows.length === 0) return
-      const head = yield* withinChainTime(chain.headBlock)
+      // The block watcher's head (as the settlement tracker's): no read of its own per tick.
+      const head = (yield* withinChainTime(chain.watchedHead)).number
       const at = yield* now
       const ordered = [...rows].sort((a, b) => a.sender.localeCompare(b.sender) || a.nonce - b.nonce)
       for (const tx of ordered) yield* checkTransaction(tx, head, at)

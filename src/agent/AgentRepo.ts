@@ -82,7 +82,7 @@ export type ExecutingDecision = typeof ExecutingDecision.Type
 /** The statuses an executing decision ends in. */
 export type FinishedStatus = "executed" | "failed" | "unknown" | "blocked"
 
-/** `unsigned`: only while none of the decision's transactions is recorded (the reconciler's "nothing signed"). */
+/** `unsigned`: only while none of the decision's steps is recorded (the reconciler's "nothing signed"). */
 export type FinishGuard = "unsigned" | "any"
 
 /** A trade's transactions: the steps, and the exchange's approval a wallet's first trade of a token needs before them. */
@@ -426,7 +426,8 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
 
     /**
      * Moves an executing decision to its final status; false when it was final already. `unsigned`:
-     * only if no transaction of it was recorded. Run in a transaction: the decision's row is locked
+     * only if none of its steps was recorded (an exchange approval moves no money: a decision that
+     * got no further is failed all the same, else it would stay executing for ever). Run in a transaction: the decision's row is locked
      * first, and an executor recording its first transaction locks the same row, so the
      * transactions read after the lock include any such record (else a transfer could go out
      * under a decision failed as "nothing signed", and the card be refilled again next interval).
@@ -445,7 +446,7 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
         const rows = yield* sql`
           UPDATE agent_decisions SET status = ${status}, error = ${error}, updated_at = ${now}
           WHERE id = ${id} AND status = 'executing'
-          ${guard === "unsigned" ? sql`AND NOT EXISTS (SELECT 1 FROM agent_transactions WHERE decision_id = ${id})` : sql``}
+          ${guard === "unsigned" ? sql`AND NOT EXISTS (SELECT 1 FROM agent_transactions WHERE decision_id = ${id} AND step <> 'approve')` : sql``}
           RETURNING id`
         return rows.length === 1
       })

@@ -328,4 +328,24 @@ layer(Base, { excludeTestServices: true, timeout: "240 seconds" })("the agent lo
         expect(yield* outcome(id)).toEqual({ status: "failed", transactions: 0 })
       })
   )
+
+  it.scoped("a decision whose executor got no further than the exchange's approval is failed as unsigned", () =>
+    Effect.gen(function* () {
+      const repo = yield* AgentRepo
+      const { id, failUnsigned } = yield* executingRefill()
+      // An approval moves no money: with no step recorded the trade never started.
+      yield* repo.recordTransaction({
+        decisionId: id,
+        step: "approve",
+        hash: `0x${"ef".repeat(32)}`,
+        raw: "0x02",
+        sender: `0x${"cd".repeat(20)}`,
+        nonce: 0,
+        amount: 10n,
+        now: new Date()
+      })
+      expect(yield* failUnsigned.pipe(repo.withTransaction)).toBe(true)
+      expect(yield* outcome(id)).toEqual({ status: "failed", transactions: 1 })
+    })
+  )
 })
