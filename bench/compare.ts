@@ -4,15 +4,55 @@
  * in alternating runs (local.ts starts both), printed as min / median / max of requests/s and
  * server CPU per request, and the ratio of the medians (this ÷ other). For measuring one change
  * at a time on a machine whose load moves: both sides see the same load, turn about.
+ *
+ * `compare.ts <other checkout> start [rounds]`: `npm start` with nothing configured on an existing
+ * data directory (starts.ts; each side's first start, which builds and creates it, is not
+ * counted), alternating; spawn to the first 200 from /health, and RSS 3 s later.
  */
 
 import { alternating, median } from "./harness.js"
 import { startLocalService, target } from "./local.js"
+import { dataDirectory, startOnce } from "./starts.js"
 
 const [other, route = "read", roundsArg = "5", secondsArg = "5"] = process.argv.slice(2)
-if (other === undefined) throw new Error("usage: compare.ts <other checkout> <read|me|health> [rounds] [seconds]")
+if (other === undefined) throw new Error("usage: compare.ts <other checkout> <read|me|health|start> [rounds] [seconds]")
 const rounds = Number(roundsArg)
 const seconds = Number(secondsArg)
+
+const spread = (values: Array<number>) =>
+  `${Math.min(...values).toFixed(0)} / ${median(values).toFixed(0)} / ${Math.max(...values).toFixed(0)}`
+
+if (route === "start") {
+  const roots = { this: process.cwd(), other }
+  const dirs = { this: dataDirectory(), other: dataDirectory() }
+  const starts = {
+    this: { ready: [] as Array<number>, rss: [] as Array<number> },
+    other: { ready: [] as Array<number>, rss: [] as Array<number> }
+  }
+  for (const side of ["this", "other"] as const) await startOnce(roots[side], dirs[side].dir)
+  for (let round = 0; round < rounds; round++) {
+    for (const side of alternating(round, "this" as const, "other" as const)) {
+      const start = await startOnce(roots[side], dirs[side].dir)
+      starts[side].ready.push(start.readyMs)
+      starts[side].rss.push(start.rssMb)
+      console.error(
+        `start round ${round + 1} ${side}: ready in ${start.readyMs.toFixed(0)} ms, RSS ${start.rssMb.toFixed(0)} MB`
+      )
+    }
+  }
+  for (const [label, key] of [
+    ["spawn to first 200 from /health, ms", "ready"],
+    ["RSS 3 s after, MB", "rss"]
+  ] as const) {
+    console.log(
+      `start ${label}: this ${spread(starts.this[key])}, other ${spread(starts.other[key])}, ` +
+        `ratio ${(median(starts.this[key]) / median(starts.other[key])).toFixed(2)}`
+    )
+  }
+  dirs.this.remove()
+  dirs.other.remove()
+  process.exit(0)
+}
 
 const sides = {
   this: await startLocalService(),
@@ -42,8 +82,6 @@ for (let round = 0; round < rounds; round++) {
     )
   }
 }
-const spread = (values: Array<number>) =>
-  `${Math.min(...values).toFixed(0)} / ${median(values).toFixed(0)} / ${Math.max(...values).toFixed(0)}`
 for (const [label, key] of [
   ["requests/s", "rate"],
   ["server CPU per request, µs", "cpu"]
