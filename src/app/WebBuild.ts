@@ -11,6 +11,7 @@
  * ships only dist/) the existing build is served as it is.
  */
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { createRequire } from "node:module"
 import path from "node:path"
 import { fileURLToPath } from "node:url"
 import { gzipSync } from "node:zlib"
@@ -79,7 +80,8 @@ const ICON_SVG =
 
 /** Builds web/ into `out` (a fresh folder): the bundle, its chunks, the page and gzip twins. */
 const build = async (root: string, out: string) => {
-  const esbuild = await import("esbuild")
+  // required, not imported: npm start runs the service's bundle as a script, which has no import()
+  const esbuild = createRequire(import.meta.url)("esbuild") as typeof import("esbuild")
   try {
     const result = await esbuild.build({
       absWorkingDir: root,

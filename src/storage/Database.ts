@@ -9,7 +9,7 @@
  * statement timeout plus a margin). Migrations run on a connection of their own without the
  * statement bound: rewriting a large table may take longer.
  */
-import { existsSync } from "node:fs"
+import { existsSync, readdirSync } from "node:fs"
 import path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Reactivity from "@effect/experimental/Reactivity"
@@ -22,7 +22,7 @@ import { startEmbeddedPostgres } from "../embedded/EmbeddedPostgres.js"
 import { AppConfig, durationConfig } from "../runtime/Config.js"
 import { SERVICE_NAME } from "../runtime/ServiceInfo.js"
 
-/** The nearest migrations/ folder above this module: the repository's (beside src/) or the build's (dist/). */
+/** The nearest migrations/ folder above this module: the repository's, beside src/ (and dist/). */
 const migrationsDir = (() => {
   let dir = path.dirname(fileURLToPath(import.meta.url))
   while (!existsSync(path.join(dir, "migrations"))) {
@@ -31,6 +31,17 @@ const migrationsDir = (() => {
   }
   return path.join(dir, "migrations")
 })()
+
+/**
+ * Each migration file, imported when it is to run. The import's path is a template so that esbuild
+ * bundles every file of migrations/ into npm start's build (scripts/start.mjs), which has no import().
+ */
+const migrations = () =>
+  PgMigrator.fromGlob(
+    Object.fromEntries(
+      readdirSync(migrationsDir).map((file) => [file, () => import(`../../migrations/${file}`)] as const)
+    )
+  )
 
 const APPLICATION_NAME = SERVICE_NAME
 const MAX_CONNECTIONS = 10
@@ -53,7 +64,7 @@ const migrate = (url: Redacted.Redacted<string>, connectTimeout: Duration.Durati
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       yield* sql`SELECT pg_advisory_lock(hashtext('card-service migrations'))`
-      yield* PgMigrator.run({ loader: PgMigrator.fromFileSystem(migrationsDir) })
+      yield* PgMigrator.run({ loader: migrations() })
     }).pipe(
       Effect.provide(
         PgClient.layer({ url, maxConnections: 1, applicationName: `${APPLICATION_NAME} migrations`, connectTimeout })

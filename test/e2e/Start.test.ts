@@ -121,7 +121,7 @@ const npmStartArgs = () => {
 
 describe("npm start on embedded defaults", () => {
   it.scopedLive(
-    "npm start runs the bundled build, and a second start reuses it",
+    "npm start runs the bundled build, and a second start reuses it and the code cache the first one wrote",
     () =>
       Effect.gen(function* () {
         const dataDir = yield* freshDataDir
@@ -131,13 +131,16 @@ describe("npm start on embedded defaults", () => {
         expect((yield* fetchFrom(first, "/openapi.json")).status).toBe(200)
         expect(yield* stopService(first, "SIGTERM")).toBe(0)
         expect(logLines(first.output()).at(-1)?.message).toBe("card-service stopped")
-        const bundle = path.join("dist", "src", "main.js")
+        const bundle = path.join("dist", "src", "main.cjs")
         const builtAt = statSync(bundle).mtimeMs
+        // written at the first run's exit; a run that V8 let use it does not write it again
+        const cachedAt = statSync(`${bundle}.cache`).mtimeMs
 
         const second = yield* startService(env, undefined, npmStartArgs())
         expect((yield* fetchFrom(second, "/health")).status).toBe(200)
         expect(yield* stopService(second, "SIGTERM")).toBe(0)
         expect(statSync(bundle).mtimeMs).toBe(builtAt)
+        expect(statSync(`${bundle}.cache`).mtimeMs).toBe(cachedAt)
       }),
     300_000
   )
