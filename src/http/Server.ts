@@ -324,34 +324,39 @@ const makeRequestPipeline = Effect.gen(function* () {
       const started = performance.now()
       const given = request.headers["x-request-id"]
       const id = given !== undefined && REQUEST_ID.test(given) ? given : crypto.randomUUID()
+      /** Counts and times the answer and writes its access line; what is left to log through the logger, if any. */
       const answered = (exit: Exit.Exit<HttpServerResponse.HttpServerResponse, E>) => {
         const status = statusOfExit(exit)
         record(request.method, request.url, status, (performance.now() - started) / 1000)
         if (direct && Exit.isSuccess(exit)) {
           writeLogLine(accessLine(request.method, request.url, status, id, fiber.id()))
-          return Effect.void
+          return undefined
         }
-        if (!logged) return Effect.void
+        if (!logged) return undefined
         const annotations = { "http.method": request.method, "http.url": request.url, "http.status": status }
         return Effect.annotateLogs(
           Exit.isSuccess(exit) ? Effect.log("Sent HTTP response") : Effect.log("Sent HTTP response", exit.cause),
           annotations
         )
       }
-      const served = withCheckedBody(request, app, routes).pipe(
-        Effect.onExit(answered),
-        Effect.annotateLogs("requestId", id),
-        Effect.matchCauseEffect({
-          onSuccess: (response) => Effect.succeed(answerHeaders(response, id, pagePolicy(response))),
-          onFailure: (cause) =>
-            Effect.zipRight(
-              HttpApp.appendPreResponseHandler((_request, response) =>
-                Effect.succeed(answerHeaders(response, id, undefined))
-              ),
-              Effect.failCause(cause)
-            )
-        })
-      )
+      // One step for the outcome: the answer is counted, logged and given its headers together.
+      const served = Effect.matchCauseEffect(withCheckedBody(request, app, routes), {
+        onSuccess: (response) => {
+          const answer = answerHeaders(response, id, pagePolicy(response))
+          const log = answered(Exit.succeed(response))
+          return log === undefined ? Effect.succeed(answer) : Effect.as(log, answer)
+        },
+        onFailure: (cause) => {
+          const log = answered(Exit.failCause(cause))
+          const failed = Effect.zipRight(
+            HttpApp.appendPreResponseHandler((_request, response) =>
+              Effect.succeed(answerHeaders(response, id, undefined))
+            ),
+            Effect.failCause(cause)
+          )
+          return log === undefined ? failed : Effect.zipRight(log, failed)
+        }
+      }).pipe(Effect.annotateLogs("requestId", id))
       return tracing ? Effect.zipRight(Effect.annotateCurrentSpan("http.request.id", id), served) : served
     })
 })
