@@ -12,8 +12,8 @@
  *
  * The bundle is CommonJS run as a `vm.Script`, because a script can be compiled from V8's code
  * cache and Node 20 has no code cache for ES modules: the first run of a build compiles it from its
- * source and writes the cache (dist/src/main.cjs.cache) when it exits; later runs start from the
- * compiled code of every function that run used (see docs/performance.md, issue 27's third pass).
+ * source and writes the cache (dist/src/main.cjs.cache) when it exits well; later runs start from
+ * the compiled code of every function that run used (see docs/performance.md, issue 27's third pass).
  *
  * A build is reused while no file under src/ or migrations/, nor this script, nor package-lock.json
  * has changed (their paths, sizes and modification times are compared with the build's), so a
@@ -23,7 +23,7 @@
  * to 16 MB per semi-space and stays there, ~25 MB of idle memory for no measurable gain in CPU per
  * request (see docs/performance.md).
  */
-import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs"
 import Module, { createRequire } from "node:module"
 import path from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
@@ -144,7 +144,14 @@ const compiled = (cachedData) =>
 // The cache's buffer (~10 MB) is not held past the compilation.
 const script = compiled(existsSync(codeCache) ? readFileSync(codeCache) : undefined)
 if (script.cachedDataRejected !== false) {
-  process.once("exit", () => writeFileSync(codeCache, script.createCachedData()))
+  // Only a run that ended well (served, then stopped) leaves its compiled code: a start that failed
+  // early used little of the bundle. Written beside and renamed, so a start never reads half of one.
+  process.once("exit", (code) => {
+    if (code !== 0) return
+    const partial = `${codeCache}.${process.pid}`
+    writeFileSync(partial, script.createCachedData())
+    renameSync(partial, codeCache)
+  })
 }
 const module = { exports: {} }
 script.runInThisContext()(module.exports, createRequire(bundle), module, bundle, path.dirname(bundle))
