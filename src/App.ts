@@ -146,25 +146,22 @@ const ApiLive = Layer.unwrapEffect(
   })
 )
 
-const CorsLive = Layer.unwrapEffect(
-  Effect.map(AppConfig, (config) =>
-    HttpApiBuilder.middlewareCors({
-      allowedOrigins: config.webOrigins,
-      // The reference x402 client also sends Access-Control-Expose-Headers as a request header.
-      allowedHeaders: [
-        "authorization",
-        "content-type",
-        "payment-signature",
-        "access-control-expose-headers",
-        "x-request-id",
-        // A browser resuming GET /me/events with fetch.
-        "last-event-id"
-      ],
-      exposedHeaders: ["payment-required", "payment-response", "x-request-id", "www-authenticate"],
-      maxAge: 600
-    })
-  )
-)
+/** CORS for the web app's origins, answered by the request pipeline (http/Cors.ts). */
+const corsOptions = Effect.map(AppConfig, (config) => ({
+  allowedOrigins: config.webOrigins,
+  // The reference x402 client also sends Access-Control-Expose-Headers as a request header.
+  allowedHeaders: [
+    "authorization",
+    "content-type",
+    "payment-signature",
+    "access-control-expose-headers",
+    "x-request-id",
+    // A browser resuming GET /me/events with fetch.
+    "last-event-id"
+  ],
+  exposedHeaders: ["payment-required", "payment-response", "x-request-id", "www-authenticate"],
+  maxAgeSeconds: 600
+}))
 
 /** `GET /metrics` in Prometheus' text format, beside the API (for METRICS_TOKEN or loopback clients). */
 const MetricsRouteLive = HttpApiBuilder.Router.use((router) =>
@@ -227,7 +224,7 @@ const StartupSummary = Layer.scopedDiscard(
  * for a handler that is not attached yet (and hold up shutdown).
  */
 export const httpLive = <A, E, R>(server: Layer.Layer<A | HttpServer.HttpServer, E, R>) =>
-  serveApi(ClientApi).pipe(
+  serveApi(ClientApi, corsOptions).pipe(
     Layer.merge(AnnounceAddress),
     Layer.merge(StartupSummary),
     Layer.merge(CloseEventStreamsFirst),
@@ -239,7 +236,6 @@ export const httpLive = <A, E, R>(server: Layer.Layer<A | HttpServer.HttpServer,
       MetricsRouteLive
     ]),
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
-    Layer.provide(CorsLive),
     Layer.provide(ApiLive),
     // The domain services are in the app's context too: tests and tools reach them (the agent loop's tick).
     Layer.provideMerge(DomainLive),

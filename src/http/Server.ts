@@ -54,6 +54,7 @@ import {
   RequestTimeout,
   UnsupportedMediaType
 } from "./ApiError.js"
+import { type CorsOptions, cors } from "./Cors.js"
 import { NOSNIFF, scriptedPageCsp } from "./PageSecurity.js"
 import {
   announcesBody,
@@ -282,15 +283,24 @@ const pagePolicies = (apiUrl: string) => {
   }
 }
 
-/** What every response carries: its request id, `nosniff`, a 503's `Retry-After`, an HTML page's CSP. */
-const answerHeaders = (response: HttpServerResponse.HttpServerResponse, id: string, pagePolicy: string | undefined) =>
+/**
+ * What every response carries: its request id, `nosniff`, a 503's `Retry-After`, an HTML page's CSP;
+ * and `extra` (the app's CORS headers).
+ */
+const answerHeaders = (
+  response: HttpServerResponse.HttpServerResponse,
+  id: string,
+  pagePolicy: string | undefined,
+  extra?: Record<string, string>
+) =>
   HttpServerResponse.setHeaders(response, {
     "x-request-id": id,
     ...NOSNIFF,
     ...(response.status === 503 && response.headers["retry-after"] === undefined
       ? { "retry-after": String(RETRY_AFTER_SECONDS) }
       : {}),
-    ...(pagePolicy === undefined ? {} : { "content-security-policy": pagePolicy })
+    ...(pagePolicy === undefined ? {} : { "content-security-policy": pagePolicy }),
+    ...extra
   })
 
 /** The access-log line of a request, as the JSON logger would write it, built without the logger. */
@@ -303,63 +313,85 @@ const accessLine = (method: string, url: string, status: number, id: string, fib
  * The request pipeline in front of the API, in one step (each middleware layer costs every request
  * fibre-runtime steps and allocations): echoes a caller's `x-request-id` (or a fresh one) on the
  * response and tags the request's logs (and span, when tracing) with it, gives every 503 a
- * `Retry-After`, checks the body (`withCheckedBody`), counts and times the request
+ * `Retry-After`, checks the body (`withCheckedBody`), answers CORS (Cors.ts; where the platform's
+ * middleware answered it: a preflight and every request the body checks let through), counts and
+ * times the request
  * (`requestMetrics`) and writes its access-log line. It wraps the API before the server writes the
  * response, so headers go on the response itself; only an app failure (the client gone, a cause
  * nothing encoded) takes a pre-response handler. With the JSON logger the access line is written
  * to the log batch directly (the Effect logger's per-line work was most of a request's logging
  * cost); under a minimum level above Info it is not built at all.
  */
-const makeRequestPipeline = Effect.gen(function* () {
-  const routes = yield* ApiRoutes
-  const { routeOf } = routes
-  const tracing = yield* FiberRef.get(FiberRef.currentTracerEnabled)
-  const logged = LogLevel.greaterThanEqual(LogLevel.Info, yield* FiberRef.get(FiberRef.currentMinimumLogLevel))
-  const direct = logged && HashSet.has(yield* FiberRef.get(FiberRef.currentLoggers), jsonLineLogger)
-  const record = requestMetrics(routeOf)
-  const pagePolicy = pagePolicies((yield* AppConfig).apiUrl)
-  return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
-    Effect.withFiberRuntime((fiber) => {
-      const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
-      const started = performance.now()
-      const given = request.headers["x-request-id"]
-      const id = given !== undefined && REQUEST_ID.test(given) ? given : crypto.randomUUID()
-      /** Counts and times the answer and writes its access line; what is left to log through the logger, if any. */
-      const answered = (exit: Exit.Exit<HttpServerResponse.HttpServerResponse, E>) => {
-        const status = statusOfExit(exit)
-        record(request.method, request.url, status, (performance.now() - started) / 1000)
-        if (direct && Exit.isSuccess(exit)) {
-          writeLogLine(accessLine(request.method, request.url, status, id, fiber.id()))
-          return undefined
-        }
-        if (!logged) return undefined
-        const annotations = { "http.method": request.method, "http.url": request.url, "http.status": status }
-        return Effect.annotateLogs(
-          Exit.isSuccess(exit) ? Effect.log("Sent HTTP response") : Effect.log("Sent HTTP response", exit.cause),
-          annotations
-        )
-      }
-      // One step for the outcome: the answer is counted, logged and given its headers together.
-      const served = Effect.matchCauseEffect(withCheckedBody(request, app, routes), {
-        onSuccess: (response) => {
-          const answer = answerHeaders(response, id, pagePolicy(response))
-          const log = answered(Exit.succeed(response))
-          return log === undefined ? Effect.succeed(answer) : Effect.as(log, answer)
-        },
-        onFailure: (cause) => {
-          const log = answered(Exit.failCause(cause))
-          const failed = Effect.zipRight(
-            HttpApp.appendPreResponseHandler((_request, response) =>
-              Effect.succeed(answerHeaders(response, id, undefined))
-            ),
-            Effect.failCause(cause)
+const makeRequestPipeline = (corsOptions: CorsOptions) =>
+  Effect.gen(function* () {
+    const routes = yield* ApiRoutes
+    const { routeOf } = routes
+    const tracing = yield* FiberRef.get(FiberRef.currentTracerEnabled)
+    const logged = LogLevel.greaterThanEqual(LogLevel.Info, yield* FiberRef.get(FiberRef.currentMinimumLogLevel))
+    const direct = logged && HashSet.has(yield* FiberRef.get(FiberRef.currentLoggers), jsonLineLogger)
+    const record = requestMetrics(routeOf)
+    const pagePolicy = pagePolicies((yield* AppConfig).apiUrl)
+    const allowed = cors(corsOptions)
+    return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+      Effect.withFiberRuntime((fiber) => {
+        const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
+        const started = performance.now()
+        const given = request.headers["x-request-id"]
+        const id = given !== undefined && REQUEST_ID.test(given) ? given : crypto.randomUUID()
+        /** Counts and times the answer and writes its access line; what is left to log through the logger, if any. */
+        const answered = (exit: Exit.Exit<HttpServerResponse.HttpServerResponse, E>) => {
+          const status = statusOfExit(exit)
+          record(request.method, request.url, status, (performance.now() - started) / 1000)
+          if (direct && Exit.isSuccess(exit)) {
+            writeLogLine(accessLine(request.method, request.url, status, id, fiber.id()))
+            return undefined
+          }
+          if (!logged) return undefined
+          const annotations = { "http.method": request.method, "http.url": request.url, "http.status": status }
+          return Effect.annotateLogs(
+            Exit.isSuccess(exit) ? Effect.log("Sent HTTP response") : Effect.log("Sent HTTP response", exit.cause),
+            annotations
           )
-          return log === undefined ? failed : Effect.zipRight(log, failed)
         }
-      }).pipe(Effect.annotateLogs("requestId", id))
-      return tracing ? Effect.zipRight(Effect.annotateCurrentSpan("http.request.id", id), served) : served
-    })
-})
+        // One step for the outcome: the answer is counted, logged and given its headers together.
+        const origin = request.headers.origin
+        const preflight = request.method === "OPTIONS"
+        const bodiless = !HttpMethod.hasBody(request.method) || !announcesBody(request.headers)
+        // CORS where the platform's middleware put it, around the app: a request the checks refuse
+        // gets none. The app's answer to a request without a body gets its CORS headers in the
+        // pipeline's own header step below; with a body, on the app's answer itself.
+        const routed: HttpApp.Default<E, R> = preflight
+          ? Effect.succeed(allowed.preflight(origin, request.headers["access-control-request-headers"]))
+          : bodiless
+            ? app
+            : Effect.map(app, (response) => HttpServerResponse.setHeaders(response, allowed.headers(origin)))
+        const checked = withCheckedBody(request, routed, routes)
+        const corsOnAnswer = checked === routed && bodiless && !preflight
+        const served = Effect.matchCauseEffect(checked, {
+          onSuccess: (response) => {
+            const answer = answerHeaders(
+              response,
+              id,
+              pagePolicy(response),
+              corsOnAnswer ? allowed.headers(origin) : undefined
+            )
+            const log = answered(Exit.succeed(response))
+            return log === undefined ? Effect.succeed(answer) : Effect.as(log, answer)
+          },
+          onFailure: (cause) => {
+            const log = answered(Exit.failCause(cause))
+            const failed = Effect.zipRight(
+              HttpApp.appendPreResponseHandler((_request, response) =>
+                Effect.succeed(answerHeaders(response, id, undefined, allowed.headers(origin)))
+              ),
+              Effect.failCause(cause)
+            )
+            return log === undefined ? failed : Effect.zipRight(log, failed)
+          }
+        }).pipe(Effect.annotateLogs("requestId", id))
+        return tracing ? Effect.zipRight(Effect.annotateCurrentSpan("http.request.id", id), served) : served
+      })
+  })
 
 /**
  * The API served through the request pipeline. Bodies are read by `withCheckedBody` (never past
@@ -368,12 +400,13 @@ const makeRequestPipeline = Effect.gen(function* () {
  * routes the pipeline knows (for metrics and body checks): every group, whichever are served.
  */
 export const serveApi = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(
-  routesOf: HttpApi.HttpApi<Id, Groups, E, R>
+  routesOf: HttpApi.HttpApi<Id, Groups, E, R>,
+  corsOptions: Effect.Effect<CorsOptions, never, AppConfig>
 ) =>
   Layer.unwrapEffect(
     Effect.gen(function* () {
       const app = yield* HttpApiBuilder.httpApp
-      const pipeline = yield* Effect.provideService(makeRequestPipeline, ApiRoutes, {
+      const pipeline = yield* Effect.provideService(makeRequestPipeline(yield* corsOptions), ApiRoutes, {
         routeOf: routeTemplates(routesOf),
         payloadKindOf: payloadKinds(routesOf)
       })

@@ -34,4 +34,23 @@ layer(
       }
     })
   )
+
+  it.effect("an error the API answers carries CORS too, a body it read carries it on the answer", () =>
+    Effect.gen(function* () {
+      const origin = "https://app.example.com"
+      const unauthorized = yield* send("GET", "/me", { headers: { origin } })
+      expect(unauthorized.status).toBe(401)
+      expect(unauthorized.headers["access-control-allow-origin"]).toBe(origin)
+      expect(unauthorized.headers["access-control-expose-headers"]).toContain("www-authenticate")
+      expect(unauthorized.headers["x-request-id"]).toBeDefined()
+
+      const challenge = yield* send("POST", "/auth/challenge", {
+        json: { address: "0x000000000000000000000000000000000000dEaD" },
+        headers: { origin }
+      })
+      expect(challenge.status).toBe(200)
+      expect(challenge.headers["access-control-allow-origin"]).toBe(origin)
+      expect(challenge.headers.vary).toBe("Origin")
+    })
+  )
 })
