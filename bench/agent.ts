@@ -50,6 +50,8 @@ interface TickResult {
   readonly cpuMs: number
   readonly statements: number
   readonly peakRssMb: number
+  readonly peakHeapMb: number
+  readonly heapAfterMb: number
 }
 
 interface Replica {
@@ -62,9 +64,17 @@ const startReplica = (env: Record<string, string>) =>
     const child = yield* Effect.acquireRelease(
       Effect.sync(
         () =>
-          spawn(process.execPath, ["--import", "tsx", path.join(repoRoot, "bench", "agentReplica.ts")], {
+          spawn(process.execPath, ["--expose-gc", "--import", "tsx", path.join(repoRoot, "bench", "agentReplica.ts")], {
             cwd: repoRoot,
-            env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", LOG_LEVEL: "Warn", ...env },
+            env: {
+              PATH: process.env.PATH ?? "",
+              BENCH_AGENT_LIVE_HEAP: process.env.BENCH_AGENT_LIVE_HEAP ?? "",
+              // e.g. --max-old-space-size=128: a replica's heap capped, to show what a tick needs.
+              NODE_OPTIONS: process.env.BENCH_AGENT_NODE_OPTIONS ?? "",
+              HOME: process.env.HOME ?? "",
+              LOG_LEVEL: "Warn",
+              ...env
+            },
             stdio: ["pipe", "pipe", "inherit"]
           }) as ChildProcess
       ),
@@ -149,6 +159,9 @@ interface Measure {
   readonly rpcPer100: number
   readonly rowsWritten: number
   readonly peakRssMb: number
+  /** The largest replica's peak V8 heap in the tick, and its heap once collected after it. */
+  readonly peakHeapMb: number
+  readonly heapAfterMb: number
   readonly claimed: number
   readonly executed: number
   /** Each replica's CPU in the tick, ms. */
@@ -196,6 +209,8 @@ const tickAll = (
       // Decisions and events inserted; each claimed card's schedule row updated twice (lease, next due).
       rowsWritten: rowsAfter.decisions - rowsBefore.decisions + (rowsAfter.events - rowsBefore.events) + 2 * claimed,
       peakRssMb: Math.max(...results.map((r) => r.peakRssMb)),
+      peakHeapMb: Math.max(...results.map((r) => r.peakHeapMb)),
+      heapAfterMb: Math.max(...results.map((r) => r.heapAfterMb)),
       claimed,
       executed: results.reduce((sum, r) => sum + r.executed, 0),
       cpuMs: results.map((r) => r.cpuMs),
@@ -212,7 +227,7 @@ const row = (label: string, cards: number, replicas: number, m: Measure, refills
   `${fixed(m.cpuPerCardMs, 3)} | ${m.cpuMs.map((ms) => fixed(ms / 1000, 1)).join(" / ")} | ` +
   `${fixed(m.postgresCpuMs / 1000, 1)} | ${fixed(m.anvilCpuMs / 1000, 1)} | ` +
   `${fixed(m.statementsPer100, 2)} | ${fixed(m.rpcPer100, 1)} | ${m.rowsWritten.toLocaleString("en-US")} | ` +
-  `${fixed(m.peakRssMb, 0)} | ${fixed(refillsPerSecond, 1)} | ${fixed(m.load, 1)} |`
+  `${fixed(m.peakRssMb, 0)} | ${fixed(m.peakHeapMb, 0)} | ${fixed(m.heapAfterMb, 0)} | ${fixed(refillsPerSecond, 1)} | ${fixed(m.load, 1)} |`
 
 export const agentSection: Section = {
   name: "agent",
@@ -252,8 +267,8 @@ export const agentSection: Section = {
           .join(" ")}); first: every card's first decision stored; steady: the median of two later ticks, ` +
           "nothing changed, nothing new stored; live: one tick of cash refills on the devnet",
         "",
-        "| tick | cards | replicas | tick, s | wall per card, ms | CPU per card, ms | CPU per replica, s | PostgreSQL CPU, s | anvil CPU, s | SQL per 100 cards | JSON-RPC per 100 cards | rows written | peak RSS per replica, MB | refills/s | load average |",
-        "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "| tick | cards | replicas | tick, s | wall per card, ms | CPU per card, ms | CPU per replica, s | PostgreSQL CPU, s | anvil CPU, s | SQL per 100 cards | JSON-RPC per 100 cards | rows written | peak RSS per replica, MB | peak heap, MB | heap after, MB | refills/s | load average |",
+        "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
       ]
 
       // Each row goes to the progress log at once, and a configuration that fails (a replica's
