@@ -6,9 +6,9 @@
  * it), started before the measure and told to tick by a line on stdin, all at once. Per tick the
  * table shows the tick time (start to the last replica done), wall and CPU (all replicas) per card,
  * SQL statements per 100 cards (counted through each replica's SQL client), JSON-RPC calls per 100
- * cards (a counting proxy in front of anvil), rows written (decisions, events and the schedule's two
- * updates per card: the lease and the next due time), the largest peak RSS of a replica, the CPU
- * the bench's own PostgreSQL and anvil spent in the tick (from /proc: where the two cores went) and
+ * cards (a counting proxy in front of anvil), rows written (decisions, events and the schedule's one
+ * update per card, its next due time), the largest peak RSS and heap of a replica in the tick and its
+ * heap once collected after it, the CPU the bench's own PostgreSQL and anvil spent in the tick (from /proc: where the two cores went) and
  * the load average as the tick ended.
  *
  * Two chains: `memory` (the in-memory chain inside each replica: the CPU-only figures, no node to
@@ -18,8 +18,10 @@
  * cards come with made-up wallet addresses (as after the loop's first look, which derives and keeps
  * each wallet's address: about 1 ms of CPU per card, once per card and deployment). Everything seeded
  * is removed afterwards. Sizes: BENCH_AGENT_CARDS (default 10000,100000; quick 1000),
- * BENCH_AGENT_REPLICAS (1,2,4), BENCH_AGENT_CHAINS (memory,devnet), BENCH_AGENT_DEVNET_MAX (the largest size also run on the devnet,
- * 10000), BENCH_AGENT_LIVE (refills of the live run, 1000; 0 skips it).
+ * BENCH_AGENT_REPLICAS (1,2,4), BENCH_AGENT_CHAINS (memory,devnet), BENCH_AGENT_DEVNET_MAX (the
+ * largest size also run on the devnet, 10000), BENCH_AGENT_LIVE (refills of the live run, 1000; 0
+ * skips it). Memory: BENCH_AGENT_LIVE_HEAP=1 collects the heap before each sample (the peak heap is
+ * then the live set), BENCH_AGENT_NODE_OPTIONS are the replicas' Node options (a heap cap, say).
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { readdirSync, readFileSync } from "node:fs"
@@ -206,8 +208,9 @@ const tickAll = (
       cpuPerCardMs: results.reduce((sum, r) => sum + r.cpuMs, 0) / cards,
       statementsPer100: (results.reduce((sum, r) => sum + r.statements, 0) * 100) / cards,
       rpcPer100: ((rpcCalls() - rpcBefore) * 100) / cards,
-      // Decisions and events inserted; each claimed card's schedule row updated twice (lease, next due).
-      rowsWritten: rowsAfter.decisions - rowsBefore.decisions + (rowsAfter.events - rowsBefore.events) + 2 * claimed,
+      // Decisions and events inserted; each claimed card's schedule row written once (its next due
+      // time, with the claim); a page's own row (inserted and deleted per 1,000 cards) left out.
+      rowsWritten: rowsAfter.decisions - rowsBefore.decisions + (rowsAfter.events - rowsBefore.events) + claimed,
       peakRssMb: Math.max(...results.map((r) => r.peakRssMb)),
       peakHeapMb: Math.max(...results.map((r) => r.peakHeapMb)),
       heapAfterMb: Math.max(...results.map((r) => r.heapAfterMb)),

@@ -30,7 +30,6 @@ import { AgentWallet, type WalletHoldings } from "./AgentWallet.js"
 import { CASH_SYMBOL, type Decision, decide } from "./Decide.js"
 import { LOOKBACK_DAYS } from "./Forecast.js"
 import { loopSettings } from "./LoopSettings.js"
-import { nextDueAfter } from "./Schedule.js"
 import { makeTracker } from "./Tracker.js"
 import { agentCard, makeTrades, walletOutcome } from "./Trades.js"
 
@@ -211,9 +210,8 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
      * executes the trades.
      */
     const runBatch = (
-      cards: ReadonlyArray<ClaimedCard>,
+      { cards, page }: { readonly cards: ReadonlyArray<ClaimedCard>; readonly page: string },
       at: number,
-      now: number,
       markets: ReadonlyMap<string, MarketData>
     ) =>
       Effect.gen(function* () {
@@ -261,23 +259,15 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
           },
           { discard: true }
         )
-        yield* repo.advance(
-          owner,
-          yield* Effect.forEach(cards, (card) =>
-            Effect.map(
-              card.wallet === null
-                ? wallet.address(agentCard(card)).pipe(Effect.option)
-                : Effect.succeed(Option.none()),
-              (derived) => ({
-                cardId: card.cardId,
-                // The next instant of the card's own grid after now, however far behind the loop fell.
-                dueAt: new Date(nextDueAfter(card.cardId, Math.max(now, card.dueAt.getTime()), intervalMs, jitterMs)),
-                // The wallet's address, derived once and kept: later reads need no key derivation.
-                wallet: Option.getOrNull(derived)
-              })
-            )
-          )
+        // The wallets' addresses derived for this page (a card's first look), kept: later reads need no key derivation.
+        const derived = yield* Effect.forEach(
+          cards.filter((card) => card.wallet === null),
+          (card) =>
+            wallet
+              .address(agentCard(card))
+              .pipe(Effect.option, Effect.map(Option.map((address) => ({ cardId: card.cardId, wallet: address }))))
         )
+        yield* repo.finishPage(page, owner, derived.flatMap(Option.toArray))
         const trading = outcomes.flatMap((outcome) => {
           const id = outcome.row?.status === "executing" ? ids.get(outcome.card.cardId) : undefined
           return id === undefined ? [] : [{ id, sale: outcome.sale ?? Option.none() }]
@@ -303,26 +293,40 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
         const tally = new Map<string, number>()
         // Read once per tick, and only once a card is due.
         const markets = yield* Effect.cached(marketsAt(decidedAt))
-        const pages = Effect.gen(function* () {
-          while (true) {
-            const now = yield* Clock.currentTimeMillis
-            // The cards due when the tick started: those falling due meanwhile are the next tick's, so
-            // that a tick ends and a page is never a trickle of one or two cards.
-            const cards = yield* repo.claimDue({
-              owner,
-              now: new Date(started),
-              leaseUntil: new Date(now + leaseMs),
-              limit: settings.batch
-            })
-            if (cards.length === 0) return
-            const batch = yield* runBatch(cards, decidedAt, now, yield* markets)
+        const decidePage = (claimed: { readonly cards: ReadonlyArray<ClaimedCard>; readonly page: string | null }) =>
+          Effect.gen(function* () {
+            if (claimed.page === null) return false
+            const batch = yield* runBatch({ cards: claimed.cards, page: claimed.page }, decidedAt, yield* markets)
             for (const [key, n] of batch.tally) tally.set(key, (tally.get(key) ?? 0) + n)
             summary = {
-              claimed: summary.claimed + cards.length,
+              claimed: summary.claimed + claimed.cards.length,
               stored: summary.stored + batch.stored,
               executed: summary.executed + batch.executed
             }
-          }
+            return true
+          })
+        const lease = Effect.map(Clock.currentTimeMillis, (now) => ({
+          owner,
+          now: new Date(now),
+          leaseUntil: new Date(now + leaseMs)
+        }))
+        // First the pages of replicas whose lease ended (they died or hung), one at a time: rare.
+        while (yield* Effect.flatMap(lease, repo.takeOverPage).pipe(Effect.flatMap(decidePage))) {}
+        // Then the cards due when the tick started: those falling due meanwhile are the next tick's, so
+        // that a tick ends and a page is never a trickle of one or two cards.
+        const claimPage = Effect.flatMap(lease, ({ now, ...lease }) =>
+          repo.claimDue({
+            ...lease,
+            now: new Date(started),
+            // The next instant of each card's own grid after now, however far behind the loop fell.
+            after: now,
+            limit: settings.batch,
+            intervalMs,
+            spreadMs: jitterMs
+          })
+        )
+        const pages = Effect.gen(function* () {
+          while (yield* Effect.flatMap(claimPage, decidePage)) {}
         })
         // Pages in flight side by side: one page's cards are decided while another waits for PostgreSQL.
         yield* Effect.all(

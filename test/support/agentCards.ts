@@ -9,6 +9,7 @@ import { Effect, Redacted } from "effect"
 import { encodeAbiParameters, keccak256, numberToHex, parseUnits } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
 import { agentWalletKey } from "../../src/agent/ChainAgentWallet.js"
+import { hashOf } from "../../src/agent/Schedule.js"
 import type { Devnet } from "../../src/chain/Devnet.js"
 
 /** The id of seeded card `i` (1-based). */
@@ -43,10 +44,11 @@ export const seedAgentCards = (
       FROM generate_series(1, ${count}) i`
     yield* sql`
       INSERT INTO agent_strategies (card_id, targets, weekly_spend_usd, time_zone, created_at, updated_at, due_at,
-                                    wallet)
+                                    wallet, due_hash)
       SELECT 'bench-' || i, '{"NVDA": 0.5, "SPY": 0.5}'::jsonb, ${strategy.weeklySpendUsd}, 'America/New_York',
              ${dueAt}, ${dueAt}, ${dueAt},
-             CASE WHEN ${strategy.wallets === "placeholder"} THEN '0x' || md5('bench-wallet-' || i) || substr(md5('bench-wpad-' || i), 1, 8) END
+             CASE WHEN ${strategy.wallets === "placeholder"} THEN '0x' || md5('bench-wallet-' || i) || substr(md5('bench-wpad-' || i), 1, 8) END,
+             (${Array.from({ length: count }, (_, i) => hashOf(seededCardId(i + 1)))}::bigint[])[i]
       FROM generate_series(1, ${count}) i`
   })
 
@@ -58,6 +60,7 @@ export const clearAgentBench = (sql: SqlClient.SqlClient) =>
                  (SELECT id FROM agent_decisions WHERE card_id IN (${bench}))`
     yield* sql`DELETE FROM agent_decisions WHERE card_id IN (${bench})`
     yield* sql`DELETE FROM agent_strategies WHERE card_id IN (${bench})`
+    yield* sql`DELETE FROM agent_pages WHERE card_ids && ARRAY(${bench})`
     yield* sql`DELETE FROM events WHERE address IN (${benchAddresses})`
     yield* sql`DELETE FROM event_sequences WHERE address IN (${benchAddresses})`
     yield* sql`WITH gone AS (DELETE FROM cards WHERE issuer = 'bench' RETURNING address)
