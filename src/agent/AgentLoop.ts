@@ -127,12 +127,16 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
     ) =>
       Effect.gen(function* () {
         const addresses = cards.map((card) => card.address)
-        const [cardBalances, holdings, payments, latest] = yield* Effect.all(
+        const [cardBalances, holdings, [payments, latest]] = yield* Effect.all(
           [
             chain.balances(addresses, [usd1.address]),
             holdingsOf(cards),
-            statement.payments(addresses, at - (LOOKBACK_DAYS + 1) * DAY_MS),
-            repo.latestDecisions(cards.map((card) => card.cardId))
+            // One after the other: a page holds at most one pooled connection at a time, so a
+            // replica's loop needs at most AGENT_PAGES_IN_FLIGHT of them and the API keeps the rest.
+            Effect.all([
+              statement.payments(addresses, at - (LOOKBACK_DAYS + 1) * DAY_MS),
+              repo.latestDecisions(cards.map((card) => card.cardId))
+            ])
           ],
           { concurrency: "unbounded" }
         )

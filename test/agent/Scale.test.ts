@@ -25,6 +25,7 @@ import { Events } from "../../src/events/Events.js"
 import { Market } from "../../src/market/Market.js"
 import { portsLayer } from "../../src/Ports.js"
 import { AppConfig } from "../../src/runtime/Config.js"
+import { DatabasePool } from "../../src/storage/Database.js"
 import { clearAgentBench, seedAgentCards, seededCardId } from "../support/agentCards.js"
 import { countingSql, SqlCounter } from "../support/SqlCounter.js"
 import { TestDatabase } from "../support/TestDatabase.js"
@@ -38,6 +39,7 @@ const STATEMENTS_PER_100_CARDS = 2
 const STEADY_STATEMENTS_PER_100_CARDS = 1
 const LEASE_MS = 2_000
 const INTERVAL_MS = 3_600_000
+const PAGES_IN_FLIGHT = 2
 
 const counter = new SqlCounter()
 const chain = InMemoryChain.layer()
@@ -48,7 +50,8 @@ const settings = {
   AGENT_MODE: "dry",
   AGENT_INTERVAL: `${INTERVAL_MS} millis`,
   AGENT_LEASE: `${LEASE_MS} millis`,
-  AGENT_WALLET_SEED: SEED
+  AGENT_WALLET_SEED: SEED,
+  AGENT_PAGES_IN_FLIGHT: String(PAGES_IN_FLIGHT)
 }
 
 const Base = Layer.mergeAll(portsLayer({ chain }), chain, AgentRepo.Default).pipe(
@@ -126,6 +129,17 @@ const rowWrites = Effect.flatMap(sqlOf, ({ run, sql }) =>
     SELECT tbl AS table, op, count(*)::int AS n FROM test_row_writes GROUP BY tbl, op ORDER BY tbl, op`)
 )
 
+/** Samples the pool's connections in use until read: the most seen at once. */
+const busiestPool = Effect.gen(function* () {
+  const pool = yield* DatabasePool
+  let busiest = 0
+  const sample = Effect.map(pool.usage, ({ idle, total }) => {
+    busiest = Math.max(busiest, total - idle)
+  })
+  yield* Effect.forkScoped(Effect.forever(Effect.zipRight(sample, Effect.sleep("5 millis"))))
+  return Effect.sync(() => busiest)
+})
+
 const reset = Effect.flatMap(sqlOf, ({ sql }) => Effect.orDie(clearAgentBench(sql)))
 
 /** The statements `effect` sends through the SQL client. */
@@ -189,6 +203,7 @@ layer(Base, { excludeTestServices: true, timeout: "240 seconds" })("the agent lo
       yield* Effect.orDie(seedAgentCards(sql, CARDS, new Date(), { weeklySpendUsd: 0 }))
       yield* fundWallets(CARDS)
       const replicas = [yield* replica, yield* replica]
+      const busiest = yield* busiestPool
       const start = Date.now()
       for (const interval of [0, 1, 2]) {
         yield* dueAt(new Date(start + interval * 3_600_000 - 3 * 3_600_000))
@@ -204,6 +219,9 @@ layer(Base, { excludeTestServices: true, timeout: "240 seconds" })("the agent lo
         expect(statements).toBeLessThanOrEqual((CARDS / 100) * STATEMENTS_PER_100_CARDS)
       }
       expect(yield* decisionsPerCard).toEqual({ cards: CARDS, decisions: 3 * CARDS, intervals: 3 * CARDS })
+      // Each replica's pages hold one connection at a time: the loop never queues for the pool behind
+      // itself (on a loaded machine such waits ended in "Failed to acquire connection").
+      expect(yield* busiest).toBeLessThanOrEqual(2 * PAGES_IN_FLIGHT)
       const statuses = yield* Effect.orDie(sql<{ status: string; action: string; n: number }>`
           SELECT status, action, count(*)::int AS n FROM agent_decisions GROUP BY status, action`)
       expect(statuses).toEqual([{ status: "dry-run", action: "refill", n: 3 * CARDS }])
