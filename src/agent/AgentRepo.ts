@@ -1,4 +1,12 @@
-/** SQL for the agent: strategies, their schedule and the decision log. Infrastructure failures die here. */
+/**
+ * SQL for the agent: strategies, their schedule (claimed by pages), the decision log and the
+ * trades' journal. Infrastructure failures die here.
+ *
+ * One repository although long (issue 21): its statements lock and guard the same rows across
+ * those tables inside one transaction (`withTransaction`): a decision is stored with its events,
+ * finished only while none of its steps is recorded, and a step recorded only while its decision
+ * is executing; apart, each half would have to know the other's locking order.
+ */
 import { SqlClient, SqlSchema, type Statement as SqlStatement } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { Address } from "../chain/Address.js"
