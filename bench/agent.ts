@@ -80,7 +80,19 @@ const startReplica = (env: Record<string, string>) =>
             stdio: ["pipe", "pipe", "inherit"]
           }) as ChildProcess
       ),
-      (child) => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL"))
+      // Asked to exit, so that its statements have ended before the next configuration clears the
+      // tables (a replica killed mid-statement leaves its backend running into the clearing);
+      // killed if it does not exit within a minute.
+      (child) =>
+        Effect.async<void>((resume) => {
+          if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
+          const killer = setTimeout(() => child.kill("SIGKILL"), 60_000)
+          child.once("exit", () => {
+            clearTimeout(killer)
+            resume(Effect.void)
+          })
+          child.stdin!.end("exit\n")
+        })
     )
     // The replica's answers are JSON lines; its log lines (logfmt) are passed over.
     const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]()
