@@ -29,7 +29,7 @@ import { loadavg } from "node:os"
 import path from "node:path"
 import { createInterface } from "node:readline"
 import { SqlClient } from "@effect/sql"
-import { Cause, ConfigProvider, Effect, Layer, Redacted } from "effect"
+import { Cause, ConfigProvider, Effect, Fiber, Layer, Redacted } from "effect"
 import { sqlLayer } from "../src/storage/Database.js"
 import { clearAgentBench, fundAgentWallets, seedAgentCards } from "../test/support/agentCards.js"
 import { median, repoRoot, type Section, serviceEnv } from "./harness.js"
@@ -185,12 +185,47 @@ interface Measure {
   readonly anvilCpuMs: number
   /** The machine's 1-minute load average as the tick ended. */
   readonly load: number
+  /** What the replicas' PostgreSQL backends were doing during the tick (sampled). */
+  readonly backends: string
 }
 
 const rowCounts = (sql: SqlClient.SqlClient) =>
   sql<{ decisions: number; events: number }>`
     SELECT (SELECT count(*)::int FROM agent_decisions) AS decisions, (SELECT count(*)::int FROM events) AS events`.pipe(
     Effect.map((rows) => rows[0]!)
+  )
+
+/** Average number of the database's active backends per state, over samples taken every 50 ms. */
+class BackendStates {
+  private samples = 0
+  private readonly counts = new Map<string, number>()
+  add(rows: ReadonlyArray<{ readonly state: string; readonly n: number }>) {
+    this.samples++
+    for (const { n, state } of rows) this.counts.set(state, (this.counts.get(state) ?? 0) + n)
+  }
+  /** e.g. "CPU 1.2, IO:WALSync 0.4": a state's backends on average ("CPU": running or waiting for a core). */
+  summary() {
+    return [...this.counts]
+      .sort(([, a], [, b]) => b - a)
+      .slice(0, 4)
+      .map(([state, n]) => `${state} ${(n / Math.max(1, this.samples)).toFixed(2)}`)
+      .join(", ")
+  }
+}
+/**
+ * Samples what the replicas' backends wait for until interrupted: where a tick's time goes inside
+ * PostgreSQL (locks, WAL flushes, or running).
+ */
+const sampleBackends = (sql: SqlClient.SqlClient, into: BackendStates) =>
+  sql<{ state: string; n: number }>`
+    SELECT COALESCE(wait_event_type || ':' || wait_event, 'CPU') AS state, count(*)::int AS n
+    FROM pg_stat_activity
+    WHERE datname = current_database() AND state = 'active' AND pid <> pg_backend_pid()
+    GROUP BY 1`.pipe(
+    Effect.map((rows) => into.add(rows)),
+    Effect.orDie,
+    Effect.zipRight(Effect.sleep("50 millis")),
+    Effect.forever
   )
 
 /** One tick of every replica at once. */
@@ -206,11 +241,14 @@ const tickAll = (
     const rpcBefore = rpcCalls()
     const servicesBefore = serviceCpuMs()
     const started = performance.now()
+    const backends = new BackendStates()
+    const sampling = yield* Effect.fork(sampleBackends(sql, backends))
     const results = yield* Effect.all(
       replicas.map((replica) => replica.tick(at)),
       { concurrency: "unbounded" }
     )
     const tickMs = performance.now() - started
+    yield* Fiber.interrupt(sampling)
     const servicesAfter = serviceCpuMs()
     const rowsAfter = yield* rowCounts(sql)
     const claimed = results.reduce((sum, r) => sum + r.claimed, 0)
@@ -231,7 +269,8 @@ const tickAll = (
       cpuMs: results.map((r) => r.cpuMs),
       postgresCpuMs: servicesAfter.postgres - servicesBefore.postgres,
       anvilCpuMs: servicesAfter.anvil - servicesBefore.anvil,
-      load: loadavg()[0]!
+      load: loadavg()[0]!,
+      backends: backends.summary()
     } satisfies Measure
   })
 
@@ -330,7 +369,8 @@ export const agentSection: Section = {
               const steadyMedian: Measure = { ...fast!, tickMs, wallPerCardMs: tickMs / cards }
               ctx.progress(
                 `[agent] ${chain} ${cards} cards × ${count} replicas: seeded in ${(seedMs / 1000).toFixed(1)} s, ` +
-                  `first ${(first.tickMs / 1000).toFixed(1)} s, steady ${(tickMs / 1000).toFixed(1)} s`
+                  `first ${(first.tickMs / 1000).toFixed(1)} s, steady ${(tickMs / 1000).toFixed(1)} s; ` +
+                  `PostgreSQL backends on average, first: ${first.backends}; steady: ${fast!.backends}`
               )
               add(row(`${chain} first`, cards, count, first))
               add(row(`${chain} steady`, cards, count, steadyMedian))
