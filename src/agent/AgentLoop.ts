@@ -17,21 +17,17 @@
 import { randomUUID } from "node:crypto"
 import { Clock, Duration, Effect, Either, Layer, Metric, Option } from "effect"
 import { formatUnits } from "viem"
-import { Statement } from "../cards/Statement.js"
-import { ChainClient } from "../chain/ChainClient.js"
-import { Events } from "../events/Events.js"
 import type { MarketData } from "../market/Api.js"
-import { Market } from "../market/Market.js"
 import { agentTickDuration, agentTickOverruns, countAgentDecision } from "../observability/Metrics.js"
 import { backgroundLoop } from "../runtime/BackgroundLoop.js"
 import { AppConfig } from "../runtime/Config.js"
 import { AgentRepo, type ClaimedCard, decisionItem, type NewDecision } from "./AgentRepo.js"
-import { AgentWallet, type WalletHoldings } from "./AgentWallet.js"
+import type { WalletHoldings } from "./AgentWallet.js"
 import { CASH_SYMBOL, type Decision, decide } from "./Decide.js"
 import { LOOKBACK_DAYS } from "./Forecast.js"
 import { loopSettings } from "./LoopSettings.js"
 import { makeTracker } from "./Tracker.js"
-import { agentCard, makeTrades, walletOutcome } from "./Trades.js"
+import { agentCard, agentServices, makeTrades, walletOutcome } from "./Trades.js"
 
 const DAY_MS = 86_400_000
 
@@ -69,12 +65,7 @@ export interface TickSummary {
 
 export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
   effect: Effect.gen(function* () {
-    const repo = yield* AgentRepo
-    const market = yield* Market
-    const statement = yield* Statement
-    const events = yield* Events
-    const wallet = yield* AgentWallet
-    const chain = yield* ChainClient
+    const { chain, events, market, repo, statement, wallet } = yield* agentServices
     const { agentMode } = yield* AppConfig
     const settings = yield* loopSettings
     const trades = yield* makeTrades(settings)

@@ -73,15 +73,20 @@ export const agentCard = (card: {
 export const walletOutcome = (error: AgentWalletError) =>
   error.code === "AGENT_WALLET_ERROR" ? ("failed" as const) : ("blocked" as const)
 
+/** The services the loop and its trades work with. */
+export const agentServices = Effect.all({
+  repo: AgentRepo,
+  market: Market,
+  statement: Statement,
+  events: Events,
+  wallet: AgentWallet,
+  chain: ChainClient
+})
+
 /** The trades of one replica, with the settings of its loop. */
 export const makeTrades = (settings: LoopSettings) =>
   Effect.gen(function* () {
-    const repo = yield* AgentRepo
-    const market = yield* Market
-    const statement = yield* Statement
-    const events = yield* Events
-    const wallet = yield* AgentWallet
-    const chain = yield* ChainClient
+    const { chain, events, market, repo, statement, wallet } = yield* agentServices
     const leaseMs = Duration.toMillis(settings.lease)
     const txTimeoutMs = Duration.toMillis(settings.txTimeout)
     const { usd1 } = chain
