@@ -33,8 +33,8 @@ export const seedAgentCards = (
   } = { weeklySpendUsd: 140 }
 ) =>
   Effect.forEach(
-    // In batches: each statement stays short on a loaded machine (one statement of 100,000 rows ran
-    // into timeouts there), and the server's work is the same.
+    // In batches: each statement stays short on a loaded machine (a 100,000-card bench run there
+    // once failed with an SqlError whose message was not kept), and the server's work is the same.
     Array.from({ length: Math.ceil(count / SEED_BATCH) }, (_, i) => ({
       from: i * SEED_BATCH + 1,
       to: Math.min(count, (i + 1) * SEED_BATCH)
