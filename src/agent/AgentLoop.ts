@@ -2,10 +2,11 @@
  * The agent loop: every `AGENT_INTERVAL`, decide for every card with a strategy, and in live mode
  * trade — from any number of replicas, never moving money twice.
  *
- * - Work is shared through PostgreSQL: a tick claims pages of due cards (`FOR UPDATE SKIP LOCKED`
- *   and a lease), decides them, stores the decisions in one statement and moves each card's due
- *   time forward. (card, interval) is unique, so a card is decided at most once per interval
- *   whichever replica takes it; a replica that dies loses its claims when the lease ends.
+ * - Work is shared through PostgreSQL: a tick claims pages of due cards (`FOR UPDATE SKIP LOCKED`),
+ *   moving each to its next due time in the claim and holding the page under a lease, decides
+ *   them and stores the decisions in one statement. (card, interval) is unique, so a card is
+ *   decided at most once per interval whichever replica takes it; the pages of a replica that
+ *   dies are taken over when their lease ends.
  * - Reads are per page: card and wallet balances in multicalls, prices once per tick from the
  *   market cache, the page's 28-day spending in one query. Memory is the pages in flight.
  * - Dry mode stores refills and rebalances as `dry-run`, and an idle decision (`none`, `hold`) as
@@ -278,7 +279,7 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
      * Claims and decides pages of the cards due now until none is left, with the market read once.
      * The decisions are taken at `at` (default: when the tick starts): a tool can ask what the loop
      * does at another instant, with today's cards. A tick longer than the interval is reported; it
-     * never overlaps itself on a card (the claim's lease) and no card is due twice in one interval.
+     * never overlaps itself on a card (a claimed card is due again only in its next interval).
      */
     const tick = (at?: number) =>
       Effect.gen(function* () {
