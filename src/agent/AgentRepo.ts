@@ -267,22 +267,26 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
     /**
      * Takes over one page whose owner's lease ended before `now` (the replica died or hung): the
      * page is this replica's until `leaseUntil`, its cards come back with the interval each was
-     * claimed for. None: `page` is null.
+     * claimed for (a card whose strategy is gone is left out). None: `page` is null.
      */
     const takeOverPage = (request: { readonly owner: string; readonly now: Date; readonly leaseUntil: Date }) =>
-      sql`
-        WITH page AS (
+      Effect.gen(function* () {
+        const [page] = yield* sql<{ id: string; cardIds: ReadonlyArray<string>; dueAts: ReadonlyArray<Date> }>`
           UPDATE agent_pages SET owner = ${request.owner}, lease_until = ${request.leaseUntil}
           WHERE id = (SELECT id FROM agent_pages WHERE lease_until < ${request.now}
                       ORDER BY lease_until LIMIT 1 FOR UPDATE SKIP LOCKED)
-          RETURNING id, card_ids, due_ats
-        ), claimed AS (
-          SELECT page.id AS page, s.card_id, taken.due_at, s.targets, s.weekly_spend_usd, s.time_zone,
-                 s.trade_after, s.wallet
-          FROM page CROSS JOIN LATERAL unnest(page.card_ids, page.due_ats) AS taken (card_id, due_at)
-          JOIN agent_strategies s ON s.card_id = taken.card_id
-        )
-        SELECT claimed.page, ${claimedColumns("claimed")}`.pipe(Effect.flatMap(claimedPage))
+          RETURNING id, card_ids, due_ats`
+        if (page === undefined) return { page: null, cards: [] }
+        const cards = yield* sql`
+          WITH taken AS (
+            SELECT s.card_id, taken.due_at, s.targets, s.weekly_spend_usd, s.time_zone, s.trade_after, s.wallet
+            FROM unnest(${page.cardIds}::text[], ${page.dueAts.map((at) => at.toISOString())}::timestamptz[])
+                 AS taken (card_id, due_at)
+            JOIN agent_strategies s ON s.card_id = taken.card_id
+          )
+          SELECT ${claimedColumns("taken")}`.pipe(Effect.flatMap(decodeClaimed))
+        return { page: String(page.id), cards }
+      })
 
     /**
      * The page's decisions are stored: its lease ends (unless another replica took the page over
