@@ -106,9 +106,11 @@ const decisionsPerCard = Effect.flatMap(sqlOf, ({ run, sql }) =>
 ).pipe(Effect.map((rows) => rows[0]!))
 
 /**
- * From now on, every row written to the agent's schedule, pages, decisions and events is counted
+ * Until the test ends, every row written to the agent's schedule, pages, decisions and events is counted
  * by a trigger (per table and operation): what a tick writes, exactly.
  */
+const COUNTED_TABLES = ["agent_strategies", "agent_pages", "agent_decisions", "events"]
+
 const countRowWrites = Effect.flatMap(sqlOf, ({ run, sql }) =>
   Effect.gen(function* () {
     yield* run(sql`CREATE TABLE IF NOT EXISTS test_row_writes (tbl text, op text)`)
@@ -116,11 +118,17 @@ const countRowWrites = Effect.flatMap(sqlOf, ({ run, sql }) =>
     yield* run(sql`
       CREATE OR REPLACE FUNCTION test_count_row_write() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN INSERT INTO test_row_writes VALUES (TG_TABLE_NAME, TG_OP); RETURN NULL; END $$`)
-    for (const table of ["agent_strategies", "agent_pages", "agent_decisions", "events"]) {
+    for (const table of COUNTED_TABLES) {
       yield* run(sql`
         CREATE OR REPLACE TRIGGER test_row_writes AFTER INSERT OR UPDATE OR DELETE ON ${sql(table)}
         FOR EACH ROW EXECUTE FUNCTION test_count_row_write()`)
     }
+    // Until the test ends: the other tests write without the triggers.
+    yield* Effect.addFinalizer(() =>
+      Effect.forEach(COUNTED_TABLES, (table) => run(sql`DROP TRIGGER test_row_writes ON ${sql(table)}`), {
+        discard: true
+      })
+    )
   })
 )
 
