@@ -105,12 +105,12 @@ const decisionsPerCard = Effect.flatMap(sqlOf, ({ run, sql }) =>
     FROM agent_decisions`)
 ).pipe(Effect.map((rows) => rows[0]!))
 
+const COUNTED_TABLES = ["agent_strategies", "agent_pages", "agent_decisions", "events"]
+
 /**
  * Until the test ends, every row written to the agent's schedule, pages, decisions and events is counted
  * by a trigger (per table and operation): what a tick writes, exactly.
  */
-const COUNTED_TABLES = ["agent_strategies", "agent_pages", "agent_decisions", "events"]
-
 const countRowWrites = Effect.flatMap(sqlOf, ({ run, sql }) =>
   Effect.gen(function* () {
     yield* run(sql`CREATE TABLE IF NOT EXISTS test_row_writes (tbl text, op text)`)
