@@ -7,7 +7,7 @@
  * broadcast), `Relayer.ts` (the payers' transfers, pipelined) and `ChainAccounts.ts` (the
  * service's own accounts, the devnet's faucet); fees are `FeeEstimate.ts`'s. The payment path's hot
  * calls (the transfer check, the relayer's send, receipts) are made directly; viem's actions serve
- * the rest.
+ * the rest. One unit: the port's reads, each a few lines over the same connections and watcher.
  */
 import { Duration, Effect, Layer, Option } from "effect"
 import {

@@ -15,6 +15,12 @@
  * order. Each settlement has an owner, the replica that reserved it; replicas heartbeat, and the
  * reconciler takes over the settlements of a replica whose heartbeat is older than
  * SETTLEMENT_RECONCILE_AFTER, and its own replica's settlements as soon as their request let go.
+ *
+ * This file is the order service and its pay path, and assembles beside them the reconciler
+ * (Reconciler.ts) and the relayer's tracker (RelayerTracker.ts), which share this replica's working
+ * set and the settlement outcome (Settlement.ts). One unit at ~500 lines because `pay` is one
+ * request's path from its header to its answer: its steps (refuse, reserve, settle) share the
+ * order's requirements, the working set and the answer they build.
  */
 import { randomBytes, randomUUID } from "node:crypto"
 import { Clock, Duration, Effect, Either, Exit, Fiber, Layer, Option } from "effect"
