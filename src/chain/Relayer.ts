@@ -9,7 +9,6 @@ import { type Hex, hexToBigInt, isAddressEqual, keccak256, type PrivateKeyAccoun
 import { privateKeyToAccount } from "viem/accounts"
 import { countNonceGap, relayerGasMetrics } from "../observability/Metrics.js"
 import type { Address } from "./Address.js"
-import type { BlockWatcher } from "./BlockWatcher.js"
 import { transferCall } from "./Calldata.js"
 import {
   ChainError,
@@ -21,11 +20,17 @@ import {
 } from "./ChainClient.js"
 import type { Deployment } from "./Deployment.js"
 import { bumpedFees, type Fees } from "./FeeBump.js"
-import { type FeeEstimate, maxFeeOf } from "./FeeEstimate.js"
+import { maxFeeOf } from "./FeeEstimate.js"
 import { isUnreachable } from "./JsonRpc.js"
-import { chainCall, type Read } from "./NodeErrors.js"
-import type { SendQueue } from "./SendQueues.js"
-import { type Call, GAS_MARGIN_ONE, GAS_MARGIN_REUSED, type Transactions, withMargin } from "./Transactions.js"
+import { chainCall } from "./NodeErrors.js"
+import {
+  type Call,
+  GAS_MARGIN_ONE,
+  GAS_MARGIN_REUSED,
+  type SendingParts,
+  type Transactions,
+  withMargin
+} from "./Transactions.js"
 import { wallClockPause } from "./WallClock.js"
 
 /** How soon a failed close of a relayer nonce gap is tried again. */
@@ -40,14 +45,9 @@ const feesOf = (tx: ReturnType<typeof parseTransaction>): Fees =>
     ? { gasPrice: tx.gasPrice ?? 0n }
     : { maxFeePerGas: tx.maxFeePerGas ?? 0n, maxPriorityFeePerGas: tx.maxPriorityFeePerGas ?? 0n }
 
-export interface RelayerOptions {
+export interface RelayerOptions extends SendingParts {
   readonly deployment: Deployment
-  readonly read: Read
-  readonly fees: FeeEstimate
   readonly transactions: Transactions
-  readonly queueOf: (sender: Address) => SendQueue
-  /** The block watcher, made after: it calls the relayer on each head. */
-  readonly watcher: () => BlockWatcher
 }
 
 export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher }: RelayerOptions) =>

@@ -46,17 +46,21 @@ export const GAS_MARGIN_REUSED = [3n, 2n] as const
 export const withMargin = (gas: bigint, [numerator, denominator]: readonly [bigint, bigint]) =>
   (gas * numerator) / denominator
 
-export interface TransactionsOptions {
-  readonly chainId: number
-  /** Reads: bounded, retried once when unanswered. */
-  readonly reads: JsonRpc
+/** What a sender uses of the chain client: its reads, fees, send queues and block watcher. */
+export interface SendingParts {
   readonly read: Read
-  /** Broadcasts: never repeated once the node may have read them. */
-  readonly writes: JsonRpc
   readonly fees: FeeEstimate
   readonly queueOf: (sender: Address) => SendQueue
   /** The block watcher, made after (it calls the relayer on each head): every send is expected by it. */
   readonly watcher: () => BlockWatcher
+}
+
+export interface TransactionsOptions extends SendingParts {
+  readonly chainId: number
+  /** The connection of the reads: bounded, retried once when unanswered. */
+  readonly reads: JsonRpc
+  /** Broadcasts: never repeated once the node may have read them. */
+  readonly writes: JsonRpc
 }
 
 export const transactions = ({ chainId, reads, read, writes, fees, queueOf, watcher }: TransactionsOptions) => {
