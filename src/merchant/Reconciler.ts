@@ -101,7 +101,7 @@ export const settlementReconciler = ({ replica, working, settings, outcomes }: R
       const workingAt = new Date(yield* Clock.currentTimeMillis)
       const rows = yield* repo.claimAbandoned({
         replica,
-        working: [...working()],
+        working: working(),
         workingAt,
         leaseSeconds: Duration.toSeconds(settings.reconcileAfter),
         limit: 20
