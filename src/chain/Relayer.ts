@@ -221,6 +221,9 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
       Effect.gen(function* () {
         const queue = queueOf(relayer.address)
         const local = yield* queue.known
+        // Taken before the chain is asked: a broadcast answered meanwhile may be missing from the
+        // count read, yet it is no gap. No nonce joins them while this holds the queue.
+        const onItsWay = new Set(broadcastsOf(relayer.address))
         const chainNext = yield* pendingNonce(relayer.address)
         const recorded = yield* resendable(relayer.address, chainNext)
         const next =
@@ -229,7 +232,6 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
             : recorded.reduce((end, tx) => Math.max(end, tx.nonce + 1), chainNext)
         let resent = 0
         let filled = 0
-        const onItsWay = broadcastsOf(relayer.address)
         for (let nonce = chainNext; nonce < next; nonce++) {
           if (onItsWay.has(nonce)) continue
           const tx = recorded.find((candidate) => candidate.nonce === nonce)
