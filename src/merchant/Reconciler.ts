@@ -44,9 +44,11 @@ export const settlementReconciler = ({ replica, working, settings, outcomes }: R
         if (settlement.txHash !== null) {
           const receipt = yield* chain.receipt(settlement.txHash as Hash, 2_000)
           // Mined after the authorization was read (a re-sent transaction may be mined meanwhile):
-          // the receipt itself says whether it paid us.
+          // the receipt itself says whether it paid us. It is the mined version's, which is not the
+          // one recorded when an earlier fee of a bumped transaction was mined.
           if (Option.isSome(receipt)) {
-            const paid = receiptShowsTransfer(receipt.value, {
+            const mined = receipt.value
+            const paid = receiptShowsTransfer(mined, {
               token: usd1.address,
               from: settlement.payer,
               to: getAddress(settlement.payload.accepted.payTo),
@@ -54,9 +56,7 @@ export const settlementReconciler = ({ replica, working, settings, outcomes }: R
             })
             return yield* finish(
               settlement,
-              paid
-                ? { _tag: "Settled", transaction: settlement.txHash as Hash }
-                : revertedOnChain(settlement.txHash as Hash)
+              paid ? { _tag: "Settled", transaction: mined.hash } : revertedOnChain(mined.hash)
             )
           }
         }
