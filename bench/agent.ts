@@ -6,9 +6,9 @@
  * it), started before the measure and told to tick by a line on stdin, all at once. Per tick the
  * table shows the tick time (start to the last replica done), wall and CPU (all replicas) per card,
  * SQL statements per 100 cards (counted through each replica's SQL client), JSON-RPC calls per 100
- * cards (a counting proxy in front of anvil), rows written (decisions, events and the schedule's two
- * updates per card: the lease and the next due time), the largest peak RSS of a replica, the CPU
- * the bench's own PostgreSQL and anvil spent in the tick (from /proc: where the two cores went) and
+ * cards (a counting proxy in front of anvil), rows written (decisions, events and the schedule's one
+ * update per card, its next due time), the largest peak RSS and heap of a replica in the tick and its
+ * heap once collected after it, the CPU the bench's own PostgreSQL and anvil spent in the tick (from /proc: where the two cores went) and
  * the load average as the tick ended.
  *
  * Two chains: `memory` (the in-memory chain inside each replica: the CPU-only figures, no node to
@@ -18,8 +18,10 @@
  * cards come with made-up wallet addresses (as after the loop's first look, which derives and keeps
  * each wallet's address: about 1 ms of CPU per card, once per card and deployment). Everything seeded
  * is removed afterwards. Sizes: BENCH_AGENT_CARDS (default 10000,100000; quick 1000),
- * BENCH_AGENT_REPLICAS (1,2,4), BENCH_AGENT_CHAINS (memory,devnet), BENCH_AGENT_DEVNET_MAX (the largest size also run on the devnet,
- * 10000), BENCH_AGENT_LIVE (refills of the live run, 1000; 0 skips it).
+ * BENCH_AGENT_REPLICAS (1,2,4), BENCH_AGENT_CHAINS (memory,devnet), BENCH_AGENT_DEVNET_MAX (the
+ * largest size also run on the devnet, 10000), BENCH_AGENT_LIVE (refills of the live run, 1000; 0
+ * skips it). Memory: BENCH_AGENT_LIVE_HEAP=1 collects the heap before each sample (the peak heap is
+ * then the live set), BENCH_AGENT_NODE_OPTIONS are the replicas' Node options (a heap cap, say).
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { readdirSync, readFileSync } from "node:fs"
@@ -27,7 +29,7 @@ import { loadavg } from "node:os"
 import path from "node:path"
 import { createInterface } from "node:readline"
 import { SqlClient } from "@effect/sql"
-import { Cause, ConfigProvider, Effect, Layer, Redacted } from "effect"
+import { Cause, ConfigProvider, Effect, Fiber, Layer, Redacted } from "effect"
 import { sqlLayer } from "../src/storage/Database.js"
 import { clearAgentBench, fundAgentWallets, seedAgentCards } from "../test/support/agentCards.js"
 import { median, repoRoot, type Section, serviceEnv } from "./harness.js"
@@ -50,6 +52,8 @@ interface TickResult {
   readonly cpuMs: number
   readonly statements: number
   readonly peakRssMb: number
+  readonly peakHeapMb: number
+  readonly heapAfterMb: number
 }
 
 interface Replica {
@@ -62,13 +66,33 @@ const startReplica = (env: Record<string, string>) =>
     const child = yield* Effect.acquireRelease(
       Effect.sync(
         () =>
-          spawn(process.execPath, ["--import", "tsx", path.join(repoRoot, "bench", "agentReplica.ts")], {
+          spawn(process.execPath, ["--expose-gc", "--import", "tsx", path.join(repoRoot, "bench", "agentReplica.ts")], {
             cwd: repoRoot,
-            env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", LOG_LEVEL: "Warn", ...env },
+            env: {
+              PATH: process.env.PATH ?? "",
+              BENCH_AGENT_LIVE_HEAP: process.env.BENCH_AGENT_LIVE_HEAP ?? "",
+              // e.g. --max-old-space-size=128: a replica's heap capped, to show what a tick needs.
+              NODE_OPTIONS: process.env.BENCH_AGENT_NODE_OPTIONS ?? "",
+              HOME: process.env.HOME ?? "",
+              LOG_LEVEL: "Warn",
+              ...env
+            },
             stdio: ["pipe", "pipe", "inherit"]
           }) as ChildProcess
       ),
-      (child) => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL"))
+      // Asked to exit, so that its statements have ended before the next configuration clears the
+      // tables (a replica killed mid-statement leaves its backend running into the clearing);
+      // killed if it does not exit within a minute.
+      (child) =>
+        Effect.async<void>((resume) => {
+          if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
+          const killer = setTimeout(() => child.kill("SIGKILL"), 60_000)
+          child.once("exit", () => {
+            clearTimeout(killer)
+            resume(Effect.void)
+          })
+          child.stdin!.end("exit\n")
+        })
     )
     // The replica's answers are JSON lines; its log lines (logfmt) are passed over.
     const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]()
@@ -149,6 +173,9 @@ interface Measure {
   readonly rpcPer100: number
   readonly rowsWritten: number
   readonly peakRssMb: number
+  /** The largest replica's peak V8 heap in the tick, and its heap once collected after it. */
+  readonly peakHeapMb: number
+  readonly heapAfterMb: number
   readonly claimed: number
   readonly executed: number
   /** Each replica's CPU in the tick, ms. */
@@ -156,14 +183,51 @@ interface Measure {
   /** PostgreSQL's and anvil's CPU in the tick, ms. */
   readonly postgresCpuMs: number
   readonly anvilCpuMs: number
+  /** This process's CPU in the tick: the JSON-RPC proxy and the sampling of PostgreSQL's backends. */
+  readonly benchCpuMs: number
   /** The machine's 1-minute load average as the tick ended. */
   readonly load: number
+  /** What the replicas' PostgreSQL backends were doing during the tick (sampled). */
+  readonly backends: string
 }
 
 const rowCounts = (sql: SqlClient.SqlClient) =>
   sql<{ decisions: number; events: number }>`
     SELECT (SELECT count(*)::int FROM agent_decisions) AS decisions, (SELECT count(*)::int FROM events) AS events`.pipe(
     Effect.map((rows) => rows[0]!)
+  )
+
+/** Average number of the database's active backends per state, over samples taken every 50 ms. */
+class BackendStates {
+  private samples = 0
+  private readonly counts = new Map<string, number>()
+  add(rows: ReadonlyArray<{ readonly state: string; readonly n: number }>) {
+    this.samples++
+    for (const { n, state } of rows) this.counts.set(state, (this.counts.get(state) ?? 0) + n)
+  }
+  /** e.g. "CPU 1.2, IO:WALSync 0.4": a state's backends on average ("CPU": running or waiting for a core). */
+  summary() {
+    return [...this.counts]
+      .sort(([, a], [, b]) => b - a)
+      .slice(0, 4)
+      .map(([state, n]) => `${state} ${(n / Math.max(1, this.samples)).toFixed(2)}`)
+      .join(", ")
+  }
+}
+/**
+ * Samples what the replicas' backends wait for until interrupted: where a tick's time goes inside
+ * PostgreSQL (locks, WAL flushes, or running).
+ */
+const sampleBackends = (sql: SqlClient.SqlClient, into: BackendStates) =>
+  sql<{ state: string; n: number }>`
+    SELECT COALESCE(wait_event_type || ':' || wait_event, 'CPU') AS state, count(*)::int AS n
+    FROM pg_stat_activity
+    WHERE datname = current_database() AND state = 'active' AND pid <> pg_backend_pid()
+    GROUP BY 1`.pipe(
+    Effect.map((rows) => into.add(rows)),
+    Effect.orDie,
+    Effect.zipRight(Effect.sleep("50 millis")),
+    Effect.forever
   )
 
 /** One tick of every replica at once. */
@@ -178,12 +242,17 @@ const tickAll = (
     const rowsBefore = yield* rowCounts(sql)
     const rpcBefore = rpcCalls()
     const servicesBefore = serviceCpuMs()
+    const benchBefore = process.cpuUsage()
     const started = performance.now()
+    const backends = new BackendStates()
+    const sampling = yield* Effect.fork(sampleBackends(sql, backends))
     const results = yield* Effect.all(
       replicas.map((replica) => replica.tick(at)),
       { concurrency: "unbounded" }
     )
     const tickMs = performance.now() - started
+    yield* Fiber.interrupt(sampling)
+    const benchCpu = process.cpuUsage(benchBefore)
     const servicesAfter = serviceCpuMs()
     const rowsAfter = yield* rowCounts(sql)
     const claimed = results.reduce((sum, r) => sum + r.claimed, 0)
@@ -193,15 +262,20 @@ const tickAll = (
       cpuPerCardMs: results.reduce((sum, r) => sum + r.cpuMs, 0) / cards,
       statementsPer100: (results.reduce((sum, r) => sum + r.statements, 0) * 100) / cards,
       rpcPer100: ((rpcCalls() - rpcBefore) * 100) / cards,
-      // Decisions and events inserted; each claimed card's schedule row updated twice (lease, next due).
-      rowsWritten: rowsAfter.decisions - rowsBefore.decisions + (rowsAfter.events - rowsBefore.events) + 2 * claimed,
+      // Decisions and events inserted; each claimed card's schedule row written once (its next due
+      // time, with the claim); a page's own row (inserted and deleted per 1,000 cards) left out.
+      rowsWritten: rowsAfter.decisions - rowsBefore.decisions + (rowsAfter.events - rowsBefore.events) + claimed,
       peakRssMb: Math.max(...results.map((r) => r.peakRssMb)),
+      peakHeapMb: Math.max(...results.map((r) => r.peakHeapMb)),
+      heapAfterMb: Math.max(...results.map((r) => r.heapAfterMb)),
       claimed,
       executed: results.reduce((sum, r) => sum + r.executed, 0),
       cpuMs: results.map((r) => r.cpuMs),
       postgresCpuMs: servicesAfter.postgres - servicesBefore.postgres,
       anvilCpuMs: servicesAfter.anvil - servicesBefore.anvil,
-      load: loadavg()[0]!
+      benchCpuMs: (benchCpu.user + benchCpu.system) / 1000,
+      load: loadavg()[0]!,
+      backends: backends.summary()
     } satisfies Measure
   })
 
@@ -210,9 +284,9 @@ const fixed = (n: number, digits: number) => (Number.isFinite(n) ? n.toFixed(dig
 const row = (label: string, cards: number, replicas: number, m: Measure, refillsPerSecond = Number.NaN) =>
   `| ${label} | ${cards.toLocaleString("en-US")} | ${replicas} | ${fixed(m.tickMs / 1000, 2)} | ${fixed(m.wallPerCardMs, 3)} | ` +
   `${fixed(m.cpuPerCardMs, 3)} | ${m.cpuMs.map((ms) => fixed(ms / 1000, 1)).join(" / ")} | ` +
-  `${fixed(m.postgresCpuMs / 1000, 1)} | ${fixed(m.anvilCpuMs / 1000, 1)} | ` +
+  `${fixed(m.postgresCpuMs / 1000, 1)} | ${fixed(m.anvilCpuMs / 1000, 1)} | ${fixed(m.benchCpuMs / 1000, 1)} | ` +
   `${fixed(m.statementsPer100, 2)} | ${fixed(m.rpcPer100, 1)} | ${m.rowsWritten.toLocaleString("en-US")} | ` +
-  `${fixed(m.peakRssMb, 0)} | ${fixed(refillsPerSecond, 1)} | ${fixed(m.load, 1)} |`
+  `${fixed(m.peakRssMb, 0)} | ${fixed(m.peakHeapMb, 0)} | ${fixed(m.heapAfterMb, 0)} | ${fixed(refillsPerSecond, 1)} | ${fixed(m.load, 1)} |`
 
 export const agentSection: Section = {
   name: "agent",
@@ -221,7 +295,9 @@ export const agentSection: Section = {
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const devnet = yield* ctx.sharedDevnet
-      const proxy = yield* startRpcProxy(devnet.rpcUrl)
+      // Calls counted by method only: labelling each multicall's 500 reads cost the bench ~0.9 s of CPU
+      // per page of 1,000 cards, which the earlier devnet rows counted as the loop's wait.
+      const proxy = yield* startRpcProxy(devnet.rpcUrl, { labels: "methods" })
       const sizes = listOf("BENCH_AGENT_CARDS", ctx.sizes.agentCards)
       const replicaCounts = listOf("BENCH_AGENT_REPLICAS", [1, 2, 4])
       const devnetMax = Number(process.env.BENCH_AGENT_DEVNET_MAX ?? 10_000)
@@ -252,8 +328,8 @@ export const agentSection: Section = {
           .join(" ")}); first: every card's first decision stored; steady: the median of two later ticks, ` +
           "nothing changed, nothing new stored; live: one tick of cash refills on the devnet",
         "",
-        "| tick | cards | replicas | tick, s | wall per card, ms | CPU per card, ms | CPU per replica, s | PostgreSQL CPU, s | anvil CPU, s | SQL per 100 cards | JSON-RPC per 100 cards | rows written | peak RSS per replica, MB | refills/s | load average |",
-        "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "| tick | cards | replicas | tick, s | wall per card, ms | CPU per card, ms | CPU per replica, s | PostgreSQL CPU, s | anvil CPU, s | bench CPU, s | SQL per 100 cards | JSON-RPC per 100 cards | rows written | peak RSS per replica, MB | peak heap, MB | heap after, MB | refills/s | load average |",
+        "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
       ]
 
       // Each row goes to the progress log at once, and a configuration that fails (a replica's
@@ -300,7 +376,8 @@ export const agentSection: Section = {
               const steadyMedian: Measure = { ...fast!, tickMs, wallPerCardMs: tickMs / cards }
               ctx.progress(
                 `[agent] ${chain} ${cards} cards × ${count} replicas: seeded in ${(seedMs / 1000).toFixed(1)} s, ` +
-                  `first ${(first.tickMs / 1000).toFixed(1)} s, steady ${(tickMs / 1000).toFixed(1)} s`
+                  `first ${(first.tickMs / 1000).toFixed(1)} s, steady ${(tickMs / 1000).toFixed(1)} s; ` +
+                  `PostgreSQL backends on average, first: ${first.backends}; steady: ${fast!.backends}`
               )
               add(row(`${chain} first`, cards, count, first))
               add(row(`${chain} steady`, cards, count, steadyMedian))

@@ -1,9 +1,18 @@
-/** SQL for the agent: strategies, their schedule and the decision log. Infrastructure failures die here. */
+/**
+ * SQL for the agent: strategies, their schedule (claimed by pages), the decision log and the
+ * trades' journal. Infrastructure failures die here.
+ *
+ * One repository although long (issue 21): its statements lock and guard the same rows across
+ * those tables inside one transaction (`withTransaction`): a decision is stored with its events,
+ * finished only while none of its steps is recorded, and a step recorded only while its decision
+ * is executing; apart, each half would have to know the other's locking order.
+ */
 import { SqlClient, SqlSchema, type Statement as SqlStatement } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { Address } from "../chain/Address.js"
 import { isUniqueViolation, repository, transactionally } from "../storage/Sql.js"
 import { DecisionAction, DecisionItem, DecisionStatus } from "./Api.js"
+import { hashOf } from "./Schedule.js"
 
 export const StrategyRow = Schema.Struct({
   cardId: Schema.String,
@@ -133,8 +142,10 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
       }),
       Result: StrategyRow,
       execute: ({ cardId, now, targets, timeZone, weeklySpendUsd }) => sql`
-        INSERT INTO agent_strategies (card_id, targets, weekly_spend_usd, time_zone, created_at, updated_at, due_at)
-        VALUES (${cardId}, ${JSON.stringify(targets)}::jsonb, ${weeklySpendUsd}, ${timeZone}, ${now}, ${now}, ${now})
+        INSERT INTO agent_strategies (card_id, targets, weekly_spend_usd, time_zone, created_at, updated_at, due_at,
+                                      due_hash)
+        VALUES (${cardId}, ${JSON.stringify(targets)}::jsonb, ${weeklySpendUsd}, ${timeZone}, ${now}, ${now}, ${now},
+                ${hashOf(cardId)})
         ON CONFLICT (card_id) DO UPDATE SET
           targets = EXCLUDED.targets,
           weekly_spend_usd = EXCLUDED.weekly_spend_usd,
@@ -194,51 +205,106 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
         ORDER BY r.id::bigint`
     })
 
+    /** A claimed card with what deciding it needs: `card` is the claimed row, looked up by key in `cards`. */
+    const claimedColumns = (card: string) =>
+      sql.literal(`
+      ${card}.card_id, c.address, c.created_at AS card_created_at, ${card}.due_at, ${card}.targets,
+      ${card}.weekly_spend_usd, ${card}.time_zone, ${card}.trade_after, ${card}.wallet
+      FROM ${card}
+      -- Each card looked up by its key: a plain join made PostgreSQL hash the whole cards table
+      -- for every page (114 ms of a 140 ms claim at 100,000 cards).
+      CROSS JOIN LATERAL (SELECT address, created_at FROM cards WHERE id = ${card}.card_id LIMIT 1) c`)
+
+    const decodeClaimed = Schema.decodeUnknown(Schema.Array(ClaimedCard))
+    /** A page's id and its cards, from rows of claimed cards that each carry their page's id. */
+    const claimedPage = (rows: ReadonlyArray<{ readonly page?: unknown }>) =>
+      Effect.map(decodeClaimed(rows), (cards) => ({
+        page: rows.length === 0 ? null : String(rows[0]!.page),
+        cards
+      }))
+
     /**
-     * Claims up to `limit` cards due by `now` whose lease is free or expired: other replicas skip
-     * them (SKIP LOCKED) until the lease ends, so a replica that dies loses them after `leaseUntil`.
+     * Claims a page of up to `limit` cards due by `now` (other replicas skip them: SKIP LOCKED),
+     * moves each to its next due time after `after` and records the page under this replica's
+     * lease, in one statement: one write of each card's schedule row per interval. The next due
+     * time is `Schedule.nextDueAfter` computed here, from the card's stored hash (so that no
+     * second statement is needed to write it). The cards come back with the due time they were
+     * claimed for: the interval their decisions are keyed by.
      */
-    const claimDue = SqlSchema.findAll({
-      Request: Schema.Struct({
-        owner: Schema.String,
-        now: Schema.DateFromSelf,
-        leaseUntil: Schema.DateFromSelf,
-        limit: Schema.Number
-      }),
-      Result: ClaimedCard,
-      execute: ({ leaseUntil, limit, now, owner }) => sql`
+    const claimDue = (request: {
+      readonly owner: string
+      readonly now: Date
+      readonly after: Date
+      readonly leaseUntil: Date
+      readonly limit: number
+      readonly intervalMs: number
+      readonly spreadMs: number
+    }) => {
+      const interval = Math.floor(request.intervalMs)
+      const spread = Math.floor(Math.min(request.spreadMs, request.intervalMs))
+      const afterMs = sql`floor(extract(epoch FROM GREATEST(${request.after}::timestamptz, due.due_at)) * 1000)::bigint`
+      const phase = spread <= 0 ? sql`0` : sql`(s.due_hash % ${spread})`
+      return sql`
         WITH due AS (
-          SELECT card_id FROM agent_strategies
-          WHERE due_at <= ${now} AND (lease_until IS NULL OR lease_until < ${now})
-          ORDER BY due_at
-          LIMIT ${limit}
+          SELECT card_id, due_at FROM agent_strategies WHERE due_at <= ${request.now}
+          ORDER BY due_at LIMIT ${request.limit}
           FOR UPDATE SKIP LOCKED
         ), claimed AS (
-          UPDATE agent_strategies s SET lease_owner = ${owner}, lease_until = ${leaseUntil}
+          UPDATE agent_strategies s
+          SET due_at = 'epoch'::timestamptz
+                       + (${phase} + (div(${afterMs} - ${phase}, ${interval}) + 1) * ${interval}) * interval '1 millisecond'
           FROM due WHERE s.card_id = due.card_id
-          RETURNING s.card_id, s.due_at, s.targets, s.weekly_spend_usd, s.time_zone, s.trade_after, s.wallet
+          RETURNING s.card_id, due.due_at, s.targets, s.weekly_spend_usd, s.time_zone, s.trade_after, s.wallet
+        ), page AS (
+          INSERT INTO agent_pages (owner, lease_until, card_ids, due_ats)
+          SELECT ${request.owner}, ${request.leaseUntil}, array_agg(card_id), array_agg(due_at) FROM claimed
+          HAVING count(*) > 0
+          RETURNING id
         )
-        -- Each card looked up by its key: a plain join made PostgreSQL hash the whole cards table
-        -- for every page (114 ms of a 140 ms claim at 100,000 cards).
-        SELECT claimed.card_id, c.address, c.created_at AS card_created_at, claimed.due_at, claimed.targets,
-               claimed.weekly_spend_usd, claimed.time_zone, claimed.trade_after, claimed.wallet
-        FROM claimed CROSS JOIN LATERAL (SELECT address, created_at FROM cards WHERE id = claimed.card_id LIMIT 1) c`
-    })
+        SELECT (SELECT id FROM page) AS page, ${claimedColumns("claimed")}`.pipe(Effect.flatMap(claimedPage))
+    }
 
-    /** Moves each claimed card to its next interval, keeps a newly derived wallet address and gives the lease back. */
-    const advance = (
+    /**
+     * Takes over one page whose owner's lease ended before `now` (the replica died or hung): the
+     * page is this replica's until `leaseUntil`, its cards come back with the interval each was
+     * claimed for (a card whose strategy is gone is left out). None: `page` is null.
+     */
+    const takeOverPage = (request: { readonly owner: string; readonly now: Date; readonly leaseUntil: Date }) =>
+      Effect.gen(function* () {
+        const [page] = yield* sql<{ id: string; cardIds: ReadonlyArray<string>; dueAts: ReadonlyArray<Date> }>`
+          UPDATE agent_pages SET owner = ${request.owner}, lease_until = ${request.leaseUntil}
+          WHERE id = (SELECT id FROM agent_pages WHERE lease_until < ${request.now}
+                      ORDER BY lease_until LIMIT 1 FOR UPDATE SKIP LOCKED)
+          RETURNING id, card_ids, due_ats`
+        if (page === undefined) return { page: null, cards: [] }
+        const cards = yield* sql`
+          WITH taken AS (
+            SELECT s.card_id, taken.due_at, s.targets, s.weekly_spend_usd, s.time_zone, s.trade_after, s.wallet
+            FROM unnest(${page.cardIds}::text[], ${page.dueAts.map((at) => at.toISOString())}::timestamptz[])
+                 AS taken (card_id, due_at)
+            JOIN agent_strategies s ON s.card_id = taken.card_id
+          )
+          SELECT ${claimedColumns("taken")}`.pipe(Effect.flatMap(decodeClaimed))
+        return { page: String(page.id), cards }
+      })
+
+    /**
+     * The page's decisions are stored: its lease ends (unless another replica took the page over
+     * meanwhile) and the wallet addresses derived for its cards are kept.
+     */
+    const finishPage = (
+      page: string,
       owner: string,
-      cards: ReadonlyArray<{ readonly cardId: string; readonly dueAt: Date; readonly wallet: string | null }>
+      wallets: ReadonlyArray<{ readonly cardId: string; readonly wallet: string }>
     ) =>
-      cards.length === 0
-        ? Effect.void
+      wallets.length === 0
+        ? sql`DELETE FROM agent_pages WHERE id = ${page} AND owner = ${owner}`.pipe(Effect.asVoid)
         : sql`
-            UPDATE agent_strategies s SET due_at = next.due_at, wallet = COALESCE(s.wallet, next.wallet),
-                                          lease_owner = NULL, lease_until = NULL
-            FROM (SELECT unnest(${cards.map((card) => card.cardId)}::text[]) AS card_id,
-                         unnest(${cards.map((card) => card.dueAt.toISOString())}::timestamptz[]) AS due_at,
-                         unnest(${cards.map((card) => card.wallet)}::text[]) AS wallet) next
-            WHERE s.card_id = next.card_id AND s.lease_owner = ${owner}`.pipe(Effect.asVoid)
+            WITH done AS (DELETE FROM agent_pages WHERE id = ${page} AND owner = ${owner})
+            UPDATE agent_strategies s SET wallet = COALESCE(s.wallet, kept.wallet)
+            FROM (SELECT unnest(${wallets.map((w) => w.cardId)}::text[]) AS card_id,
+                         unnest(${wallets.map((w) => w.wallet)}::text[]) AS wallet) kept
+            WHERE s.card_id = kept.card_id`.pipe(Effect.asVoid)
 
     /** Each card's latest decision: what an idle decision is compared with before it is written. */
     const latestDecisions = SqlSchema.findAll({
@@ -461,7 +527,8 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
         decisions,
         decisionsById,
         claimDue,
-        advance,
+        takeOverPage,
+        finishPage,
         latestDecisions,
         insertDecisions,
         setTradeAfter,

@@ -2,6 +2,10 @@
  * The agent's decision: a pure function of the instant, the tokens' market state at that instant, the
  * strategy, the card's and the agent wallet's balances and the card's spending history. No clock, no I/O:
  * the same input always gives the same decision. The rules are in docs/agent.md.
+ *
+ * One file although long (issue 21): the rules are one decision, taken in order (refill before
+ * rebalance, each with its guards and its reason text), and each rule reads the ones before it;
+ * split, a rule's order and its reason would live apart from the rules it depends on.
  */
 import type { MarketData } from "../market/Api.js"
 import {

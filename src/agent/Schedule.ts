@@ -6,7 +6,7 @@
  */
 
 /** FNV-1a over the id's UTF-16 code units: cheap, stable across processes and versions. */
-const hashOf = (id: string): number => {
+export const hashOf = (id: string): number => {
   let hash = 0x811c9dc5
   for (let i = 0; i < id.length; i++) {
     hash ^= id.charCodeAt(i)

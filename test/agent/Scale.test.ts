@@ -18,12 +18,14 @@ import { privateKeyToAccount } from "viem/accounts"
 import { AgentLoop } from "../../src/agent/AgentLoop.js"
 import { AgentRepo, type NewDecision } from "../../src/agent/AgentRepo.js"
 import { agentWalletKey } from "../../src/agent/ChainAgentWallet.js"
+import { nextDueAfter } from "../../src/agent/Schedule.js"
 import { Statement } from "../../src/cards/Statement.js"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
 import { Events } from "../../src/events/Events.js"
 import { Market } from "../../src/market/Market.js"
 import { portsLayer } from "../../src/Ports.js"
 import { AppConfig } from "../../src/runtime/Config.js"
+import { DatabasePool } from "../../src/storage/Database.js"
 import { clearAgentBench, seedAgentCards, seededCardId } from "../support/agentCards.js"
 import { countingSql, SqlCounter } from "../support/SqlCounter.js"
 import { TestDatabase } from "../support/TestDatabase.js"
@@ -36,6 +38,8 @@ const STATEMENTS_PER_100_CARDS = 2
 /** ...and per 100 cards whose decisions did not change (measured: 0.45 with the default page of 1,000). */
 const STEADY_STATEMENTS_PER_100_CARDS = 1
 const LEASE_MS = 2_000
+const INTERVAL_MS = 3_600_000
+const PAGES_IN_FLIGHT = 2
 
 const counter = new SqlCounter()
 const chain = InMemoryChain.layer()
@@ -44,9 +48,10 @@ const settings = {
   LOG_LEVEL: "Warn",
   DATA_DIR: dataDir,
   AGENT_MODE: "dry",
-  AGENT_INTERVAL: "1 hour",
+  AGENT_INTERVAL: `${INTERVAL_MS} millis`,
   AGENT_LEASE: `${LEASE_MS} millis`,
-  AGENT_WALLET_SEED: SEED
+  AGENT_WALLET_SEED: SEED,
+  AGENT_PAGES_IN_FLIGHT: String(PAGES_IN_FLIGHT)
 }
 
 const Base = Layer.mergeAll(portsLayer({ chain }), chain, AgentRepo.Default).pipe(
@@ -100,6 +105,49 @@ const decisionsPerCard = Effect.flatMap(sqlOf, ({ run, sql }) =>
     FROM agent_decisions`)
 ).pipe(Effect.map((rows) => rows[0]!))
 
+const COUNTED_TABLES = ["agent_strategies", "agent_pages", "agent_decisions", "events"]
+
+/**
+ * Until the test ends, every row written to the agent's schedule, pages, decisions and events is counted
+ * by a trigger (per table and operation): what a tick writes, exactly.
+ */
+const countRowWrites = Effect.flatMap(sqlOf, ({ run, sql }) =>
+  Effect.gen(function* () {
+    yield* run(sql`CREATE TABLE IF NOT EXISTS test_row_writes (tbl text, op text)`)
+    yield* run(sql`TRUNCATE test_row_writes`)
+    yield* run(sql`
+      CREATE OR REPLACE FUNCTION test_count_row_write() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN INSERT INTO test_row_writes VALUES (TG_TABLE_NAME, TG_OP); RETURN NULL; END $$`)
+    for (const table of COUNTED_TABLES) {
+      yield* run(sql`
+        CREATE OR REPLACE TRIGGER test_row_writes AFTER INSERT OR UPDATE OR DELETE ON ${sql(table)}
+        FOR EACH ROW EXECUTE FUNCTION test_count_row_write()`)
+    }
+    // Until the test ends: the other tests write without the triggers.
+    yield* Effect.addFinalizer(() =>
+      Effect.forEach(COUNTED_TABLES, (table) => run(sql`DROP TRIGGER test_row_writes ON ${sql(table)}`), {
+        discard: true
+      })
+    )
+  })
+)
+
+const rowWrites = Effect.flatMap(sqlOf, ({ run, sql }) =>
+  run(sql<{ table: string; op: string; n: number }>`
+    SELECT tbl AS table, op, count(*)::int AS n FROM test_row_writes GROUP BY tbl, op ORDER BY tbl, op`)
+)
+
+/** Samples the pool's connections in use until read: the most seen at once. */
+const busiestPool = Effect.gen(function* () {
+  const pool = yield* DatabasePool
+  let busiest = 0
+  const sample = Effect.map(pool.usage, ({ idle, total }) => {
+    busiest = Math.max(busiest, total - idle)
+  })
+  yield* Effect.forkScoped(Effect.forever(Effect.zipRight(sample, Effect.sleep("5 millis"))))
+  return Effect.sync(() => busiest)
+})
+
 const reset = Effect.flatMap(sqlOf, ({ sql }) => Effect.orDie(clearAgentBench(sql)))
 
 /** The statements `effect` sends through the SQL client. */
@@ -125,14 +173,33 @@ layer(Base, { excludeTestServices: true, timeout: "240 seconds" })("the agent lo
         expect(yield* decisionsPerCard).toEqual({ cards: CARDS, decisions: CARDS, intervals: CARDS })
         expect(first.statements).toBeLessThanOrEqual((CARDS / 100) * STATEMENTS_PER_100_CARDS)
 
-        const [events] = yield* Effect.orDie(sql<{ n: number }>`SELECT count(*)::int AS n FROM events`)
-        expect(events!.n).toBe(CARDS)
+        const [firstEvents] = yield* Effect.orDie(sql<{ n: number }>`SELECT count(*)::int AS n FROM events`)
+        expect(firstEvents!.n).toBe(CARDS)
         yield* dueAt(new Date())
+        yield* countRowWrites
+        const before = Date.now()
         const steady = yield* counted(loop.tick())
+        const after = Date.now()
         expect(steady.result).toMatchObject({ claimed: CARDS, stored: 0 })
         expect(yield* decisionsPerCard).toEqual({ cards: CARDS, decisions: CARDS, intervals: CARDS })
-        const [after] = yield* Effect.orDie(sql<{ n: number }>`SELECT count(*)::int AS n FROM events`)
-        expect(after!.n).toBe(CARDS)
+        const [events] = yield* Effect.orDie(sql<{ n: number }>`SELECT count(*)::int AS n FROM events`)
+        expect(events!.n).toBe(CARDS)
+        // Nothing changed: each card's schedule row written once (its next due time), nothing else
+        // but the pages' own rows (claimed, then done).
+        expect(yield* rowWrites).toEqual([
+          { table: "agent_pages", op: "DELETE", n: CARDS / 1000 },
+          { table: "agent_pages", op: "INSERT", n: CARDS / 1000 },
+          { table: "agent_strategies", op: "UPDATE", n: CARDS }
+        ])
+        // The next due time the claim computed is the card's next instant of its own grid.
+        const schedule = yield* Effect.orDie(
+          sql<{ cardId: string; dueAt: Date }>`SELECT card_id, due_at FROM agent_strategies`
+        )
+        for (const { cardId, dueAt } of schedule) {
+          expect([before, after].map((t) => nextDueAfter(cardId, t, INTERVAL_MS, INTERVAL_MS))).toContain(
+            dueAt.getTime()
+          )
+        }
         expect(steady.statements).toBeLessThanOrEqual((CARDS / 100) * STEADY_STATEMENTS_PER_100_CARDS)
       })
   )
@@ -144,6 +211,7 @@ layer(Base, { excludeTestServices: true, timeout: "240 seconds" })("the agent lo
       yield* Effect.orDie(seedAgentCards(sql, CARDS, new Date(), { weeklySpendUsd: 0 }))
       yield* fundWallets(CARDS)
       const replicas = [yield* replica, yield* replica]
+      const busiest = yield* busiestPool
       const start = Date.now()
       for (const interval of [0, 1, 2]) {
         yield* dueAt(new Date(start + interval * 3_600_000 - 3 * 3_600_000))
@@ -159,6 +227,9 @@ layer(Base, { excludeTestServices: true, timeout: "240 seconds" })("the agent lo
         expect(statements).toBeLessThanOrEqual((CARDS / 100) * STATEMENTS_PER_100_CARDS)
       }
       expect(yield* decisionsPerCard).toEqual({ cards: CARDS, decisions: 3 * CARDS, intervals: 3 * CARDS })
+      // Each replica's pages hold one connection at a time: the loop never queues for the pool behind
+      // itself (on a loaded machine such waits ended in "Failed to acquire connection").
+      expect(yield* busiest).toBeLessThanOrEqual(2 * PAGES_IN_FLIGHT)
       const statuses = yield* Effect.orDie(sql<{ status: string; action: string; n: number }>`
           SELECT status, action, count(*)::int AS n FROM agent_decisions GROUP BY status, action`)
       expect(statuses).toEqual([{ status: "dry-run", action: "refill", n: 3 * CARDS }])
@@ -174,11 +245,14 @@ layer(Base, { excludeTestServices: true, timeout: "240 seconds" })("the agent lo
       yield* Effect.orDie(seedAgentCards(sql, 600, seededDue))
       // What a replica killed mid-tick leaves: a page claimed under its lease, nothing decided.
       const now = Date.now()
-      const held = yield* repo.claimDue({
+      const { cards: held } = yield* repo.claimDue({
         owner: "killed-replica",
         now: new Date(now),
+        after: new Date(now),
         leaseUntil: new Date(now + LEASE_MS),
-        limit: 200
+        limit: 200,
+        intervalMs: INTERVAL_MS,
+        spreadMs: INTERVAL_MS
       })
       expect(held).toHaveLength(200)
       const survivor = yield* replica

@@ -9,7 +9,11 @@ import { Effect, Redacted } from "effect"
 import { encodeAbiParameters, keccak256, numberToHex, parseUnits } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
 import { agentWalletKey } from "../../src/agent/ChainAgentWallet.js"
+import { hashOf } from "../../src/agent/Schedule.js"
 import type { Devnet } from "../../src/chain/Devnet.js"
+
+/** Cards written per statement. */
+const SEED_BATCH = 10_000
 
 /** The id of seeded card `i` (1-based). */
 export const seededCardId = (i: number) => `bench-${i}`
@@ -28,27 +32,39 @@ export const seedAgentCards = (
     readonly wallets?: "derived" | "placeholder"
   } = { weeklySpendUsd: 140 }
 ) =>
-  Effect.gen(function* () {
-    // Addresses and card ids are derived from the row number: distinct, and the same on every run.
-    yield* sql`
-      INSERT INTO users (address, created_at)
-      SELECT '0x' || md5('bench-user-' || i) || substr(md5('bench-pad-' || i), 1, 8), ${dueAt}
-      FROM generate_series(1, ${count}) i`
-    yield* sql`
-      INSERT INTO cards (id, address, issuer, issuer_ref, holder, number_sealed, cvv_sealed, last4, expiry,
-                         document_hash, created_at)
-      SELECT 'bench-' || i, '0x' || md5('bench-user-' || i) || substr(md5('bench-pad-' || i), 1, 8), 'bench',
-             'bench-' || i, 'Bench Holder', '\\x00'::bytea, '\\x00'::bytea, '0000', '01/30',
-             decode(md5('bench-doc-' || i) || md5('bench-doc2-' || i), 'hex'), ${dueAt}
-      FROM generate_series(1, ${count}) i`
-    yield* sql`
-      INSERT INTO agent_strategies (card_id, targets, weekly_spend_usd, time_zone, created_at, updated_at, due_at,
-                                    wallet)
-      SELECT 'bench-' || i, '{"NVDA": 0.5, "SPY": 0.5}'::jsonb, ${strategy.weeklySpendUsd}, 'America/New_York',
-             ${dueAt}, ${dueAt}, ${dueAt},
-             CASE WHEN ${strategy.wallets === "placeholder"} THEN '0x' || md5('bench-wallet-' || i) || substr(md5('bench-wpad-' || i), 1, 8) END
-      FROM generate_series(1, ${count}) i`
-  })
+  Effect.forEach(
+    // In batches: each statement stays short on a loaded machine (a 100,000-card bench run there
+    // once failed with an SqlError whose message was not kept), and the server's work is the same.
+    Array.from({ length: Math.ceil(count / SEED_BATCH) }, (_, i) => ({
+      from: i * SEED_BATCH + 1,
+      to: Math.min(count, (i + 1) * SEED_BATCH)
+    })),
+    ({ from, to }) =>
+      Effect.gen(function* () {
+        // Addresses and card ids are derived from the row number: distinct, and the same on every run.
+        yield* sql`
+          INSERT INTO users (address, created_at)
+          SELECT '0x' || md5('bench-user-' || i) || substr(md5('bench-pad-' || i), 1, 8), ${dueAt}
+          FROM generate_series(${from}::int, ${to}::int) i`
+        yield* sql`
+          INSERT INTO cards (id, address, issuer, issuer_ref, holder, number_sealed, cvv_sealed, last4, expiry,
+                             document_hash, created_at)
+          SELECT 'bench-' || i, '0x' || md5('bench-user-' || i) || substr(md5('bench-pad-' || i), 1, 8), 'bench',
+                 'bench-' || i, 'Bench Holder', '\\x00'::bytea, '\\x00'::bytea, '0000', '01/30',
+                 decode(md5('bench-doc-' || i) || md5('bench-doc2-' || i), 'hex'), ${dueAt}
+          FROM generate_series(${from}::int, ${to}::int) i`
+        const hashes = Array.from({ length: to - from + 1 }, (_, k) => hashOf(seededCardId(from + k)))
+        yield* sql`
+          INSERT INTO agent_strategies (card_id, targets, weekly_spend_usd, time_zone, created_at, updated_at, due_at,
+                                        wallet, due_hash)
+          SELECT 'bench-' || i, '{"NVDA": 0.5, "SPY": 0.5}'::jsonb, ${strategy.weeklySpendUsd}, 'America/New_York',
+                 ${dueAt}, ${dueAt}, ${dueAt},
+                 CASE WHEN ${strategy.wallets === "placeholder"} THEN '0x' || md5('bench-wallet-' || i) || substr(md5('bench-wpad-' || i), 1, 8) END,
+                 (${hashes}::bigint[])[i - ${from}::int + 1]
+          FROM generate_series(${from}::int, ${to}::int) i`
+      }),
+    { discard: true }
+  )
 
 export const clearAgentBench = (sql: SqlClient.SqlClient) =>
   Effect.gen(function* () {
@@ -58,6 +74,7 @@ export const clearAgentBench = (sql: SqlClient.SqlClient) =>
                  (SELECT id FROM agent_decisions WHERE card_id IN (${bench}))`
     yield* sql`DELETE FROM agent_decisions WHERE card_id IN (${bench})`
     yield* sql`DELETE FROM agent_strategies WHERE card_id IN (${bench})`
+    yield* sql`DELETE FROM agent_pages WHERE card_ids && ARRAY(${bench})`
     yield* sql`DELETE FROM events WHERE address IN (${benchAddresses})`
     yield* sql`DELETE FROM event_sequences WHERE address IN (${benchAddresses})`
     yield* sql`WITH gone AS (DELETE FROM cards WHERE issuer = 'bench' RETURNING address)
