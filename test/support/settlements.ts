@@ -16,16 +16,17 @@ import { signPayment } from "./x402.js"
 
 /**
  * The merchant (and its repository) with `processor`, on the test database and an in-memory
- * chain, paid to a fixed address; `settings` are further merchant settings.
+ * chain (or `chain`, built on one), paid to a fixed address; `settings` are further merchant settings.
  */
 export const merchantInMemory = <E>(
   processor: Layer.Layer<PaymentProcessor, E, SqlClient.SqlClient | ChainClient | InMemoryChain>,
-  settings: Record<string, string> = {}
+  settings: Record<string, string> = {},
+  chain: ReturnType<typeof InMemoryChain.layer> = InMemoryChain.layer()
 ) =>
   Layer.merge(Merchant.Default, OrderRepo.Default).pipe(
     Layer.provide([processor, Events.Default]),
     Layer.provideMerge(TestDatabase),
-    Layer.provide(InMemoryChain.layer()),
+    Layer.provide(chain),
     Layer.provide(AppConfig.layer),
     Layer.provide(
       Layer.setConfigProvider(
