@@ -18,6 +18,9 @@
  *   restart) is read once directly, then caught from the blocks like the others.
  *
  * The pauses are on the wall clock (a node mines in real time, also under a test's TestClock).
+ *
+ * One unit: the pure decisions (what a new head means, what to read for it) come first and are
+ * unit-tested alone; the watcher below is the one state they decide over.
  */
 import { Data, Deferred, Effect, Option, Queue, type Scope } from "effect"
 import type { Hash, Hex } from "viem"

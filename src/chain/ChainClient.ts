@@ -132,20 +132,10 @@ export type RecordSigned<E, R> = (signed: SignedTransaction, purpose: SignedPurp
  */
 export interface ChainAccount {
   readonly address: Address
-  /** Sells `amount` of a stock token on the exchange for at least `minUsd1Out` USD1, paid to this account. */
-  readonly sell: <E, R>(
-    token: Address,
-    amount: bigint,
-    minUsd1Out: bigint,
-    record: RecordSigned<E, R>
-  ) => Effect.Effect<SignedTransaction, ChainError | CallReverted | E, R>
-  /** Buys a stock token on the exchange with `usd1In` USD1 for at least `minTokensOut`. */
-  readonly buy: <E, R>(
-    token: Address,
-    usd1In: bigint,
-    minTokensOut: bigint,
-    record: RecordSigned<E, R>
-  ) => Effect.Effect<SignedTransaction, ChainError | CallReverted | E, R>
+  /** Sells `amountIn` of the stock token `token` for at least `minOut` USD1. */
+  readonly sell: Trade
+  /** Buys the stock token `token` with `amountIn` USD1, for at least `minOut` of it. */
+  readonly buy: Trade
   /** Transfers `amount` USD1 to `to`. */
   readonly transferUsd1: <E, R>(
     to: Address,
@@ -153,6 +143,17 @@ export interface ChainAccount {
     record: RecordSigned<E, R>
   ) => Effect.Effect<SignedTransaction, ChainError | CallReverted | E, R>
 }
+
+/**
+ * A trade on the exchange of a stock token against USD1: `amountIn` of what the account pays for at
+ * least `minOut` of what it gets, paid to the account.
+ */
+export type Trade = <E, R>(
+  token: Address,
+  amountIn: bigint,
+  minOut: bigint,
+  record: RecordSigned<E, R>
+) => Effect.Effect<SignedTransaction, ChainError | CallReverted | E, R>
 
 /** Tokens out of nothing, on a chain that allows it (the embedded devnet, the in-memory chain). */
 export interface Faucet {

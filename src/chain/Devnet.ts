@@ -7,6 +7,10 @@
  * Without `stateDir` every start is a fresh, ephemeral chain (tests). With `stateDir` the chain state
  * is kept in `<stateDir>/anvil-state.json` and the addresses in `<stateDir>/devnet.json`, and a
  * restart reuses both, bringing a state of an older layout up to date (see `upgrade`).
+ *
+ * One unit because a fresh deployment, an upgrade and a restore are one sequence of setup steps
+ * over one manifest: apart, each would have to know the others' layout. The clients and helpers
+ * at the top are what operators and tests use on a devnet this file started.
  */
 import { readFile, rename, writeFile } from "node:fs/promises"
 import * as path from "node:path"

@@ -7,6 +7,10 @@
  * test uses to mint tokens, set feed prices and pause tokens.
  *
  *     layer(testServer({ ports: { chain: InMemoryChain.layer() } }))(...)
+ *
+ * One unit because it is one `ChainClient` over one state: every operation reads and changes the
+ * same balances, nonces and receipts, as a chain does; its pure rules are apart already
+ * (Exchange.ts, the balance helpers above `make`).
  */
 import { Clock, Context, Effect, Either, Layer, Option, Redacted, Ref } from "effect"
 import {

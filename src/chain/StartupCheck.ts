@@ -10,12 +10,10 @@ import type { Address } from "./Address.js"
 import type { ChainError } from "./ChainClient.js"
 import { isUnreachable } from "./JsonRpc.js"
 import { MULTICALL3_ADDRESS } from "./Multicall.js"
+import type { Read } from "./NodeErrors.js"
 
 /** The chain or the token is not what the configuration says; `message` is one line. */
 export class ChainMisconfigured extends Data.TaggedError("ChainMisconfigured")<{ readonly message: string }> {}
-
-/** One JSON-RPC read (bounded, retried once when unanswered). */
-type Read = <A>(what: string, method: string, params: ReadonlyArray<unknown>) => Effect.Effect<A, ChainError>
 
 /**
  * The token functions a payment relies on, called with zero arguments where they take some: each

@@ -15,34 +15,23 @@
  * order. Each settlement has an owner, the replica that reserved it; replicas heartbeat, and the
  * reconciler takes over the settlements of a replica whose heartbeat is older than
  * SETTLEMENT_RECONCILE_AFTER, and its own replica's settlements as soon as their request let go.
+ *
+ * This file is the order service and its pay path, and assembles beside them the reconciler
+ * (Reconciler.ts) and the relayer's tracker (RelayerTracker.ts), which share this replica's working
+ * set and the settlement outcome (Settlement.ts). One unit at ~500 lines because `pay` is one
+ * request's path from its header to its answer: its steps (refuse, reserve, settle) share the
+ * order's requirements, the working set and the answer they build.
  */
 import { randomBytes, randomUUID } from "node:crypto"
-import { Clock, Config, Duration, Effect, Either, Exit, Fiber, Layer, Option } from "effect"
-import { domainSeparator, getAddress, type Hash, type Hex } from "viem"
-import { activityItem } from "../cards/Statement.js"
+import { Clock, Duration, Effect, Either, Exit, Fiber, Layer, Option } from "effect"
+import { domainSeparator, getAddress, type Hash } from "viem"
 import type { Address } from "../chain/Address.js"
-import {
-  ChainClient,
-  type ChainClientShape,
-  chainConfirmations,
-  isFinal,
-  type Receipt,
-  type Resendable,
-  receiptShowsTransfer,
-  withinChainTimeout as withinChainTimeoutOf
-} from "../chain/ChainClient.js"
-import { Events } from "../events/Events.js"
+import { ChainClient, type ChainClientShape, chainConfirmations } from "../chain/ChainClient.js"
 import { ChainUnavailable } from "../http/ApiError.js"
-import {
-  countFeeBump,
-  countLostTransaction,
-  countRevertedSettlement,
-  countSettlement
-} from "../observability/Metrics.js"
-import { outageOf, reportUnavailable } from "../observability/Outages.js"
+import { countSettlement } from "../observability/Metrics.js"
 import { traced } from "../observability/Traced.js"
-import { backgroundLoop } from "../runtime/BackgroundLoop.js"
-import { AppConfig, durationConfig } from "../runtime/Config.js"
+import { forkLoop, type Loop } from "../runtime/BackgroundLoop.js"
+import { AppConfig } from "../runtime/Config.js"
 import {
   Order,
   OrderAlreadyPaid,
@@ -52,15 +41,13 @@ import {
   PaymentRequired,
   RelayerUnfunded
 } from "./Api.js"
+import { merchantSettings } from "./MerchantSettings.js"
 import { microsToAtomic, parseAmount } from "./Money.js"
 import { OrderRepo, type OrderRow, type SettlementRow } from "./OrderRepo.js"
-import {
-  type BroadcastRecord,
-  PaymentProcessor,
-  revertedOnChain,
-  SettlementAbandoned,
-  type SettleOutcome
-} from "./PaymentProcessor.js"
+import { type BroadcastRecord, PaymentProcessor, SettlementAbandoned, type SettleOutcome } from "./PaymentProcessor.js"
+import { settlementReconciler } from "./Reconciler.js"
+import { relayerTracker } from "./RelayerTracker.js"
+import { settlementOutcomes } from "./Settlement.js"
 import {
   checkAuthorization,
   decodePaymentHeader,
@@ -80,22 +67,6 @@ const MAX_TIMEOUT_SECONDS = 300
  * the reconciler continue: a safety net over the chain client's own bounds.
  */
 const SETTLEMENT_WORK_LIMIT = Duration.seconds(60)
-
-const merchantSettings = Config.all({
-  orderTtl: durationConfig("ORDER_TTL", "30 minutes"),
-  reconcileInterval: durationConfig("RECONCILE_INTERVAL", "2 seconds"),
-  /** A replica silent this long is dead: its settlements are the reconciler's. It heartbeats thrice as often. */
-  reconcileAfter: durationConfig("SETTLEMENT_RECONCILE_AFTER", "6 seconds"),
-  /** A settlement unfinished this long means a stuck relayer (a nonce gap, a transaction never mined): /ready says so. */
-  stuckAfter: durationConfig("SETTLEMENT_STUCK_AFTER", "2 minutes"),
-  /** How long a pay request waits for its settlement's outcome before answering 202 (poll the order). */
-  settlementWait: durationConfig("SETTLEMENT_WAIT", "8 seconds")
-})
-
-/** Unfinished settlements the reconciler asks the chain about at once. */
-const RECONCILED_AT_ONCE = 5
-/** Journaled transactions the tracker checks per tick, least recently checked first. */
-const TRACKED_PER_TICK = 50
 
 /**
  * Payers sign EIP-3009 authorizations with the domain we announce in `extra`; a wrong name or
@@ -158,8 +129,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
     const repo = yield* OrderRepo
     const chain = yield* ChainClient
     const processor = yield* PaymentProcessor
-    const events = yield* Events
-    const { apiUrl, merchantPayTo, chainTimeout } = yield* AppConfig
+    const { apiUrl, merchantPayTo } = yield* AppConfig
     const settings = yield* merchantSettings
     const payTo = yield* Effect.orDieWith(merchantPayTo, () => "MERCHANT_PAY_TO is required for the merchant")
     const { usd1, network } = chain
@@ -180,8 +150,8 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
     const inProgress: SettlementAnswer = { _tag: "InProgress" }
     const pending: SettleOutcome = { _tag: "Pending" }
 
-    /** A chain read that does not answer within CHAIN_TIMEOUT fails like an unreachable chain. */
-    const withinChainTimeout = withinChainTimeoutOf(chainTimeout)
+    const outcomes = yield* settlementOutcomes
+    const { withinChainTimeout, finish, usedAuthorization, resendable } = outcomes
 
     const requirementsOf = (row: OrderRow): PaymentRequirements =>
       requirementsFor({
@@ -259,72 +229,6 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
     })
 
     /**
-     * An info line (ids, never the signature) and the settlements counter, for a recorded outcome; a
-     * transaction mined reverted is a warning with its payer and is counted apart, so that an
-     * operator can alert on gas paid for nothing.
-     */
-    const announceOutcome = (
-      settlement: { readonly orderId: string; readonly payer: Address },
-      outcome: SettleOutcome
-    ) =>
-      outcome._tag === "Settled"
-        ? Effect.logInfo("order paid").pipe(
-            Effect.annotateLogs({ "order.id": settlement.orderId, "tx.hash": outcome.transaction }),
-            Effect.zipRight(countSettlement("settled"))
-          )
-        : outcome._tag === "Rejected"
-          ? (outcome.reverted === true
-              ? Effect.logWarning("settlement reverted on chain: the relayer paid its gas for nothing").pipe(
-                  Effect.zipRight(countRevertedSettlement)
-                )
-              : Effect.logInfo(`settlement failed: ${outcome.reason}`)
-            ).pipe(
-              Effect.annotateLogs({
-                "order.id": settlement.orderId,
-                "payment.payer": settlement.payer,
-                ...(outcome.transaction === undefined ? {} : { "tx.hash": outcome.transaction })
-              }),
-              Effect.zipRight(countSettlement("failed"))
-            )
-          : Effect.void
-
-    /** The payer's `payment` event (a payer who is a user), in the transaction that records the payment. */
-    const publishPayment = (paid: Option.Option<OrderRow>) =>
-      Option.match(paid, {
-        onNone: () => Effect.void,
-        onSome: (order) =>
-          events.publish(order.payer!, {
-            type: "payment",
-            data: activityItem({ ...order, type: "payment", at: order.paidAt!, tx: order.tx! })
-          })
-      })
-
-    /**
-     * A final state for a settlement and its order; idempotent. Whoever records it (the paying
-     * request or the reconciler) says so once.
-     */
-    const finish = (
-      settlement: { readonly id: number; readonly orderId: string; readonly payer: Address },
-      outcome: SettleOutcome
-    ) =>
-      Effect.gen(function* () {
-        const now = new Date(yield* Clock.currentTimeMillis)
-        const recorded =
-          outcome._tag === "Settled"
-            ? yield* repo
-                .finishSettlement(settlement.id, { status: "succeeded", txHash: outcome.transaction }, now)
-                .pipe(Effect.tap(publishPayment), repo.withTransaction)
-            : outcome._tag === "Rejected"
-              ? yield* repo.finishSettlement(
-                  settlement.id,
-                  { status: "failed", txHash: outcome.transaction ?? null, errorReason: outcome.reason },
-                  now
-                )
-              : Option.none()
-        if (Option.isSome(recorded)) yield* announceOutcome(settlement, outcome)
-      })
-
-    /**
      * Makes the open order settling with a pending settlement owned by this replica: the exactly-once
      * gate. With the payer's balance, its other unsettled payments count against it.
      */
@@ -364,47 +268,6 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
             // settling, or open when another reservation took it during this one
             return yield* new PaymentInProgress({ error: "a payment is being settled" })
         }
-      })
-
-    /**
-     * What the chain says about an authorization, whoever sent the transaction: "unused"; Settled
-     * when the transaction that used it moved the amount to us; Rejected when it was used otherwise
-     * (cancelled, or another transfer); Pending while that transaction's receipt is not readable.
-     */
-    const usedAuthorization = (settlement: {
-      readonly payer: Address
-      readonly nonce: string
-      readonly payTo: string
-      readonly amountAtomic: bigint
-    }) =>
-      Effect.gen(function* () {
-        const nonce = settlement.nonce as Hex
-        if (!(yield* withinChainTimeout(chain.authorizationState(settlement.payer, nonce)))) return "unused" as const
-        const hash = yield* withinChainTimeout(chain.authorizationUsedIn(settlement.payer, nonce))
-        if (Option.isNone(hash)) return { _tag: "Rejected", reason: Reason.nonceUsed } satisfies SettleOutcome
-        const receipt = yield* chain.receipt(hash.value, 5_000)
-        if (Option.isNone(receipt)) return { _tag: "Pending", transaction: hash.value } satisfies SettleOutcome
-        const paid = receiptShowsTransfer(receipt.value, {
-          token: usd1.address,
-          from: settlement.payer,
-          to: getAddress(settlement.payTo),
-          value: settlement.amountAtomic
-        })
-        return (paid
-          ? { _tag: "Settled", transaction: hash.value }
-          : {
-              _tag: "Rejected",
-              reason: Reason.nonceUsed,
-              transaction: hash.value
-            }) satisfies SettleOutcome as SettleOutcome
-      })
-
-    /** The relayer's journaled transactions that may be sent again, for closing a nonce gap. */
-    const resendable: Resendable = (sender, fromNonce) =>
-      Effect.gen(function* () {
-        const nowSeconds = Math.floor((yield* Clock.currentTimeMillis) / 1000)
-        const rows = yield* repo.resendableFrom({ sender, fromNonce, nowSeconds })
-        return rows.map((row) => ({ nonce: row.nonce, raw: row.rawTx as Hex }))
       })
 
     /**
@@ -597,248 +460,13 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       }
     })
 
-    /**
-     * Decides one unfinished settlement from the chain; leaves it when the chain cannot tell yet.
-     * False when the chain did not answer.
-     */
-    const reconcileOne = (settlement: SettlementRow) =>
-      Effect.gen(function* () {
-        const used = yield* usedAuthorization({ ...settlement, payTo: settlement.payload.accepted.payTo })
-        if (used !== "unused") return used._tag === "Pending" ? undefined : yield* finish(settlement, used)
-        if (settlement.txHash !== null) {
-          const receipt = yield* chain.receipt(settlement.txHash as Hash, 2_000)
-          // Mined after the authorization was read (a re-sent transaction may be mined meanwhile):
-          // the receipt itself says whether it paid us.
-          if (Option.isSome(receipt)) {
-            const paid = receiptShowsTransfer(receipt.value, {
-              token: usd1.address,
-              from: settlement.payer,
-              to: getAddress(settlement.payload.accepted.payTo),
-              value: settlement.amountAtomic
-            })
-            return yield* finish(
-              settlement,
-              paid
-                ? { _tag: "Settled", transaction: settlement.txHash as Hash }
-                : revertedOnChain(settlement.txHash as Hash)
-            )
-          }
-        }
-        if ((yield* withinChainTimeout(chain.blockTime)) >= settlement.validBefore) {
-          // The authorization can never execute any more: nothing was or will be charged.
-          return yield* finish(settlement, { _tag: "Rejected", reason: Reason.validBefore })
-        }
-        if (settlement.rawTx !== null) {
-          const resent = yield* withinChainTimeout(chain.rebroadcast(settlement.rawTx as Hex))
-          // Its nonce went to another transaction: it can never be mined. The authorization is
-          // unused, so the order reopens once it expires (above), not before.
-          if (resent === "replaced") {
-            yield* Effect.logWarning(
-              `reconcile: transaction ${settlement.txHash} was replaced; waiting for its authorization to expire`
-            )
-          }
-          return
-        }
-        if (settlement.txHash === null && processor.recordsBeforeBroadcast) {
-          // Our relayer records a transaction before broadcasting it: no record, nothing sent.
-          return yield* finish(settlement, { _tag: "Rejected", reason: Reason.unexpectedSettleError })
-        }
-      }).pipe(
-        Effect.as(true),
-        Effect.catchTag("ChainError", (error) =>
-          reportUnavailable("chain", `reconcile: ${error.message}`, "job").pipe(Effect.as(false))
-        ),
-        Effect.catchAllCause((cause) => {
-          const outage = outageOf(cause)
-          return (
-            Option.isSome(outage)
-              ? reportUnavailable(outage.value.dependency, `reconcile: ${outage.value.reason}`, "job")
-              : Effect.logWarning("reconcile: will retry", cause)
-          ).pipe(Effect.as(true))
-        }),
-        Effect.withSpan("Merchant.reconcileOne", { attributes: { "order.id": settlement.orderId } })
-      )
-
-    /** Finishes the settlements nobody works on any more (see `lockAbandoned`). Safe on every replica. */
-    const reconcile = Effect.gen(function* () {
-      // The working set, and when it was taken: a settlement reserved after it is not in it yet.
-      const workingAt = new Date(yield* Clock.currentTimeMillis)
-      const rows = yield* repo.claimAbandoned({
-        replica,
-        working: [...working.keys()],
-        workingAt,
-        leaseSeconds: Duration.toSeconds(settings.reconcileAfter),
-        limit: 20
-      })
-      // Each row bounded by the chain client's own limits; one that cannot be decided now waits for
-      // its turn again (claimed after the others), it does not hold the rest of the batch.
-      const decided = yield* Effect.forEach(rows, reconcileOne, { concurrency: RECONCILED_AT_ONCE })
-      const reconciled = decided.filter(Boolean).length
-      if (reconciled > 0) yield* Effect.logInfo(`reconciled ${reconciled} unfinished settlement(s)`)
-    }).pipe(Effect.withSpan("Merchant.reconcile"))
-
-    type Tracked = (typeof repo.unfinalTransactions extends (
-      ...args: never
-    ) => Effect.Effect<infer A, infer _E, infer _R>
-      ? A
-      : never)[number]
-
-    /**
-     * A journaled transaction of a paid (or settling) order, checked against the canonical chain:
-     * mined (final once CONFIRMATIONS deep), or no longer there. One the chain lost after it was seen
-     * mined (a reorg, a node restored from an older state) is sent again byte-identical while its
-     * authorization is valid. Once the authorization expired with the transfer nowhere on chain, the
-     * transaction is dropped and a paid order is unpaid again (`undoLost`): the payer was not charged.
-     */
-    const checkTransaction = (row: Tracked, head: { readonly number: bigint; readonly time: bigint }) =>
-      Effect.gen(function* () {
-        const now = new Date(yield* Clock.currentTimeMillis)
-        const receipt = yield* minedVersion([row.txHash, ...row.versions] as ReadonlyArray<Hash>)
-        if (Option.isSome(receipt) && receipt.value.hash !== row.txHash) {
-          // An earlier signature of the nonce was mined, not the last fee bump: it is the settlement's.
-          yield* repo.promoteVersion(row.txHash, receipt.value.hash, now)
-          yield* Effect.logInfo("an earlier fee of a bumped settlement transaction was mined").pipe(
-            Effect.annotateLogs({ "order.id": row.orderId, "tx.hash": receipt.value.hash })
-          )
-        }
-        const hash = Option.match(receipt, { onNone: () => row.txHash as Hash, onSome: (mined) => mined.hash })
-        if (Option.isSome(receipt)) {
-          const { blockNumber, blockHash } = receipt.value
-          const status = isFinal(blockNumber, head.number, confirmations) ? "final" : "mined"
-          if (row.status === "mined" && row.blockHash !== blockHash) {
-            yield* Effect.logInfo(`settlement transaction mined again, in block ${blockNumber}`).pipe(
-              Effect.annotateLogs({ "order.id": row.orderId, "tx.hash": hash })
-            )
-          }
-          return yield* repo.markTransaction(hash, { status, blockNumber, blockHash }, now)
-        }
-        if (head.time < row.validBefore) {
-          if (row.status === "mined") {
-            yield* Effect.logWarning(
-              "settlement transaction no longer on chain; sending the same transaction again"
-            ).pipe(
-              Effect.annotateLogs({ "order.id": row.orderId, "tx.hash": hash }),
-              Effect.zipRight(countLostTransaction)
-            )
-            yield* withinChainTimeout(chain.rebroadcast(row.rawTx as Hex))
-          } else if (row.settlementStatus === "broadcast") {
-            yield* replaceIfStuck(row, now)
-          }
-          return yield* repo.markTransaction(hash, { status: "pending" }, now)
-        }
-        yield* repo.markTransaction(hash, { status: "dropped" }, now)
-        if (row.settlementStatus === "succeeded") yield* undoLost(row, now)
-      })
-
-    /** The receipt of the first of a nonce's signed versions found mined. */
-    const minedVersion = (hashes: ReadonlyArray<Hash>) =>
-      Effect.gen(function* () {
-        for (const hash of hashes) {
-          const receipt = yield* chain.receipt(hash, 0)
-          if (Option.isSome(receipt)) return receipt
-        }
-        return Option.none<Receipt>()
-      })
-
-    /**
-     * A settlement transaction not mined RELAYER_STUCK_AFTER after it was signed gets the same nonce
-     * with a higher fee (`ChainClient.replaceStuck`), journaled as a new version before it is sent.
-     */
-    const replaceIfStuck = (row: Tracked, now: Date) =>
-      chain
-        .replaceStuck(
-          { sender: row.sender, raw: row.rawTx as Hex, signedAt: row.createdAt, bumps: row.versions.length },
-          (signed) =>
-            repo
-              .recordBump(
-                row.settlementId,
-                row.txHash,
-                { hash: signed.hash, raw: signed.raw, sender: signed.sender, nonce: signed.nonce },
-                now
-              )
-              .pipe(Effect.flatMap((recorded) => (recorded === "recorded" ? Effect.void : new SettlementAbandoned())))
-        )
-        .pipe(
-          Effect.flatMap(
-            Option.match({
-              onNone: () => Effect.void,
-              onSome: (signed) =>
-                Effect.logWarning(
-                  `settlement transaction not mined in time: replaced with the same nonce ${signed.nonce} and a higher fee (bump ${row.versions.length + 1})`
-                ).pipe(
-                  Effect.annotateLogs({ "order.id": row.orderId, "tx.hash": signed.hash, "tx.replaced": row.txHash }),
-                  Effect.zipRight(countFeeBump)
-                )
-            })
-          ),
-          // mined or decided meanwhile: the next tick sees it
-          Effect.catchTag("SettlementAbandoned", () => Effect.void)
-        )
-
-    /**
-     * A paid order whose transaction is gone for good: unless another transaction used the
-     * authorization and paid us, the settlement fails and the order is unpaid again.
-     */
-    const undoLost = (row: Tracked, now: Date) =>
-      Effect.gen(function* () {
-        const used = yield* usedAuthorization({ ...row, payTo: row.payload.accepted.payTo })
-        if (used !== "unused") return
-        const undone = yield* repo.undoLostSettlement(row.settlementId, Reason.transactionLost, now)
-        if (Option.isSome(undone)) {
-          yield* Effect.logWarning(
-            `a paid order's transfer is no longer on chain and its authorization expired: the order is ${undone.value.status} again, the payer was not charged`
-          ).pipe(Effect.annotateLogs({ "order.id": row.orderId, "payment.payer": row.payer, "tx.hash": row.txHash }))
-        }
-      })
-
-    /**
-     * The relayer follows the chain: its nonce is compared with the chain's count (a gap closed
-     * from the journal), then the journaled transactions not final yet are checked, least recently
-     * checked first. A chain that does not answer ends the tick.
-     */
-    const followChain = Effect.gen(function* () {
-      if (!processor.recordsBeforeBroadcast) return
-      yield* chain.followRelayerNonce(resendable)
-      const rows = yield* repo.unfinalTransactions({ senders: chain.relayers, limit: TRACKED_PER_TICK })
-      if (rows.length === 0) return
-      // The watcher's head (a poll old at most: a transaction is final, or its authorization expired,
-      // a poll later at worst), not a read per tick and per transaction.
-      const head = yield* withinChainTimeout(chain.watchedHead)
-      for (const row of rows) yield* checkTransaction(row, head)
-    }).pipe(
-      Effect.catchTag("ChainError", (error) => reportUnavailable("chain", `relayer tracker: ${error.message}`, "job")),
-      Effect.withSpan("Merchant.followChain")
-    )
-
-    /**
-     * The relayer's nonce checked as soon as the chain gives a reason (`relayerNonceAlarm`: a head
-     * that went back, a receipt late, a transaction queued), not at the next tracker tick.
-     */
-    const followAlarm = Effect.gen(function* () {
-      const why = yield* chain.relayerNonceAlarm
-      if (!processor.recordsBeforeBroadcast) return
-      yield* Effect.logInfo(`relayer nonce check now: ${why}`)
-      yield* chain.followRelayerNonce(resendable)
-    }).pipe(
-      Effect.catchTag("ChainError", (error) =>
-        reportUnavailable("chain", `relayer nonce check: ${error.message}`, "job")
-      ),
-      Effect.withSpan("Merchant.followAlarm")
-    )
-
-    /** Why the relayer is stuck, for /ready: settlements without a receipt past SETTLEMENT_STUCK_AFTER. */
-    const stuckSettlements = repo
-      .countStuckSettlements(Duration.toSeconds(settings.stuckAfter))
-      .pipe(
-        Effect.map((stuck) =>
-          stuck > 0
-            ? Option.some(`${stuck} settlement(s) without a receipt for over ${Duration.format(settings.stuckAfter)}`)
-            : Option.none()
-        )
-      )
-
-    /** Tells the other replicas this one is alive (its settlements are not theirs to take over). */
-    const heartbeat = repo.heartbeat(replica).pipe(Effect.asVoid, Effect.withSpan("Merchant.heartbeat"))
+    const { reconcile, stuckSettlements, heartbeat } = yield* settlementReconciler({
+      replica,
+      working: () => [...working.keys()],
+      settings,
+      outcomes
+    })
+    const { followChain, followAlarm } = yield* relayerTracker(confirmations, outcomes)
 
     return {
       createOrder,
@@ -858,23 +486,18 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
 
 /**
  * The reconciler and the relayer's tracker, at start-up and then every RECONCILE_INTERVAL, and the
- * replica's heartbeat, every third of SETTLEMENT_RECONCILE_AFTER; on every replica.
+ * replica's heartbeat, every third of SETTLEMENT_RECONCILE_AFTER; on every replica. Each loop is its
+ * own fiber, named for its logs and spans.
  */
-export const SettlementReconcilerLive = Layer.mergeAll(
-  backgroundLoop(
-    "settlement-heartbeat",
-    Effect.map(Merchant, (merchant) => ({ tick: merchant.heartbeat, every: merchant.heartbeatInterval }))
-  ),
-  backgroundLoop(
-    "settlement-reconciler",
-    Effect.map(Merchant, (merchant) => ({ tick: merchant.reconcile, every: merchant.reconcileInterval }))
-  ),
-  backgroundLoop(
-    "relayer-nonce-alarm",
-    Effect.map(Merchant, (merchant) => ({ tick: merchant.followAlarm, every: Duration.zero }))
-  ),
-  backgroundLoop(
-    "relayer-tracker",
-    Effect.map(Merchant, (merchant) => ({ tick: merchant.followChain, every: merchant.reconcileInterval }))
+const settlementLoops: ReadonlyArray<readonly [name: string, loop: (merchant: Merchant) => Loop<unknown, never>]> = [
+  ["settlement-heartbeat", (merchant) => ({ tick: merchant.heartbeat, every: merchant.heartbeatInterval })],
+  ["settlement-reconciler", (merchant) => ({ tick: merchant.reconcile, every: merchant.reconcileInterval })],
+  ["relayer-nonce-alarm", (merchant) => ({ tick: merchant.followAlarm, every: Duration.zero })],
+  ["relayer-tracker", (merchant) => ({ tick: merchant.followChain, every: merchant.reconcileInterval })]
+]
+
+export const SettlementReconcilerLive = Layer.scopedDiscard(
+  Effect.flatMap(Merchant, (merchant) =>
+    Effect.forEach(settlementLoops, ([name, loop]) => forkLoop(name, loop(merchant)), { discard: true })
   )
 )

@@ -1,4 +1,9 @@
-/** SQL for orders and their settlements. Infrastructure failures die here. */
+/**
+ * SQL for orders and their settlements. Infrastructure failures die here. One unit because the
+ * exactly-once rules live in the statements together (the order's row lock, the one live
+ * settlement per order, the one use per authorization, the relayer's journal of transactions);
+ * split by caller, each half would restate the others' invariants.
+ */
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Array as Arr, Effect, Schema } from "effect"
 import { Address } from "../chain/Address.js"

@@ -189,16 +189,19 @@ describe("the watcher, on a scripted chain", () => {
     newHead: () => Effect.void
   }
   const SENDER = "0x00000000000000000000000000000000000000aa"
+  /** A watcher over a scripted chain, and a stuck transaction's hash and its fee bump's. */
+  const stuckAndBump = Effect.gen(function* () {
+    const chain = scriptedChain()
+    const watcher = yield* blockWatcher(chain.source, options)
+    return { chain, watcher, stuck: hashOf("stuck").toLowerCase() as Hash, bump: hashOf("bump").toLowerCase() as Hash }
+  })
 
   it.live(
     "a fee bump mined: whoever waits for the stuck transaction gets the bump's receipt, read from its block",
     () =>
       Effect.scoped(
         Effect.gen(function* () {
-          const chain = scriptedChain()
-          const watcher = yield* blockWatcher(chain.source, options)
-          const stuck = hashOf("stuck").toLowerCase() as Hash
-          const bump = hashOf("bump").toLowerCase() as Hash
+          const { chain, watcher, stuck, bump } = yield* stuckAndBump
           yield* watcher.expect(stuck, SENDER)
           const waiting = yield* Effect.fork(watcher.receipt([stuck], 30_000))
           yield* watcher.expect(bump, SENDER, stuck)
@@ -226,10 +229,7 @@ describe("the watcher, on a scripted chain", () => {
     () =>
       Effect.scoped(
         Effect.gen(function* () {
-          const chain = scriptedChain()
-          const watcher = yield* blockWatcher(chain.source, options)
-          const stuck = hashOf("stuck").toLowerCase() as Hash
-          const bump = hashOf("bump").toLowerCase() as Hash
+          const { chain, watcher, stuck, bump } = yield* stuckAndBump
           yield* watcher.expect(stuck, SENDER)
           yield* watcher.expect(bump, SENDER, stuck)
           const waiting = yield* Effect.fork(watcher.receipt([bump], 30_000))

@@ -10,18 +10,14 @@ import { Effect, Option, Redacted, Ref } from "effect"
 import { erc20Abi, getAddress, type Hex, parseTransaction, parseUnits, toHex } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import type { Address } from "../../src/chain/Address.js"
-import {
-  ChainClient,
-  ChainError,
-  type SignedTransaction,
-  type TransferAuthorization
-} from "../../src/chain/ChainClient.js"
+import { ChainClient, ChainError, type SignedTransaction } from "../../src/chain/ChainClient.js"
 import { DEVNET_RELAYER_KEY } from "../../src/chain/Deployment.js"
 import { ANVIL_ACCOUNT_KEYS, awaitReceipt, publicClientFor, walletClientFor } from "../../src/chain/Devnet.js"
 import { counterfactualSignature, createSmartAccount, smartAccountAddress } from "../../src/chain/DevnetOperator.js"
 import { transferWithAuthorizationTypedData } from "../../src/chain/Eip3009.js"
 import { ChainProxy, devnetRpc, proxiedTestChain, TestDevnet, withNode } from "../support/TestChain.js"
 import { eventually } from "../support/wait.js"
+import { signedTransfer } from "../support/x402.js"
 
 const units = (amount: string) => parseUnits(amount, 18)
 const randomAddress = (): Address => getAddress(toHex(randomBytes(20)))
@@ -33,22 +29,7 @@ const mined = (hash: Hex) =>
 
 /** A payer's signed EIP-3009 authorization of `value` USD1 to a fresh address. */
 const authorized = (payerKey: Hex, value: bigint) =>
-  Effect.gen(function* () {
-    const chain = yield* ChainClient
-    const payer = privateKeyToAccount(payerKey)
-    const authorization: TransferAuthorization = {
-      from: payer.address,
-      to: randomAddress(),
-      value,
-      validAfter: 0n,
-      validBefore: BigInt(Math.floor(Date.now() / 1000) + 600),
-      nonce: toHex(randomBytes(32))
-    }
-    const signature = yield* Effect.promise(() =>
-      payer.signTypedData(transferWithAuthorizationTypedData(authorization, chain))
-    )
-    return { authorization, signature }
-  })
+  signedTransfer(privateKeyToAccount(payerKey), randomAddress(), value)
 
 /** Relays a fresh authorization of 1 USD1 from dev account 1, recording with `record`. */
 const relay = <E>(record: (signed: SignedTransaction) => Effect.Effect<void, E>) =>

@@ -11,12 +11,12 @@ import { Effect, Fiber, Metric, Option } from "effect"
 import { createPublicClient, getAddress, type Hex, http, parseUnits, toHex } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
 import type { Address } from "../../src/chain/Address.js"
-import { ChainClient, type TransferAuthorization } from "../../src/chain/ChainClient.js"
+import { ChainClient } from "../../src/chain/ChainClient.js"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
-import { transferWithAuthorizationTypedData } from "../../src/chain/Eip3009.js"
 import { prometheusText } from "../../src/observability/Metrics.js"
 import { ChainEndpoints, multiEndpointTestChain, TestDevnet } from "../support/TestChain.js"
 import { eventually } from "../support/wait.js"
+import { signedTransfer } from "../support/x402.js"
 
 /** Prometheus' own linter (Debian's `prometheus` package), as in test/e2e/Operations.test.ts. */
 const PROMTOOL = "/usr/bin/promtool"
@@ -28,17 +28,10 @@ const noRecord = () => Effect.void
 const pay = (payer: number, to: Address, value: bigint) =>
   Effect.gen(function* () {
     const chain = yield* ChainClient
-    const account = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[payer]!)
-    const authorization: TransferAuthorization = {
-      from: account.address,
+    const { authorization, signature } = yield* signedTransfer(
+      privateKeyToAccount(ANVIL_ACCOUNT_KEYS[payer]!),
       to,
-      value,
-      validAfter: 0n,
-      validBefore: BigInt(Math.floor(Date.now() / 1000) + 600),
-      nonce: toHex(randomBytes(32))
-    }
-    const signature = yield* Effect.promise(() =>
-      account.signTypedData(transferWithAuthorizationTypedData(authorization, chain))
+      value
     )
     const signed = yield* chain.transferWithAuthorization(authorization, signature, noRecord)
     const receipt = yield* chain.receipt(signed.hash, 30_000)

@@ -6,16 +6,13 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { ConfigProvider, Effect, Either, Layer, Option } from "effect"
+import { Effect, Either, Layer, Option } from "effect"
 import type { Hash } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
-import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
-import { Events } from "../../src/events/Events.js"
 import { Merchant } from "../../src/merchant/Merchant.js"
 import { PaymentProcessor, type SettleOutcome } from "../../src/merchant/PaymentProcessor.js"
-import { AppConfig } from "../../src/runtime/Config.js"
-import { TestDatabase } from "../support/TestDatabase.js"
+import { merchantInMemory } from "../support/settlements.js"
 import { signPayment } from "../support/x402.js"
 
 const attempts: Array<Either.Either<void, unknown>> = []
@@ -50,17 +47,7 @@ const StallingProcessor = Layer.effect(
   }))
 )
 
-const MerchantTest = Merchant.Default.pipe(
-  Layer.provide([StallingProcessor, Events.Default]),
-  Layer.provideMerge(TestDatabase),
-  Layer.provide(InMemoryChain.layer()),
-  Layer.provide(AppConfig.layer),
-  Layer.provide(
-    Layer.setConfigProvider(
-      ConfigProvider.fromMap(new Map([["MERCHANT_PAY_TO", "0x000000000000000000000000000000000000dEaD"]]))
-    )
-  )
-)
+const MerchantTest = merchantInMemory(StallingProcessor)
 
 layer(MerchantTest, { excludeTestServices: true })("a settlement decided meanwhile", (it) => {
   it.effect("is not recorded as broadcast, so it is never sent, and the order stays open", () =>

@@ -5,33 +5,15 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { ConfigProvider, Effect, Layer, Option } from "effect"
+import { Effect, Option } from "effect"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
-import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
-import { Events } from "../../src/events/Events.js"
 import { Merchant } from "../../src/merchant/Merchant.js"
 import { OrderRepo } from "../../src/merchant/OrderRepo.js"
 import { RelayerProcessor } from "../../src/merchant/PaymentProcessor.js"
-import { AppConfig } from "../../src/runtime/Config.js"
-import { TestDatabase } from "../support/TestDatabase.js"
+import { merchantInMemory } from "../support/settlements.js"
 import { signPayment } from "../support/x402.js"
 
-const MerchantTest = Layer.merge(Merchant.Default, OrderRepo.Default).pipe(
-  Layer.provide([RelayerProcessor, Events.Default]),
-  Layer.provideMerge(TestDatabase),
-  Layer.provide(InMemoryChain.layer()),
-  Layer.provide(AppConfig.layer),
-  Layer.provide(
-    Layer.setConfigProvider(
-      ConfigProvider.fromMap(
-        new Map([
-          ["MERCHANT_PAY_TO", "0x000000000000000000000000000000000000dEaD"],
-          ["SETTLEMENT_RECONCILE_AFTER", "6 seconds"]
-        ])
-      )
-    )
-  )
-)
+const MerchantTest = merchantInMemory(RelayerProcessor, { SETTLEMENT_RECONCILE_AFTER: "6 seconds" })
 
 layer(MerchantTest, { excludeTestServices: true })("settlement owners", (it) => {
   /** An order left settling by `owner`, with a reserved, never-recorded settlement (nothing sent). */

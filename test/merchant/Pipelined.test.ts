@@ -11,12 +11,11 @@ import { createPublicClient, http, parseAbiItem, parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
-import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { send } from "../support/http.js"
+import { signedOrder } from "../support/settlements.js"
 import { devnetRpc, TestDevnet } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
 import { eventually } from "../support/wait.js"
-import { signPayment } from "../support/x402.js"
 
 const merchant = privateKeyToAccount(generatePrivateKey())
 const RELAYER = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[9]!).address
@@ -39,15 +38,7 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address, RECONCILE_INTERVAL: "500 m
         }
         const payments = yield* Effect.forEach(
           payers.flatMap((payer) => Array.from({ length: PAYMENTS_EACH }, () => payer)),
-          (payer) =>
-            Effect.gen(function* () {
-              const created = yield* send("POST", "/merchant/orders", { json: { amount: "1", description: "pipe" } })
-              const offer = yield* send("GET", `/merchant/orders/${created.body.id}/pay`)
-              const { header } = yield* Effect.promise(() =>
-                signPayment(payer, offer.body.accepts[0] as PaymentRequirements)
-              )
-              return { id: created.body.id as string, header }
-            })
+          (payer) => signedOrder(payer, "1", "pipe")
         )
         const sentBefore = yield* Effect.promise(() => client.getTransactionCount({ address: RELAYER }))
         const fromBlock = yield* Effect.promise(() => client.getBlockNumber())

@@ -11,12 +11,11 @@ import { getAddress, parseEther, parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
-import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { send } from "../support/http.js"
+import { signedOrder } from "../support/settlements.js"
 import { devnetRpc, TestDevnet } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
 import { eventually } from "../support/wait.js"
-import { signPayment } from "../support/x402.js"
 
 const merchant = privateKeyToAccount(generatePrivateKey())
 const KEYS = [ANVIL_ACCOUNT_KEYS[9]!, ANVIL_ACCOUNT_KEYS[8]!, ANVIL_ACCOUNT_KEYS[7]!]
@@ -30,13 +29,9 @@ const payOnce = Effect.gen(function* () {
   const devnet = yield* TestDevnet
   const payer = privateKeyToAccount(generatePrivateKey())
   yield* mintUsd1(devnet, payer.address, parseUnits("1", 18)).pipe(Effect.orDie)
-  const created = yield* send("POST", "/merchant/orders", { json: { amount: "1", description: "pool" } })
-  const offer = yield* send("GET", `/merchant/orders/${created.body.id}/pay`)
-  const { header } = yield* Effect.promise(() => signPayment(payer, offer.body.accepts[0] as PaymentRequirements))
-  const answer = yield* send("POST", `/merchant/orders/${created.body.id}/pay`, {
-    headers: { "PAYMENT-SIGNATURE": header }
-  })
-  return { id: created.body.id as string, answer }
+  const { id, header } = yield* signedOrder(payer, "1", "pool")
+  const answer = yield* send("POST", `/merchant/orders/${id}/pay`, { headers: { "PAYMENT-SIGNATURE": header } })
+  return { id, answer }
 })
 
 /** The relayer key that sent each order's settlement, from the journal. */

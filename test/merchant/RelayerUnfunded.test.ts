@@ -15,12 +15,11 @@ import { parseEther, parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
-import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { send } from "../support/http.js"
+import { signedOrder } from "../support/settlements.js"
 import { devnetRpc, TestDevnet } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
 import { eventually } from "../support/wait.js"
-import { signPayment } from "../support/x402.js"
 
 const PROMTOOL = "/usr/bin/promtool"
 const merchant = privateKeyToAccount(generatePrivateKey())
@@ -38,15 +37,12 @@ const said = (prefix: string) => lines.filter((line) => line.message.startsWith(
 const metricsText = send("GET", "/metrics").pipe(Effect.map((response) => String(response.body)))
 
 /** A signed payment of a new order of `amount`, from a payer holding exactly that. */
-const signedOrder = (amount: string) =>
+const fundedOrder = (amount: string) =>
   Effect.gen(function* () {
     const devnet = yield* TestDevnet
     const payer = privateKeyToAccount(generatePrivateKey())
     yield* mintUsd1(devnet, payer.address, parseUnits(amount, 18)).pipe(Effect.orDie)
-    const created = yield* send("POST", "/merchant/orders", { json: { amount, description: "unfunded" } })
-    const offer = yield* send("GET", `/merchant/orders/${created.body.id}/pay`)
-    const { header } = yield* Effect.promise(() => signPayment(payer, offer.body.accepts[0] as PaymentRequirements))
-    return { id: created.body.id as string, header }
+    return yield* signedOrder(payer, amount, "unfunded")
   })
 
 const pay = (order: { readonly id: string; readonly header: string }) =>
@@ -66,7 +62,7 @@ layer(
     () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
-        const orders = yield* Effect.forEach([1, 2, 3], () => signedOrder("1"))
+        const orders = yield* Effect.forEach([1, 2, 3], () => fundedOrder("1"))
         yield* eventually("the relayer to be seen funded", metricsText, (text) => text.includes(`${FUNDED_GAUGE} 1`))
 
         yield* setRelayerBalance(0n)

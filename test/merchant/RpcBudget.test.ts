@@ -14,12 +14,11 @@ import { parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
 import { MULTICALL3_ADDRESS } from "../../src/chain/Multicall.js"
-import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { send } from "../support/http.js"
+import { signedOrder } from "../support/settlements.js"
 import { ChainEndpoints, devnetRpc, multiEndpointTestChain, TestDevnet } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
 import { eventually } from "../support/wait.js"
-import { signPayment } from "../support/x402.js"
 
 const merchant = privateKeyToAccount(generatePrivateKey())
 const PAYERS = 25
@@ -57,21 +56,15 @@ layer(
 
         const pay = (payer: (typeof payers)[number]) =>
           Effect.gen(function* () {
-            const created = yield* send("POST", "/merchant/orders", { json: { amount: "1", description: "budget" } })
-            const offer = yield* send("GET", `/merchant/orders/${created.body.id}/pay`)
-            const { header } = yield* Effect.promise(() =>
-              signPayment(payer, offer.body.accepts[0] as PaymentRequirements)
-            )
-            const paid = yield* send("POST", `/merchant/orders/${created.body.id}/pay`, {
-              headers: { "PAYMENT-SIGNATURE": header }
-            })
+            const { id, header } = yield* signedOrder(payer, "1", "budget")
+            const paid = yield* send("POST", `/merchant/orders/${id}/pay`, { headers: { "PAYMENT-SIGNATURE": header } })
             expect([200, 202]).toContain(paid.status)
             yield* eventually(
-              `order ${created.body.id} to be paid`,
-              send("GET", `/merchant/orders/${created.body.id}`).pipe(Effect.map((response) => response.body.status)),
+              `order ${id} to be paid`,
+              send("GET", `/merchant/orders/${id}`).pipe(Effect.map((response) => response.body.status)),
               (status) => status === "paid"
             )
-            return created.body.id as string
+            return id
           })
 
         yield* Effect.forEach(payers, pay, { concurrency: "unbounded" })
@@ -124,16 +117,7 @@ layer(
         const [endpoint] = yield* ChainEndpoints
         const payer = privateKeyToAccount(generatePrivateKey())
         yield* mintUsd1(devnet, payer.address, parseUnits("2", 18)).pipe(Effect.orDie)
-        const offers = yield* Effect.forEach([1, 2], () =>
-          Effect.gen(function* () {
-            const created = yield* send("POST", "/merchant/orders", { json: { amount: "1", description: "twice" } })
-            const offer = yield* send("GET", `/merchant/orders/${created.body.id}/pay`)
-            const { header } = yield* Effect.promise(() =>
-              signPayment(payer, offer.body.accepts[0] as PaymentRequirements)
-            )
-            return { id: created.body.id as string, header }
-          })
-        )
+        const offers = yield* Effect.forEach([1, 2], () => signedOrder(payer, "1", "twice"))
         const simulatedBefore = endpoint!.answeredByLabel().get(`eth_call ${devnet.usd1.toLowerCase()}`) ?? 0
         yield* Effect.forEach(
           offers,

@@ -13,13 +13,11 @@ import { createPublicClient, type Hash, http, parseGwei, parseUnits } from "viem
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
-import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { send } from "../support/http.js"
-import { awaitBroadcast } from "../support/settlements.js"
+import { awaitBroadcast, signedOrder } from "../support/settlements.js"
 import { devnetRpc, TestDevnet, usd1TransfersTo } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
 import { eventually } from "../support/wait.js"
-import { signPayment } from "../support/x402.js"
 
 const merchant = privateKeyToAccount(generatePrivateKey())
 const RELAYER = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[9]!).address
@@ -49,10 +47,7 @@ const stuckPayment = (
     const client = createPublicClient({ transport: http(devnet.rpcUrl) })
     const payer = privateKeyToAccount(generatePrivateKey())
     yield* mintUsd1(devnet, payer.address, parseUnits("3", 18)).pipe(Effect.orDie)
-    const created = yield* send("POST", "/merchant/orders", { json: { amount: "3", description: describe } })
-    const orderId = created.body.id as string
-    const offer = yield* send("GET", `/merchant/orders/${orderId}/pay`)
-    const { header } = yield* Effect.promise(() => signPayment(payer, offer.body.accepts[0] as PaymentRequirements))
+    const { id: orderId, header } = yield* signedOrder(payer, "3", describe)
     const sentBefore = yield* Effect.promise(() => client.getTransactionCount({ address: RELAYER }))
 
     yield* devnetRpc(devnet, "evm_setAutomine", [false])

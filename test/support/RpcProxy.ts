@@ -4,7 +4,9 @@
  *   on the same port, as a provider that goes down and comes back;
  * - `stall` holds every request unanswered until `forward` (a provider that accepts and hangs);
  * - `dropTransactions` answers `eth_sendRawTransaction` with the transaction's hash and never
- *   passes it on (a node that took the transaction and lost it).
+ *   passes it on (a node that took the transaction and lost it);
+ * - `holdTransactions` keeps each `eth_sendRawTransaction` until it is let go (a broadcast on its
+ *   way), every other call going through.
  * It counts the requests it answered, by method.
  */
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http"
@@ -19,6 +21,10 @@ export interface RpcProxy {
   readonly stall: () => void
   readonly forward: () => void
   readonly dropTransactions: (drop: boolean) => void
+  /** While `hold`, broadcasts wait here; `false` passes those held on. */
+  readonly holdTransactions: (hold: boolean) => void
+  /** Broadcasts held now. */
+  readonly heldTransactions: () => number
   /** Requests answered so far, of `method` or of every method. */
   readonly answered: (method?: string) => number
   /** Requests answered so far by label: the method, and for `eth_call` the contract called (`eth_call <to>`). */
@@ -35,6 +41,8 @@ export const startRpcProxy = (target: string) =>
       const counts = new Map<string, number>()
       let stalled = false
       let dropping = false
+      let holding = false
+      const heldBroadcasts: Array<() => void> = []
       let port = 0
 
       const count = (method: string) => counts.set(method, (counts.get(method) ?? 0) + 1)
@@ -75,6 +83,8 @@ export const startRpcProxy = (target: string) =>
             pass(body, response)
           }
           if (stalled) held.push(answer)
+          else if (holding && (JSON.parse(body) as { method?: unknown }).method === "eth_sendRawTransaction")
+            heldBroadcasts.push(answer)
           else answer()
         })
       }
@@ -87,6 +97,7 @@ export const startRpcProxy = (target: string) =>
       const close = () =>
         new Promise<void>((done) => {
           held.splice(0)
+          heldBroadcasts.splice(0)
           for (const socket of sockets) socket.destroy()
           server.close(() => done())
         })
@@ -110,6 +121,11 @@ export const startRpcProxy = (target: string) =>
             dropTransactions: (drop) => {
               dropping = drop
             },
+            holdTransactions: (hold) => {
+              holding = hold
+              if (!hold) for (const answer of heldBroadcasts.splice(0)) answer()
+            },
+            heldTransactions: () => heldBroadcasts.length,
             answered: (method) =>
               method === undefined ? [...counts.values()].reduce((sum, n) => sum + n, 0) : (counts.get(method) ?? 0),
             answeredByLabel: () => new Map(labels),

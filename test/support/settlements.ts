@@ -1,6 +1,53 @@
 import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { ConfigProvider, Effect, Layer } from "effect"
+import type { PrivateKeyAccount } from "viem"
+import type { ChainClient } from "../../src/chain/ChainClient.js"
+import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
+import { Events } from "../../src/events/Events.js"
+import { Merchant } from "../../src/merchant/Merchant.js"
+import { OrderRepo } from "../../src/merchant/OrderRepo.js"
+import type { PaymentProcessor } from "../../src/merchant/PaymentProcessor.js"
+import type { PaymentRequirements } from "../../src/merchant/X402.js"
+import { AppConfig } from "../../src/runtime/Config.js"
+import { send } from "./http.js"
+import { TestDatabase } from "./TestDatabase.js"
 import { eventually } from "./wait.js"
+import { signPayment } from "./x402.js"
+
+/**
+ * The merchant (and its repository) with `processor`, on the test database and an in-memory
+ * chain (or `chain`, built on one), paid to a fixed address; `settings` are further merchant settings.
+ */
+export const merchantInMemory = <E>(
+  processor: Layer.Layer<PaymentProcessor, E, SqlClient.SqlClient | ChainClient | InMemoryChain>,
+  settings: Record<string, string> = {},
+  chain: ReturnType<typeof InMemoryChain.layer> = InMemoryChain.layer()
+) =>
+  Layer.merge(Merchant.Default, OrderRepo.Default).pipe(
+    Layer.provide([processor, Events.Default]),
+    Layer.provideMerge(TestDatabase),
+    Layer.provide(chain),
+    Layer.provide(AppConfig.layer),
+    Layer.provide(
+      Layer.setConfigProvider(
+        ConfigProvider.fromMap(
+          new Map([["MERCHANT_PAY_TO", "0x000000000000000000000000000000000000dEaD"], ...Object.entries(settings)])
+        )
+      )
+    )
+  )
+
+/**
+ * A new order of `amount` USD1 on the test server, and `payer`'s signed payment of it as a standard
+ * client makes it from the 402 offer: the PAYMENT-SIGNATURE header to pay with.
+ */
+export const signedOrder = (payer: PrivateKeyAccount, amount: string, description: string) =>
+  Effect.gen(function* () {
+    const created = yield* send("POST", "/merchant/orders", { json: { amount, description } })
+    const offer = yield* send("GET", `/merchant/orders/${created.body.id}/pay`)
+    const { header } = yield* Effect.promise(() => signPayment(payer, offer.body.accepts[0] as PaymentRequirements))
+    return { id: created.body.id as string, header }
+  })
 
 /**
  * Waits until the order's settlement is recorded as broadcast: its transaction is then signed and

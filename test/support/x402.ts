@@ -1,5 +1,8 @@
 import { randomBytes } from "node:crypto"
-import type { Hex, PrivateKeyAccount } from "viem"
+import { Effect } from "effect"
+import { type Hex, type PrivateKeyAccount, toHex } from "viem"
+import type { Address } from "../../src/chain/Address.js"
+import { ChainClient, type TransferAuthorization } from "../../src/chain/ChainClient.js"
 import { transferWithAuthorizationTypedData } from "../../src/chain/Eip3009.js"
 import {
   authorizationOf,
@@ -58,3 +61,24 @@ export const signPayment = async (
 
 export const decodeHeader = (value: string | undefined) =>
   value === undefined ? undefined : JSON.parse(Buffer.from(value, "base64").toString("utf8"))
+
+/**
+ * `payer`'s signed EIP-3009 authorization of `value` USD1 to `to`, valid for ten minutes, for the
+ * chain the test runs on (a relayer's `transferWithAuthorization` takes it as it is).
+ */
+export const signedTransfer = (payer: PrivateKeyAccount, to: Address, value: bigint) =>
+  Effect.gen(function* () {
+    const chain = yield* ChainClient
+    const authorization: TransferAuthorization = {
+      from: payer.address,
+      to,
+      value,
+      validAfter: 0n,
+      validBefore: BigInt(Math.floor(Date.now() / 1000) + 600),
+      nonce: toHex(randomBytes(32))
+    }
+    const signature = yield* Effect.promise(() =>
+      payer.signTypedData(transferWithAuthorizationTypedData(authorization, chain))
+    )
+    return { authorization, signature }
+  })

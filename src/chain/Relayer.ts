@@ -1,0 +1,430 @@
+/**
+ * The relayer: the service's keys that send the payers' `transferWithAuthorization`s. Pipelined
+ * sends (nonces kept between sends, RELAYER_MAX_IN_FLIGHT under way at once), the key rotation by
+ * gas, the nonce gaps closed from the journal, fee bumps of stuck transactions, and the alarms that
+ * tell the merchant's tracker to check the nonce now.
+ */
+import { Duration, Effect, Option, Queue, Redacted, Schedule } from "effect"
+import { type Hex, hexToBigInt, isAddressEqual, keccak256, type PrivateKeyAccount, parseTransaction } from "viem"
+import { privateKeyToAccount } from "viem/accounts"
+import { countNonceGap, relayerGasMetrics } from "../observability/Metrics.js"
+import type { Address } from "./Address.js"
+import { transferCall } from "./Calldata.js"
+import {
+  ChainError,
+  type NonceCheck,
+  type RecordSigned,
+  type Resendable,
+  type SignedTransaction,
+  type TransferAuthorization
+} from "./ChainClient.js"
+import type { Deployment } from "./Deployment.js"
+import { bumpedFees, type Fees } from "./FeeBump.js"
+import { maxFeeOf } from "./FeeEstimate.js"
+import { isUnreachable } from "./JsonRpc.js"
+import { chainCall } from "./NodeErrors.js"
+import {
+  type Call,
+  GAS_MARGIN_ONE,
+  GAS_MARGIN_REUSED,
+  type SendingParts,
+  type Transactions,
+  withMargin
+} from "./Transactions.js"
+import { wallClockPause } from "./WallClock.js"
+
+/** How soon a failed close of a relayer nonce gap is tried again. */
+const CLOSE_RETRY_MS = 2_000
+
+/** The relayer's transfer gas before it was first estimated: above what `transferWithAuthorization` takes. */
+const TRANSFER_GAS_GUESS = 120_000n
+
+/** The fees a signed transaction carries. */
+const feesOf = (tx: ReturnType<typeof parseTransaction>): Fees =>
+  tx.type === "legacy" || tx.type === "eip2930"
+    ? { gasPrice: tx.gasPrice ?? 0n }
+    : { maxFeePerGas: tx.maxFeePerGas ?? 0n, maxPriorityFeePerGas: tx.maxPriorityFeePerGas ?? 0n }
+
+export interface RelayerOptions extends SendingParts {
+  readonly deployment: Deployment
+  readonly transactions: Transactions
+}
+
+export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher }: RelayerOptions) =>
+  Effect.gen(function* () {
+    const { chainId, usd1, relayerFees } = deployment
+    const { callAtPending, pendingNonce, broadcast, resend, signCall, simulate } = transactions
+    const relayers = deployment.relayerKeys.map((key) => privateKeyToAccount(Redacted.value(key)))
+
+    /** The relayer's (v, r, s) transfer gas: estimated once, reused with a margin; forgotten after an out-of-gas revert. */
+    let transferGas: bigint | undefined
+
+    /**
+     * Each relayer key's gas watch: its balance read every RELAYER_BALANCE_INTERVAL, each transaction
+     * it signs since counted against it at its worst cost (gas limit × max fee), so that asking
+     * whether it can pay the next one costs no call. A key that no longer can leaves the rotation
+     * (one WARN line), and comes back when it can again (one INFO line); the `relayer_gas_funded`
+     * gauge follows, per key.
+     */
+    interface GasWatch {
+      readonly account: PrivateKeyAccount
+      readonly metrics: ReturnType<typeof relayerGasMetrics>
+      balance: bigint | undefined
+      funded: boolean
+    }
+    const gasWatches: ReadonlyArray<GasWatch> = relayers.map((account) => ({
+      account,
+      metrics: relayerGasMetrics(account.address),
+      balance: undefined,
+      funded: true
+    }))
+    const watchOf = (address: Address) => gasWatches.find((watch) => isAddressEqual(watch.account.address, address))!
+    const judgeGas = (watch: GasWatch, balance: bigint) =>
+      Effect.gen(function* () {
+        watch.balance = balance
+        watch.metrics.balance(balance)
+        const needed = (transferGas ?? TRANSFER_GAS_GUESS) * maxFeeOf(yield* fees.current)
+        const funded = balance >= needed
+        watch.metrics.funded(funded)
+        if (funded === watch.funded) return
+        watch.funded = funded
+        const inRotation = gasWatches.filter((other) => other.funded).length
+        yield* (
+          funded
+            ? Effect.logInfo(`relayer key funded again: back in the rotation (${inRotation} of ${relayers.length})`)
+            : Effect.logWarning(
+                inRotation === 0
+                  ? "relayer cannot pay gas for its next transaction: no key left, new payments answer 503 RELAYER_UNFUNDED until one is funded"
+                  : `relayer cannot pay gas for its next transaction: the key leaves the rotation (${inRotation} of ${relayers.length} left)`
+              )
+        ).pipe(
+          Effect.annotateLogs({
+            "chain.relayer": watch.account.address,
+            "relayer.balanceWei": String(balance),
+            "relayer.neededWei": String(needed)
+          })
+        )
+      })
+    const readGas = (watch: GasWatch) =>
+      read<Hex>("relayer balance", "eth_getBalance", [watch.account.address, "latest"]).pipe(
+        Effect.flatMap((balance) => judgeGas(watch, hexToBigInt(balance))),
+        // the last reading stands until a read answers
+        Effect.catchTag("ChainError", () => Effect.void)
+      )
+    /** A transaction signed with `gas` and `fee` was sent: its worst cost is no longer there to spend. */
+    const spentGas = (watch: GasWatch, gas: bigint, fee: Fees) =>
+      Effect.suspend(() =>
+        watch.balance === undefined ? Effect.void : judgeGas(watch, watch.balance - gas * maxFeeOf(fee))
+      ).pipe(Effect.catchTag("ChainError", () => Effect.void))
+    let rotation = 0
+    /** The next relayer key in turn among those that can pay gas (all of them when none can: the send will tell). */
+    const nextRelayer = Effect.sync(() => {
+      const funded = gasWatches.filter((watch) => watch.funded)
+      const from = funded.length > 0 ? funded : gasWatches
+      return from[rotation++ % from.length]!
+    })
+
+    /**
+     * Per relayer key, the nonces whose broadcast is on its way (journaled, not answered yet): the
+     * chain does not count them yet, and they are no gap to close (`closeGap`).
+     */
+    const broadcasting = new Map<Address, Set<number>>()
+    const broadcastsOf = (address: Address) => {
+      const known = broadcasting.get(address)
+      if (known !== undefined) return known
+      const fresh = new Set<number>()
+      broadcasting.set(address, fresh)
+      return fresh
+    }
+
+    /** Relayer sends between their simulation and the node's answer to their broadcast (RELAYER_MAX_IN_FLIGHT). */
+    const relayerInFlight = Effect.unsafeMakeSemaphore(relayerFees.maxInFlight)
+
+    /**
+     * The relayer's send, pipelined: the exact call is run against the pending state first (a
+     * revert is `CallReverted`, nothing signed; unless the caller just did, `simulated`), then, holding the relayer's queue only for what
+     * orders nonces (the nonce, the signature, `record`: no chain round trip while the next nonce is
+     * known), the transaction takes the next nonce and is journaled; its broadcast goes out after the
+     * queue is let go, so that the next send signs while this one travels. Up to RELAYER_MAX_IN_FLIGHT
+     * sends are under way at once.
+     *
+     * Each send takes the next relayer key in turn among those that can pay gas (RELAYER_PRIVATE_KEYS).
+     * A key keeps its next nonce between sends (its keys are this replica's own). A send that fails or
+     * whose fate is unknown makes the next send learn it again: from the journal with `resendable`
+     * (every recorded transaction above the chain's count sent again, `closeGap`), else from the
+     * chain's count. One the node refuses for a stale nonce or fee is simulated, signed anew (and
+     * recorded again: the refused one can never be mined) and broadcast, once.
+     */
+    const relayerSend = <E, R>(
+      call: Call,
+      gas: bigint,
+      record: RecordSigned<E, R>,
+      resendable?: Resendable,
+      simulated = false
+    ) =>
+      Effect.gen(function* () {
+        const watch = yield* nextRelayer
+        const relayer = watch.account
+        const queue = queueOf(relayer.address)
+        const forget = queue.serially(queue.forget)
+        for (let attempt = 1; ; attempt++) {
+          // A send signed anew after a refusal is simulated again: time passed since the caller's.
+          if (!(simulated && attempt === 1)) yield* callAtPending(relayer.address, call)
+          const fee = yield* fees.current
+          const signed = yield* queue.serially(
+            Effect.gen(function* () {
+              const nonce = yield* queue.nonce(
+                resendable === undefined
+                  ? pendingNonce(relayer.address)
+                  : Effect.map(closeGap(relayer, resendable), (check) => check.next)
+              )
+              const signed = yield* signCall(relayer, call, gas, nonce, fee)
+              // not recorded, not sent: the nonce is free again, and the chain and the journal say where to go on
+              yield* record(signed, "write").pipe(Effect.tapError(() => queue.forget))
+              yield* watcher().expect(signed.hash, relayer.address)
+              yield* queue.sent(nonce)
+              broadcastsOf(relayer.address).add(nonce)
+              return signed
+            })
+          )
+          const sent = yield* broadcast(signed.raw).pipe(
+            Effect.tapError(() => forget),
+            Effect.ensuring(Effect.sync(() => broadcastsOf(relayer.address).delete(signed.nonce)))
+          )
+          if (sent._tag === "Sent") {
+            yield* spentGas(watch, gas, fee)
+            return signed
+          }
+          yield* forget
+          if (sent.stale === "fees") fees.forget()
+          if (attempt > 1) return yield* new ChainError({ message: `broadcast refused: ${sent.text}` })
+        }
+      }).pipe(relayerInFlight.withPermits(1))
+
+    /** The relayer key's empty transaction for `nonce`: fills a nonce no recorded transaction can take. */
+    const fillNonce = (relayer: PrivateKeyAccount, nonce: number) =>
+      Effect.gen(function* () {
+        const fee = yield* fees.current
+        const raw = yield* chainCall("sign", () =>
+          relayer.signTransaction({ chainId, nonce, gas: 21_000n, to: relayer.address, value: 0n, ...fee })
+        )
+        yield* resend(raw)
+      })
+
+    /**
+     * Inside the relayer's queue: from the chain's pending count up to the relayer's next nonce (or,
+     * when it is not known, past every recorded transaction), each nonce gets its recorded
+     * transaction again or an empty one, in order. A node that lost blocks (a reorg, a restart from
+     * a snapshot) or a transaction recorded but never broadcast (a crash) then holds nothing back.
+     */
+    const closeGap = (relayer: PrivateKeyAccount, resendable: Resendable) =>
+      Effect.gen(function* () {
+        const queue = queueOf(relayer.address)
+        const local = yield* queue.known
+        // Taken before the chain is asked: a broadcast answered meanwhile may be missing from the
+        // count read, yet it is no gap. No nonce joins them while this holds the queue.
+        const onItsWay = new Set(broadcastsOf(relayer.address))
+        const chainNext = yield* pendingNonce(relayer.address)
+        const recorded = yield* resendable(relayer.address, chainNext)
+        const next =
+          local !== undefined
+            ? Math.max(local, chainNext)
+            : recorded.reduce((end, tx) => Math.max(end, tx.nonce + 1), chainNext)
+        let resent = 0
+        let filled = 0
+        for (let nonce = chainNext; nonce < next; nonce++) {
+          if (onItsWay.has(nonce)) continue
+          const tx = recorded.find((candidate) => candidate.nonce === nonce)
+          if (tx === undefined) {
+            yield* fillNonce(relayer, nonce).pipe(Effect.tapError(() => queue.forget))
+            filled++
+          } else {
+            // one the node now finds underpriced is not "sent again": its fee bump sends it (`replaceStuck`)
+            if ((yield* resend(tx.raw).pipe(Effect.tapError(() => queue.forget))) === "sent") resent++
+          }
+        }
+        yield* queue.continueAt(next)
+        const check: NonceCheck = { chainNext, next, resent, filled }
+        if (resent + filled > 0) {
+          yield* Effect.logWarning(
+            `relayer nonce gap: the chain counts ${chainNext}, the relayer was at ${local ?? "(unknown)"}; ` +
+              `${resent} recorded transaction(s) sent again, ${filled} nonce(s) filled`
+          ).pipe(Effect.annotateLogs({ "chain.relayer": relayer.address }))
+          yield* countNonceGap(resent, filled)
+        }
+        return check
+      }).pipe(
+        Effect.tapBoth({
+          // Tried again soon, not at the next tick: a gap left open holds every later payment. A
+          // node that did not answer is the chain's outage (/ready and the outage log say so).
+          onFailure: (error) =>
+            isUnreachable(error.cause)
+              ? Effect.void
+              : Effect.sync(() => {
+                  closeFailure = error.message
+                }).pipe(
+                  Effect.zipRight(
+                    Effect.forkDaemon(
+                      wallClockPause(CLOSE_RETRY_MS).pipe(
+                        Effect.zipRight(checkNonceNow(`the last nonce gap close failed: ${error.message}`))
+                      )
+                    )
+                  )
+                ),
+          onSuccess: () =>
+            Effect.sync(() => {
+              closeFailure = undefined
+              queuedSince.delete(relayer.address)
+            })
+        }),
+        Effect.withSpan("ChainClient.closeGap")
+      )
+
+    const followRelayerNonce = (resendable: Resendable) =>
+      Effect.forEach(relayers, (relayer) => queueOf(relayer.address).serially(closeGap(relayer, resendable)))
+
+    const replaceStuck = <E, R>(
+      stuck: { readonly sender: Address; readonly raw: Hex; readonly signedAt: Date; readonly bumps: number },
+      record: RecordSigned<E, R>
+    ) =>
+      Effect.gen(function* () {
+        const relayer = watchOf(stuck.sender).account
+        const waited = Date.now() - stuck.signedAt.getTime()
+        if (stuck.bumps >= relayerFees.maxBumps || waited < Duration.toMillis(relayerFees.stuckAfter)) {
+          return Option.none<SignedTransaction>()
+        }
+        const tx = parseTransaction(stuck.raw)
+        if (tx.nonce === undefined || tx.gas === undefined) return Option.none<SignedTransaction>()
+        // The estimate now, not a cached one: the fee that left the transaction behind may be just that.
+        fees.forget()
+        const raised = bumpedFees(feesOf(tx), yield* fees.estimated, relayerFees.maxFeePerGas)
+        if (Option.isNone(raised)) return Option.none<SignedTransaction>()
+        const raw = yield* chainCall("sign", () =>
+          relayer.signTransaction({
+            chainId,
+            nonce: tx.nonce!,
+            gas: tx.gas!,
+            to: tx.to ?? null,
+            data: tx.data,
+            value: tx.value,
+            ...raised.value
+          })
+        )
+        const signed: SignedTransaction = { sender: relayer.address, hash: keccak256(raw), raw, nonce: tx.nonce }
+        yield* record(signed, "write")
+        // Whoever waits for the stuck one gets this one's receipt if it is the one mined.
+        yield* watcher().expect(signed.hash, relayer.address, keccak256(stuck.raw))
+        // One the node refuses (a fee still too low) stays journaled: it is bumped again when due.
+        yield* resend(raw)
+        return Option.some(signed)
+      }).pipe(
+        queueOf(stuck.sender).serially,
+        Effect.withSpan("ChainClient.replaceStuck", { attributes: { "chain.bumps": stuck.bumps } })
+      )
+
+    // -----------------------------------------------------------------------------------------------
+    // The relayer's nonce checked at once when the chain says it may be off
+
+    /** Why the relayer's nonce must be checked now, for the merchant's tracker (`relayerNonceAlarm`). */
+    const nonceAlarms = yield* Queue.sliding<string>(1)
+    const checkNonceNow = (why: string) => Effect.asVoid(Queue.offer(nonceAlarms, why))
+    /** The last close of a nonce gap failed: why. */
+    let closeFailure: string | undefined
+    /** Per relayer key, the chain's pending count below its next nonce, with its transactions in flight: since when. */
+    const queuedSince = new Map<Address, { readonly at: number; readonly chainNext: number; readonly local: number }>()
+    const queuedStuckAfter = deployment.nonceGapStuckAfter
+
+    /**
+     * On a new head while relayer transactions are overdue (not in the blocks after their broadcast):
+     * a chain counting fewer pending than the relayer's next nonce holds some of them queued (or lost
+     * them). Seen on two heads running, the nonce is checked at once. Nothing overdue, nothing read.
+     */
+    const checkRelayerQueue = Effect.forEach(relayers, ({ address }) =>
+      Effect.gen(function* () {
+        const local = yield* queueOf(address).known
+        if (local === undefined || watcher().overdue(address) === 0) {
+          queuedSince.delete(address)
+          return
+        }
+        const chainNext = yield* pendingNonce(address)
+        if (chainNext >= local) {
+          queuedSince.delete(address)
+          return
+        }
+        const before = queuedSince.get(address)
+        queuedSince.set(address, { at: before?.at ?? Date.now(), chainNext, local })
+        if (before !== undefined) {
+          yield* checkNonceNow(
+            `the chain counts ${chainNext} pending for relayer ${address}, whose next nonce is ${local}`
+          )
+        }
+      }).pipe(Effect.ignore)
+    )
+
+    const relayerNonceTrouble = Effect.sync((): Option.Option<string> => {
+      if (closeFailure !== undefined) return Option.some(`a relayer nonce gap could not be closed: ${closeFailure}`)
+      for (const [address, queued] of queuedSince) {
+        if (Date.now() - queued.at >= Duration.toMillis(queuedStuckAfter)) {
+          return Option.some(
+            `relayer nonce gap: the chain counts ${queued.chainNext} pending, relayer ${address}'s next nonce is ` +
+              `${queued.local}, for over ${Duration.format(queuedStuckAfter)}`
+          )
+        }
+      }
+      return Option.none()
+    })
+
+    const transferWithAuthorization = <E, R>(
+      authorization: TransferAuthorization,
+      signature: Hex,
+      record: RecordSigned<E, R>,
+      resendable?: Resendable,
+      simulated = false
+    ) => {
+      const { vrs, data } = transferCall(authorization, signature)
+      const call: Call = { to: usd1.address, data }
+      // Its gas: estimated for a contract wallet's signature (it costs what its wallet costs), once
+      // for (v, r, s) ones (an EOA's costs the same every time). Whatever the gas, the call is
+      // simulated again right before it is signed (`callAtPending`): `transferCheck` ran before the
+      // reservation, and the payer's other payments may have spent the balance since.
+      const gas = Effect.suspend(() =>
+        vrs && transferGas !== undefined
+          ? Effect.succeed(transferGas)
+          : simulate(relayers[0]!.address, call).pipe(
+              Effect.map((estimate) => withMargin(estimate, vrs ? GAS_MARGIN_REUSED : GAS_MARGIN_ONE)),
+              Effect.tap((reused) =>
+                Effect.sync(() => {
+                  if (vrs) transferGas = reused
+                })
+              )
+            )
+      )
+      // Simulated by the caller: the estimate would be one more simulation (a gas limit not known yet).
+      const simulatedAlready = simulated && vrs && transferGas !== undefined
+      return Effect.flatMap(gas, (limit) => relayerSend(call, limit, record, resendable, simulatedAlready)).pipe(
+        Effect.withSpan("ChainClient.transferWithAuthorization")
+      )
+    }
+
+    return {
+      addresses: relayers.map((relayer) => relayer.address),
+      funded: Effect.sync(() => gasWatches.some((watch) => watch.funded)),
+      transferWithAuthorization,
+      followRelayerNonce,
+      replaceStuck,
+      nonceAlarm: Queue.take(nonceAlarms),
+      nonceTrouble: relayerNonceTrouble,
+      checkNonceNow,
+      /** For the block watcher's new heads. */
+      checkQueue: checkRelayerQueue,
+      /** A transfer reverted out of gas: its gas is estimated anew. */
+      forgetTransferGas: () => {
+        transferGas = undefined
+      },
+      /** Each key's balance read every RELAYER_BALANCE_INTERVAL while the scope is open. */
+      watchGas: Effect.forEach(gasWatches, readGas, { concurrency: "unbounded" }).pipe(
+        Effect.repeat(Schedule.spaced(relayerFees.balanceInterval)),
+        Effect.forkScoped
+      )
+    }
+  })
