@@ -13,10 +13,10 @@ import { Layer } from "effect"
 import { httpLive } from "./App.js"
 import { ChainDeployment } from "./chain/Deployment.js"
 import { NodeServerLive } from "./http/Server.js"
+import { launch } from "./lifecycle/Launch.js"
 import { ObservabilityLive } from "./observability/Observability.js"
 import { PortsLive } from "./Ports.js"
 import { AppConfig } from "./runtime/Config.js"
-import { launch } from "./runtime/Launch.js"
 import { SqlLive } from "./storage/Database.js"
 
 const MainLive = httpLive(NodeServerLive).pipe(

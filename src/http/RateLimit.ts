@@ -14,8 +14,8 @@
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Clock, Config, Effect, Option } from "effect"
+import { forkLoop } from "../lifecycle/BackgroundLoop.js"
 import { traced } from "../observability/Traced.js"
-import { forkLoop } from "../runtime/BackgroundLoop.js"
 import { RateLimited } from "./ApiError.js"
 import { RateLimitRepo } from "./RateLimitRepo.js"
 

@@ -37,11 +37,11 @@ import {
   LogLevel,
   Option
 } from "effect"
+import { describeError } from "../observability/ErrorLine.js"
 import { jsonLineLogger, writeLogLine } from "../observability/LogSink.js"
 import { requestMetrics, routeTemplates, statusOfExit } from "../observability/Metrics.js"
 import { reportUnavailable } from "../observability/Outages.js"
 import { AppConfig, durationConfig } from "../runtime/Config.js"
-import { describeError } from "../runtime/Launch.js"
 import { isDatabaseUnavailable } from "../storage/Sql.js"
 import {
   BadRequest,

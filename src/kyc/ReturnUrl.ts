@@ -8,7 +8,7 @@
  * answered in its parsed, normalised form, never as the raw text.
  */
 
-import { parseHttpUrl } from "../http/HttpUrl.js"
+import { parseHttpUrl } from "../runtime/HttpUrl.js"
 
 const MAX_RETURN_URL_LENGTH = 2048
 

@@ -28,9 +28,9 @@ import { domainSeparator, getAddress, type Hash } from "viem"
 import type { Address } from "../chain/Address.js"
 import { ChainClient, type ChainClientShape, chainConfirmations } from "../chain/ChainClient.js"
 import { ChainUnavailable } from "../http/ApiError.js"
+import { forkLoop, type Loop } from "../lifecycle/BackgroundLoop.js"
 import { countSettlement } from "../observability/Metrics.js"
 import { traced } from "../observability/Traced.js"
-import { forkLoop, type Loop } from "../runtime/BackgroundLoop.js"
 import { AppConfig } from "../runtime/Config.js"
 import {
   Order,

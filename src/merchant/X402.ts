@@ -7,8 +7,8 @@ import { Either, Option, Schema } from "effect"
 import { getAddress } from "viem"
 import type { Address } from "../chain/Address.js"
 import type { TransferAuthorization } from "../chain/ChainClient.js"
-import { parseHttpUrl } from "../http/HttpUrl.js"
 import { jsonDeeperThan, MAX_JSON_DEPTH, unstorableText } from "../http/RequestBody.js"
+import { parseHttpUrl } from "../runtime/HttpUrl.js"
 
 const X402_VERSION = 2
 /** Seconds a signed authorization must still be valid for when it reaches us (block time). */

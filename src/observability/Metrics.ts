@@ -1,6 +1,6 @@
 /**
  * Metrics: what the service counts, and the Prometheus text rendering of every Effect metric (served
- * at `GET /metrics`; the same metrics go out over OTLP when a collector is configured).
+ * at `GET /metrics` by http/MetricsRoute.ts; the same metrics go out over OTLP when a collector is configured).
  *
  * | metric | kind | labels |
  * |---|---|---|
@@ -23,21 +23,8 @@
  *
  * Beside them: Effect's runtime metrics (`effect_fiber_*`) and the process's own (ProcessMetrics.ts).
  */
-import { createHash, timingSafeEqual } from "node:crypto"
-import { HttpApi, type HttpApiGroup, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import {
-  Cause,
-  Config,
-  Effect,
-  Exit,
-  Metric,
-  MetricBoundaries,
-  MetricLabel,
-  type MetricPair,
-  Option,
-  Redacted
-} from "effect"
-import { NotFound, Unauthorized } from "../http/ApiError.js"
+import { HttpApi, type HttpApiGroup, type HttpServerResponse } from "@effect/platform"
+import { Cause, Effect, Exit, Metric, MetricBoundaries, MetricLabel, type MetricPair, Option } from "effect"
 import type { DatabasePool } from "../storage/Database.js"
 import { processMetrics } from "./ProcessMetrics.js"
 
@@ -311,68 +298,16 @@ export const prometheusText = (pairs: ReadonlyArray<MetricPair.MetricPair.Untype
     .concat("\n")
 }
 
-/** Every metric of this process, as Prometheus scrapes them (the pool sampled now), then the process's own. */
-const metricsResponse = (pool: Pick<DatabasePool["Type"], "usage">, processText: () => string) =>
-  Effect.gen(function* () {
+/**
+ * Every metric of this process as Prometheus scrapes them (the pool sampled at each scrape), then the
+ * process's own; served by `GET /metrics` (http/MetricsRoute.ts).
+ */
+export const metricsScrape = (pool: Pick<DatabasePool["Type"], "usage">) => {
+  const processText = processMetrics()
+  return Effect.gen(function* () {
     for (const [state, value] of Object.entries(yield* pool.usage)) {
       yield* Metric.set(Metric.tagged(dbPoolConnections, "state", state), value)
     }
-    const pairs = yield* Metric.snapshot
-    return HttpServerResponse.text(prometheusText(pairs) + processText(), {
-      contentType: "text/plain; version=0.0.4; charset=utf-8"
-    })
+    return prometheusText(yield* Metric.snapshot) + processText()
   })
-
-// ---------------------------------------------------------------------------------------------------
-// Who may read them
-
-/** The bearer token a scraper must send; unset, only loopback clients are served. */
-const metricsToken = Config.option(
-  Config.redacted("METRICS_TOKEN").pipe(
-    Config.validate({
-      message: "Expected METRICS_TOKEN to be at least 16 characters",
-      validation: (token) => Redacted.value(token).length >= 16
-    })
-  )
-)
-
-/** The connection's own peer (never X-Forwarded-For) is this machine. */
-const fromLoopback = (request: HttpServerRequest.HttpServerRequest) =>
-  Option.exists(request.remoteAddress, (address) => /^(127\.|::1$|::ffff:127\.)/.test(address))
-
-const digest = (text: string) => createHash("sha256").update(text, "utf8").digest()
-
-/** `Authorization: Bearer <token>`, compared in constant time. */
-const bearerIs = (header: string | undefined, token: Redacted.Redacted<string>) =>
-  header !== undefined && timingSafeEqual(digest(header), digest(`Bearer ${Redacted.value(token)}`))
-
-/**
- * `GET /metrics`. With `METRICS_TOKEN` set, a scraper sends it as a bearer token (401 otherwise,
- * from anywhere); without it the metrics are served only to clients on this machine (the
- * connection's peer is loopback) and are a 404 to anyone else: counters of settlements and
- * identity checks are nobody else's business.
- */
-export const metricsRoute = (pool: Pick<DatabasePool["Type"], "usage">) =>
-  Effect.map(metricsToken, (token) => {
-    const processText = processMetrics()
-    return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-      if (Option.isSome(token)) {
-        return bearerIs(request.headers.authorization, token.value)
-          ? metricsResponse(pool, processText)
-          : Effect.succeed(
-              HttpServerResponse.unsafeJson(
-                { error: "/metrics needs the METRICS_TOKEN bearer token", code: Unauthorized.code },
-                { status: Unauthorized.status, headers: { "www-authenticate": 'Bearer realm="metrics"' } }
-              )
-            )
-      }
-      return fromLoopback(request)
-        ? metricsResponse(pool, processText)
-        : Effect.succeed(
-            HttpServerResponse.unsafeJson(
-              { error: "/metrics is served to this machine only while METRICS_TOKEN is unset", code: NotFound.code },
-              { status: NotFound.status }
-            )
-          )
-    })
-  })
+}

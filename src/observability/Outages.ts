@@ -10,8 +10,8 @@
  * stays down instead of flapping between the two lines.
  */
 import { Cause, Clock, Context, Duration, Effect, Layer, Option, Predicate, Queue, Ref } from "effect"
-import { describeError } from "../runtime/Launch.js"
 import { isDatabaseUnavailable } from "../storage/Sql.js"
+import { describeError } from "./ErrorLine.js"
 
 export type Dependency = "database" | "chain"
 

@@ -23,7 +23,7 @@ import { randomUUID } from "node:crypto"
 import { Clock, Config, ConfigError, Duration, Effect, Either } from "effect"
 import { eventSettings } from "../events/EventSettings.js"
 import { WEBHOOK_TOLERANCE_MS } from "../kyc/KycConfig.js"
-import { backgroundLoop } from "../runtime/BackgroundLoop.js"
+import { backgroundLoop } from "../lifecycle/BackgroundLoop.js"
 import { durationConfig } from "../runtime/Config.js"
 import { type Prunable, RetentionRepo } from "./RetentionRepo.js"
 

@@ -5,7 +5,7 @@
  */
 import { Config, ConfigError, Context, Duration, Either, Layer, LogLevel, Option, type Redacted } from "effect"
 import { getAddress, isAddress } from "viem"
-import { parseHttpUrl } from "../http/HttpUrl.js"
+import { parseHttpUrl } from "./HttpUrl.js"
 
 /** An origin is `scheme://host[:port]` with nothing after it. */
 const parseOrigin = (text: string): string | undefined => {

@@ -11,7 +11,7 @@ import path from "node:path"
 export type ImportGraph = ReadonlyMap<string, ReadonlyArray<string>>
 
 /** The folders of src/ that are the platform: what any domain may use, and what uses no domain. */
-export const PLATFORM = ["embedded", "http", "observability", "runtime", "storage"] as const
+export const PLATFORM = ["embedded", "http", "lifecycle", "observability", "runtime", "storage"] as const
 
 /**
  * What a domain offers the others: its API schemas, its service, its port and the small modules

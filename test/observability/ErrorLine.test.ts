@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { describeError } from "../../src/runtime/Launch.js"
+import { describeError } from "../../src/observability/ErrorLine.js"
 
 describe("describeError", () => {
   it("follows causes and spells out every error of an AggregateError", () => {

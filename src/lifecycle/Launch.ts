@@ -8,19 +8,9 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Cause, Config, ConfigError, Deferred, Effect, Layer, Logger, Option } from "effect"
 import { EmbeddedServerError, EmbeddedServerLost, ServiceHalt } from "../embedded/EmbeddedServer.js"
+import { describeError } from "../observability/ErrorLine.js"
 import { JsonLogLive } from "../observability/LogSink.js"
-import { SERVICE_NAME } from "./ServiceInfo.js"
-
-/** An error and its causes on one line: "PgClient: Failed to connect: connect ECONNREFUSED 127.0.0.1:1". */
-export const describeError = (error: unknown): string => {
-  if (error instanceof AggregateError && error.errors.length > 0) return error.errors.map(describeError).join("; ")
-  if (error instanceof Error) {
-    const cause = error.cause === undefined ? "" : describeError(error.cause)
-    if (error.message === "") return cause || error.name
-    return cause === "" || error.message.includes(cause) ? error.message : `${error.message}: ${cause}`
-  }
-  return String(error)
-}
+import { SERVICE_NAME } from "../runtime/ServiceInfo.js"
 
 /** The configured log format, JSON when the configuration itself is what failed. */
 const startLogger = Config.literal(
