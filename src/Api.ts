@@ -7,9 +7,8 @@
  */
 
 import { HttpApi, OpenApi } from "@effect/platform"
-import { AccountApi } from "./account/Api.js"
+import { AccountApi, SignInApi } from "./account/Api.js"
 import { AgentApi, StrategyApi } from "./agent/Api.js"
-import { AuthApi } from "./auth/Api.js"
 import { StatementApi } from "./cards/Api.js"
 import { DevnetApi } from "./devnet/Api.js"
 import { EventsApi, StreamEvent } from "./events/Api.js"
@@ -30,7 +29,7 @@ import { SERVICE_VERSION } from "./runtime/ServiceInfo.js"
 
 export class CoreApi extends HttpApi.make("api")
   .add(HealthApi)
-  .add(AuthApi)
+  .add(SignInApi)
   .add(AccountApi)
   .add(KycApi)
   .add(KycWebhookApi)

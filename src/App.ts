@@ -10,14 +10,13 @@ import { SqlClient } from "@effect/sql"
 import { Config, Deferred, Effect, Layer, Option } from "effect"
 import { AgentEnabledApi, Api, ClientApi, CoreApi, MerchantEnabledApi } from "./Api.js"
 import { Account } from "./account/Account.js"
-import { AccountHttpLive } from "./account/Http.js"
+import { AccountHttpLive, SignInHttpLive } from "./account/Http.js"
 import { Standing } from "./account/Standing.js"
 import { Agent } from "./agent/Agent.js"
 import { AgentLoop, AgentLoopLive } from "./agent/AgentLoop.js"
 import { AgentHttpLive, StrategyHttpLive } from "./agent/Http.js"
 import { WebAppLive } from "./app/WebApp.js"
 import { Auth } from "./auth/Auth.js"
-import { AuthHttpLive } from "./auth/Http.js"
 import { Cards } from "./cards/Cards.js"
 import { StatementHttpLive } from "./cards/Http.js"
 import { Statement } from "./cards/Statement.js"
@@ -95,7 +94,7 @@ const DomainLive = Layer.mergeAll(
 
 const CoreLive = Layer.mergeAll(
   HealthHttpLive,
-  AuthHttpLive,
+  SignInHttpLive,
   AccountHttpLive,
   KycHttpLive,
   KycWebhookHttpLive,

@@ -4,18 +4,15 @@
  * identity provider while a check is pending.
  */
 import { Effect } from "effect"
-import { SignInResult } from "../auth/Api.js"
 import { Auth } from "../auth/Auth.js"
-import { AuthRepo } from "../auth/AuthRepo.js"
 import type { Address } from "../chain/Address.js"
 import { traced } from "../observability/Traced.js"
-import { Me } from "./Api.js"
+import { Me, SignInResult } from "./Api.js"
 import { Standing } from "./Standing.js"
 
 export class Account extends Effect.Service<Account>()("app/Account", {
   effect: Effect.gen(function* () {
     const auth = yield* Auth
-    const users = yield* AuthRepo
     const standing = yield* Standing
 
     const signIn = traced("Account.signIn")(function* (message: string, signature: `0x${string}`) {
@@ -35,10 +32,9 @@ export class Account extends Effect.Service<Account>()("app/Account", {
     })
 
     const signOut = traced("Account.signOut")(function* (sessionId: string) {
-      yield* users.deleteSession(Buffer.from(sessionId, "hex"))
+      yield* auth.signOut(sessionId)
     })
 
     return { signIn, me, signOut }
-  }),
-  dependencies: [AuthRepo.Default]
+  })
 }) {}

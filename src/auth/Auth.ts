@@ -112,7 +112,10 @@ export class Auth extends Effect.Service<Auth>()("app/Auth", {
       }
     })
 
-    return { challenge, verify, authenticate }
+    /** Revokes one session (by its id, as `authenticate` gives it); the user's other sessions stay. */
+    const signOut = (sessionId: string) => repo.deleteSession(Buffer.from(sessionId, "hex"))
+
+    return { challenge, verify, authenticate, signOut }
   }),
   dependencies: [AuthRepo.Default]
 }) {}
