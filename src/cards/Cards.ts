@@ -6,7 +6,6 @@
 import { randomBytes } from "node:crypto"
 import { Clock, Effect, Option, Redacted } from "effect"
 import type { Address } from "../chain/Address.js"
-import { normalizeDocumentNumber } from "../kyc/Document.js"
 import { traced } from "../observability/Traced.js"
 import { keyedHash, open as openSealed, Secrets, seal } from "../runtime/Secrets.js"
 import { Card } from "./Card.js"
@@ -21,6 +20,16 @@ export type IssueOutcome = "issued" | "already-issued" | "duplicate"
 
 /** Additional authenticated data: binds a sealed value to its card and field. */
 export const cardAad = (cardId: string, field: "number" | "cvv") => `card:${cardId}:${field}`
+
+/**
+ * A document number in the form documents are told apart by, for one card per document: upper case,
+ * compatibility-normalised, separators (spaces, dashes, dots, slashes) removed.
+ */
+export const normalizeDocumentNumber = (text: string): string =>
+  text
+    .normalize("NFKC")
+    .toUpperCase()
+    .replace(/[^\p{L}\p{N}]/gu, "")
 
 /** HMAC of the normalised document number: equal documents, equal hashes; no way back. */
 export const documentHash = (key: Uint8Array, documentNumber: string) =>

@@ -6,10 +6,3 @@ export interface VerifiedDocument {
   readonly fullName: string
   readonly documentNumber: Redacted.Redacted<string>
 }
-
-/** Upper case, compatibility-normalised, separators (spaces, dashes, dots, slashes) removed. */
-export const normalizeDocumentNumber = (text: string): string =>
-  text
-    .normalize("NFKC")
-    .toUpperCase()
-    .replace(/[^\p{L}\p{N}]/gu, "")

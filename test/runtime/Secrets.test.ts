@@ -3,8 +3,7 @@ import { tmpdir } from "node:os"
 import path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect, FastCheck, Layer, Option, Redacted } from "effect"
-import { documentHash } from "../../src/cards/Cards.js"
-import { normalizeDocumentNumber } from "../../src/kyc/Document.js"
+import { documentHash, normalizeDocumentNumber } from "../../src/cards/Cards.js"
 import { AppConfig } from "../../src/runtime/Config.js"
 import {
   open as decrypt,
