@@ -24,7 +24,7 @@ import { ChainClient } from "./chain/ChainClient.js"
 import { withDevnet } from "./devnet/Api.js"
 import { DevnetHttpLive } from "./devnet/Http.js"
 import { EventStreams } from "./events/EventStreams.js"
-import { Events } from "./events/Events.js"
+import { Events, KycEventsLive } from "./events/Events.js"
 import { CloseEventStreamsFirst, EventsHttpLive } from "./events/Http.js"
 import { HealthHttpLive } from "./health/Http.js"
 import { LandingLive } from "./http/Landing.js"
@@ -87,7 +87,15 @@ const DomainLive = Layer.mergeAll(
   EventStreams.Default
 ).pipe(
   Layer.provideMerge(Standing.Default),
-  Layer.provideMerge(Layer.mergeAll(Auth.Default, Kyc.Default, SandboxDeskLive, Statement.Default, Market.Default)),
+  Layer.provideMerge(
+    Layer.mergeAll(
+      Auth.Default,
+      Kyc.Default.pipe(Layer.provide(KycEventsLive)),
+      SandboxDeskLive,
+      Statement.Default,
+      Market.Default
+    )
+  ),
   Layer.provideMerge(Layer.merge(Cards.Default, Events.Default)),
   Layer.provide(KycConfig.layer)
 )

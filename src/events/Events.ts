@@ -5,10 +5,11 @@
  * stores the state only and the stream adds the card when it sends the event (card data stays
  * encrypted at rest).
  */
-import { Effect, Schema } from "effect"
+import { Effect, Layer, Schema } from "effect"
 import { DecisionItem, Strategy } from "../agent/Api.js"
 import { ActivityItem } from "../cards/Api.js"
 import type { Address } from "../chain/Address.js"
+import { KycEvents } from "../kyc/KycEvents.js"
 import type { KycState } from "../kyc/KycState.js"
 import { EventRepo } from "./EventRepo.js"
 
@@ -54,3 +55,11 @@ export class Events extends Effect.Service<Events>()("app/Events", {
   }),
   dependencies: [EventRepo.Default]
 }) {}
+
+/** The identity check's port: a user's new state is their `kyc` event. */
+export const KycEventsLive = Layer.effect(
+  KycEvents,
+  Effect.map(Events, (events) =>
+    KycEvents.of({ stateChanged: (address, kyc) => events.publish(address, { type: "kyc", data: { kyc } }) })
+  )
+)

@@ -22,12 +22,12 @@
 import { Clock, type Duration, Effect, Option } from "effect"
 import { Cards } from "../cards/Cards.js"
 import type { Address } from "../chain/Address.js"
-import { Events } from "../events/Events.js"
 import { NotFound } from "../http/ApiError.js"
 import { countKycTransition } from "../observability/Metrics.js"
 import { traced } from "../observability/Traced.js"
 import { AppConfig } from "../runtime/Config.js"
 import { KycAlreadyApproved, KycDuplicate, KycProviderFailed } from "./Api.js"
+import { KycEvents } from "./KycEvents.js"
 import { KycProvider, type SessionUpdate } from "./KycProvider.js"
 import { KycRepo } from "./KycRepo.js"
 import { accountStateOf, advances, canStartSession, type KycState } from "./KycState.js"
@@ -51,7 +51,7 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
     const repo = yield* KycRepo
     const cards = yield* Cards
     const provider = yield* KycProvider
-    const events = yield* Events
+    const events = yield* KycEvents
     const { webOrigins, appUrl } = yield* AppConfig
 
     const timed = <A>(
@@ -71,7 +71,7 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
      */
     const transition = (address: Address, from: KycState, to: KycState, sessionId: string) =>
       events
-        .publish(address, { type: "kyc", data: { kyc: to } })
+        .stateChanged(address, to)
         .pipe(
           Effect.zipRight(Effect.logInfo(`identity check: ${from} -> ${to}`)),
           Effect.annotateLogs({ "user.address": address, "kyc.provider": provider.name, "kyc.session_id": sessionId }),

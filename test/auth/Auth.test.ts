@@ -8,7 +8,7 @@ import { Auth, SESSION_TTL_MS } from "../../src/auth/Auth.js"
 import { LocalCardIssuer } from "../../src/cards/CardIssuer.js"
 import { Cards } from "../../src/cards/Cards.js"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
-import { Events } from "../../src/events/Events.js"
+import { Events, KycEventsLive } from "../../src/events/Events.js"
 import { Kyc } from "../../src/kyc/Kyc.js"
 import { ScriptedKycProvider } from "../../src/kyc/ScriptedKycProvider.js"
 import { AppConfig } from "../../src/runtime/Config.js"
@@ -21,6 +21,7 @@ const AuthTest = Account.Default.pipe(
   Layer.provideMerge(Auth.Default),
   Layer.provide(Standing.Default),
   Layer.provideMerge(Kyc.Default),
+  Layer.provideMerge(KycEventsLive),
   Layer.provide([Cards.Default, Events.Default]),
   Layer.provide([InMemoryChain.layer(), ScriptedKycProvider.layer(), LocalCardIssuer, Secrets.ephemeral]),
   Layer.provideMerge(TestDatabase),

@@ -10,7 +10,7 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { Standing } from "../../src/account/Standing.js"
 import { LocalCardIssuer } from "../../src/cards/CardIssuer.js"
 import { Cards } from "../../src/cards/Cards.js"
-import { Events } from "../../src/events/Events.js"
+import { Events, KycEventsLive } from "../../src/events/Events.js"
 import { KycProviderFailed } from "../../src/kyc/Api.js"
 import { Kyc, RECONCILE_INTERVAL_MS } from "../../src/kyc/Kyc.js"
 import { KycProvider, type SessionReport } from "../../src/kyc/KycProvider.js"
@@ -56,6 +56,7 @@ const FakeProvider = Layer.succeed(
 
 const KycTest = Standing.Default.pipe(
   Layer.provideMerge(Kyc.DefaultWithoutDependencies),
+  Layer.provideMerge(KycEventsLive),
   Layer.provideMerge(Layer.mergeAll(KycRepo.Default, Cards.Default, Events.Default, FakeProvider)),
   Layer.provide([LocalCardIssuer, Secrets.layer]),
   Layer.provideMerge(TestDatabase),

@@ -29,8 +29,9 @@ export const FACES: Readonly<Record<string, ReadonlyArray<string>>> = {
   devnet: ["Api.ts"],
   events: ["Api.ts", "Events.ts", "EventSettings.ts"],
   health: ["Api.ts"],
-  // Document.ts: the identity document the provider port reads; KycConfig.ts: its settings.
-  kyc: ["Api.ts", "Kyc.ts", "KycState.ts", "KycProvider.ts", "Document.ts", "KycConfig.ts"],
+  // Document.ts: the identity document the provider port reads; KycConfig.ts: its settings;
+  // KycEvents.ts: the port through which a state change is told, implemented by events/.
+  kyc: ["Api.ts", "Kyc.ts", "KycState.ts", "KycProvider.ts", "KycEvents.ts", "Document.ts", "KycConfig.ts"],
   // Calendar.ts and TimeZone.ts: the trading calendar, pure, that the agent plans with.
   market: ["Api.ts", "Market.ts", "PriceFeed.ts", "Calendar.ts", "TimeZone.ts"],
   merchant: ["Api.ts", "Merchant.ts", "PaymentProcessor.ts"],
