@@ -13,6 +13,7 @@ import {
   breaches,
   circles,
   FACES,
+  folderCircles,
   type ImportGraph,
   importGraph,
   PLATFORM,
@@ -66,6 +67,14 @@ describe("architecture", () => {
   })
 })
 
+/**
+ * Folders that still import each other, each to be broken (the list only shrinks). The agent
+ * publishes its decisions and strategy through `Events` while the event stream's frames are the
+ * agent's schemas; the fix is kyc's (a port of the agent's own, `kyc/KycEvents.ts`, that events/
+ * implements), left to the change that owns src/agent/.
+ */
+const FOLDER_CIRCLES_LEFT = [["src/agent", "src/events"]]
+
 const graphOf = (edges: Record<string, ReadonlyArray<string>>): ImportGraph => new Map(Object.entries(edges))
 
 describe("floors that run one way, on tiny graphs", () => {
@@ -100,6 +109,30 @@ describe("floors that run one way, on tiny graphs", () => {
     expect(circles(graphOf({ a: ["b"], b: ["c"], c: [], e: ["a", "c"] }))).toEqual([])
   })
 
+  it("folders that import each other are a circle, though no file is in one; the Api.ts idiom is not", () => {
+    const graph = graphOf({
+      "src/kyc/Kyc.ts": ["src/events/Events.ts"],
+      "src/events/Events.ts": [],
+      "src/events/EventStreams.ts": ["src/kyc/KycState.ts"],
+      "src/kyc/KycState.ts": []
+    })
+    expect(circles(graph)).toEqual([])
+    expect(folderCircles(graph)).toEqual([["src/events", "src/kyc"]])
+    const longer = graphOf({ "src/a/A.ts": ["src/b/B.ts"], "src/b/B.ts": ["src/c/C.ts"], "src/c/C.ts": ["src/a/X.ts"] })
+    expect(folderCircles(longer)).toEqual([["src/a", "src/b", "src/c"]])
+    const api = graphOf({
+      "src/Api.ts": ["src/cards/Api.ts"],
+      "src/cards/Api.ts": [],
+      "src/cards/Http.ts": ["src/Api.ts", "src/cards/Cards.ts"],
+      "src/cards/Cards.ts": []
+    })
+    expect(folderCircles(api)).toEqual([])
+    // only a domain's Http.ts builds on the API: any other file closes the circle
+    expect(folderCircles(new Map([...api, ["src/cards/Cards.ts", ["src/Api.ts"]]]))).toEqual([
+      ["src/Api.ts", "src/cards"]
+    ])
+  })
+
   it("imports are read from every form: static, type-only, re-export and import()", () => {
     const text = [
       'import type { Card } from "../cards/Card.js"',
@@ -131,6 +164,10 @@ describe("floors that run one way, on src/", () => {
 
   it("no files import each other in a circle", () => {
     expect(circles(graph)).toEqual([])
+  })
+
+  it("no folders import each other in a circle, but for the Api.ts idiom and the circles still listed", () => {
+    expect(folderCircles(graph)).toEqual(FOLDER_CIRCLES_LEFT)
   })
 
   it("src/ holds the app's files and folders that are the platform or a domain with a face", () => {

@@ -2,7 +2,7 @@
  * The import graph of src/, read from the source text, and the rules the floors of the house keep
  * (docs/architecture.md): the platform imports no domain and not the app; a domain reaches another
  * only through its face (its API schemas, its service, its port); no files import each other in a
- * circle. Pure, so that each rule is shown failing on a tiny graph as well as passing on the code.
+ * circle, nor do folders (a file of src/ root counts as a folder of its own). Pure, so that each rule is shown failing on a tiny graph as well as passing on the code.
  */
 import { readdirSync, readFileSync } from "node:fs"
 import path from "node:path"
@@ -145,3 +145,34 @@ export const circles = (graph: ImportGraph): ReadonlyArray<ReadonlyArray<string>
   for (const file of graph.keys()) if (!index.has(file)) visit(file)
   return found
 }
+
+/** The room a file of src/ stands in: its folder, or itself for a file of src/ root (the app's). */
+export const folderOf = (file: string): string => {
+  const [root, folder, ...rest] = file.split("/")
+  return rest.length === 0 ? file : `${root}/${folder}`
+}
+
+/**
+ * The idiom that two folders import each other by: the app's `Api.ts` composes every domain's group,
+ * and a domain's `Http.ts` builds its handlers on the whole of it (`HttpApiBuilder.group(Api, …)`).
+ */
+const buildsOnTheApi = (from: string, to: string) => {
+  const source = placeOf(from)
+  return source.kind === "domain" && source.name === "Http.ts" && to === "src/Api.ts"
+}
+
+/** Which folders import which, but for the `Api.ts` idiom (each folder with the folders it imports). */
+export const folderGraph = (graph: ImportGraph): ImportGraph => {
+  const folders = new Map<string, Set<string>>()
+  for (const [from, targets] of graph) {
+    const imports = folders.get(folderOf(from)) ?? new Set<string>()
+    folders.set(folderOf(from), imports)
+    for (const to of targets) {
+      if (folderOf(to) !== folderOf(from) && !buildsOnTheApi(from, to)) imports.add(folderOf(to))
+    }
+  }
+  return new Map([...folders].map(([folder, imports]) => [folder, [...imports].sort()]))
+}
+
+/** The folders that import each other in a circle (a pair, or longer), each circle sorted. */
+export const folderCircles = (graph: ImportGraph): ReadonlyArray<ReadonlyArray<string>> => circles(folderGraph(graph))
