@@ -24,7 +24,7 @@ import { ChainClient } from "./chain/ChainClient.js"
 import { withDevnet } from "./devnet/Api.js"
 import { DevnetHttpLive } from "./devnet/Http.js"
 import { EventStreams } from "./events/EventStreams.js"
-import { Events, KycEventsLive } from "./events/Events.js"
+import { AgentEventsLive, Events, KycEventsLive } from "./events/Events.js"
 import { CloseEventStreamsFirst, EventsHttpLive } from "./events/Http.js"
 import { HealthHttpLive } from "./health/Http.js"
 import { LandingLive } from "./http/Landing.js"
@@ -81,8 +81,7 @@ const ErrorNormalizerLive = HttpApiBuilder.middleware(
 /** The domain services, each with its own repositories; the ports they use come from outside. */
 const DomainLive = Layer.mergeAll(
   Account.Default,
-  Agent.Default,
-  AgentLoop.Default,
+  Layer.merge(Agent.Default, AgentLoop.Default).pipe(Layer.provide(AgentEventsLive)),
   RateLimiter.Default,
   EventStreams.Default
 ).pipe(

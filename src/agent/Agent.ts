@@ -16,13 +16,13 @@ import { Cards } from "../cards/Cards.js"
 import { Statement } from "../cards/Statement.js"
 import type { Address } from "../chain/Address.js"
 import { ChainClient } from "../chain/ChainClient.js"
-import { Events } from "../events/Events.js"
 import { BadRequest } from "../http/ApiError.js"
 import { DEFAULT_PAGE_SIZE } from "../http/QueryParams.js"
 import type { MarketData, PriceUnavailable } from "../market/Api.js"
 import { Market } from "../market/Market.js"
 import { traced } from "../observability/Traced.js"
 import { AppConfig, durationConfig } from "../runtime/Config.js"
+import { AgentEvents } from "./AgentEvents.js"
 import { AgentRepo, decisionItem, type StrategyRow } from "./AgentRepo.js"
 import { type AgentCard, AgentWallet, type AgentWalletError, type WalletHoldings } from "./AgentWallet.js"
 import {
@@ -97,7 +97,7 @@ export class Agent extends Effect.Service<Agent>()("app/Agent", {
     const statement = yield* Statement
     const wallet = yield* AgentWallet
     const chain = yield* ChainClient
-    const events = yield* Events
+    const events = yield* AgentEvents
     const { agentMode } = yield* AppConfig
     const settings = yield* agentSettings
 

@@ -18,10 +18,10 @@ import { Statement } from "../cards/Statement.js"
 import type { Address } from "../chain/Address.js"
 import { ChainClient, type Receipt, type SignedPurpose, type SignedTransaction } from "../chain/ChainClient.js"
 import type { StockToken } from "../chain/Tokens.js"
-import { Events } from "../events/Events.js"
 import type { MarketData } from "../market/Api.js"
 import { Market } from "../market/Market.js"
 import { countAgentDecision } from "../observability/Metrics.js"
+import { AgentEvents } from "./AgentEvents.js"
 import {
   AgentRepo,
   type AgentTransaction,
@@ -78,7 +78,7 @@ export const agentServices = Effect.all({
   repo: AgentRepo,
   market: Market,
   statement: Statement,
-  events: Events,
+  events: AgentEvents,
   wallet: AgentWallet,
   chain: ChainClient
 })

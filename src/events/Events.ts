@@ -6,6 +6,7 @@
  * encrypted at rest).
  */
 import { Effect, Layer, Schema } from "effect"
+import { AgentEvents } from "../agent/AgentEvents.js"
 import { DecisionItem, Strategy } from "../agent/Api.js"
 import { ActivityItem } from "../cards/Api.js"
 import type { Address } from "../chain/Address.js"
@@ -55,6 +56,12 @@ export class Events extends Effect.Service<Events>()("app/Events", {
   }),
   dependencies: [EventRepo.Default]
 }) {}
+
+/** The agent's port: its decisions, refills and strategies are their holders' events. */
+export const AgentEventsLive = Layer.effect(
+  AgentEvents,
+  Effect.map(Events, (events) => AgentEvents.of({ publish: events.publish, publishAll: events.publishAll }))
+)
 
 /** The identity check's port: a user's new state is their `kyc` event. */
 export const KycEventsLive = Layer.effect(

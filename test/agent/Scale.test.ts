@@ -21,7 +21,7 @@ import { agentWalletKey } from "../../src/agent/ChainAgentWallet.js"
 import { nextDueAfter } from "../../src/agent/Schedule.js"
 import { Statement } from "../../src/cards/Statement.js"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
-import { Events } from "../../src/events/Events.js"
+import { AgentEventsLive, Events } from "../../src/events/Events.js"
 import { Market } from "../../src/market/Market.js"
 import { portsLayer } from "../../src/Ports.js"
 import { AppConfig } from "../../src/runtime/Config.js"
@@ -66,7 +66,13 @@ const Base = Layer.mergeAll(portsLayer({ chain }), chain, AgentRepo.Default).pip
 
 /** A replica of the loop: its own lease owner, market cache and services, over the shared database and chain. */
 const replica = Effect.map(
-  Layer.build(Layer.fresh(AgentLoop.Default.pipe(Layer.provide([Market.Default, Statement.Default, Events.Default])))),
+  Layer.build(
+    Layer.fresh(
+      AgentLoop.Default.pipe(
+        Layer.provide([Market.Default, Statement.Default, AgentEventsLive.pipe(Layer.provide(Events.Default))])
+      )
+    )
+  ),
   (context) => Context.get(context, AgentLoop)
 )
 

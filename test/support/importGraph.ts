@@ -20,7 +20,8 @@ export const PLATFORM = ["embedded", "http", "lifecycle", "observability", "runt
 export const FACES: Readonly<Record<string, ReadonlyArray<string>>> = {
   // Standing.ts: where a user stands, which the event stream's first frame shows too.
   account: ["Api.ts", "Account.ts", "Standing.ts"],
-  agent: ["Api.ts", "Agent.ts"],
+  // AgentEvents.ts: the port through which the agent tells what it did, implemented by events/.
+  agent: ["Api.ts", "Agent.ts", "AgentEvents.ts"],
   app: ["WebApp.ts"],
   // Http.ts: the authentication middleware every group that needs a session is built with.
   auth: ["Api.ts", "Auth.ts", "Http.ts"],

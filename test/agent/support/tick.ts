@@ -7,7 +7,7 @@ import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { AgentLoop } from "../../../src/agent/AgentLoop.js"
 import { Statement } from "../../../src/cards/Statement.js"
-import { Events } from "../../../src/events/Events.js"
+import { AgentEventsLive, Events } from "../../../src/events/Events.js"
 import { Market } from "../../../src/market/Market.js"
 import { portsLayer } from "../../../src/Ports.js"
 import { AppConfig } from "../../../src/runtime/Config.js"
@@ -16,7 +16,7 @@ import { SqlLive } from "../../../src/storage/Database.js"
 const at = Number(process.env.AGENT_TICK_AT)
 
 const TickLive = AgentLoop.Default.pipe(
-  Layer.provide([Market.Default, Statement.Default, Events.Default]),
+  Layer.provide([Market.Default, Statement.Default, AgentEventsLive.pipe(Layer.provide(Events.Default))]),
   Layer.provide(portsLayer()),
   Layer.provide(SqlLive),
   Layer.provide(AppConfig.layer)
