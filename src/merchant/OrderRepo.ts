@@ -196,22 +196,37 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
       },
       now: Date
     ) =>
-      Effect.gen(function* () {
-        const moved = yield* sql`UPDATE settlements SET status = 'broadcast', tx_hash = ${tx.hash}, raw_tx = ${tx.raw},
-                                   updated_at = ${now}
-                                 WHERE id = ${id} AND status IN ('pending', 'broadcast')
-                                 RETURNING id`
-        if (moved.length === 0) return "decided" as const
-        if (tx.raw === null || tx.relayed === null) return "recorded" as const
-        yield* sql`UPDATE relayed_transactions SET status = 'replaced', checked_at = ${now}
-                   WHERE settlement_id = ${id} AND status IN ('pending', 'mined', 'bumped') AND tx_hash <> ${tx.hash}`
-        yield* sql`INSERT INTO relayed_transactions
-                     (tx_hash, settlement_id, sender, nonce, raw_tx, status, created_at, checked_at)
-                   VALUES (${tx.hash}, ${id}, ${tx.relayed.sender}, ${tx.relayed.nonce}, ${tx.raw}, 'pending', ${now}, ${now})
-                   ON CONFLICT (tx_hash) DO NOTHING`
-        return "recorded" as const
-      }).pipe(
-        sql.withTransaction,
+      // One statement (atomic on its own, one round trip inside the relayer's serial section). The
+      // INSERT reads `replaced`, so the settlement's previous live transaction is marked before the
+      // new one meets the unique indexes (one live transaction per settlement and per nonce).
+      (tx.raw === null || tx.relayed === null
+        ? sql<{
+            readonly id: number
+          }>`UPDATE settlements SET status = 'broadcast', tx_hash = ${tx.hash}, raw_tx = ${tx.raw},
+                                         updated_at = ${now}
+                                       WHERE id = ${id} AND status IN ('pending', 'broadcast')
+                                       RETURNING id`
+        : sql<{ readonly id: number }>`
+            WITH moved AS (
+              UPDATE settlements SET status = 'broadcast', tx_hash = ${tx.hash}, raw_tx = ${tx.raw}, updated_at = ${now}
+              WHERE id = ${id} AND status IN ('pending', 'broadcast')
+              RETURNING id
+            ), replaced AS (
+              UPDATE relayed_transactions SET status = 'replaced', checked_at = ${now}
+              WHERE settlement_id IN (SELECT id FROM moved) AND status IN ('pending', 'mined', 'bumped')
+                AND tx_hash <> ${tx.hash}
+              RETURNING 1
+            ), journaled AS (
+              INSERT INTO relayed_transactions
+                (tx_hash, settlement_id, sender, nonce, raw_tx, status, created_at, checked_at)
+              SELECT ${tx.hash}, id, ${tx.relayed.sender}, ${tx.relayed.nonce}, ${tx.raw}, 'pending', ${now}, ${now}
+              FROM moved WHERE (SELECT count(*) FROM replaced) >= 0
+              ON CONFLICT (tx_hash) DO NOTHING
+              RETURNING 1
+            )
+            SELECT id FROM moved`
+      ).pipe(
+        Effect.map((moved) => (moved.length === 0 ? ("decided" as const) : ("recorded" as const))),
         Effect.catchIf(
           (error) => isUniqueViolation(error, "relayed_one_per_nonce"),
           () => Effect.succeed("nonceTaken" as const)
