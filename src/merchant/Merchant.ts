@@ -187,15 +187,19 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       payer: settlement.payer
     })
 
-    /** The order, with a due expiry applied first. */
-    const load = (id: string) =>
+    /** The order, with a due expiry applied first, read by `read` (with what else it reads). */
+    const loadWith = <A extends { readonly justExpired: boolean }, E, R>(
+      id: string,
+      read: (now: Date) => Effect.Effect<Option.Option<A>, E, R>
+    ) =>
       Effect.gen(function* () {
-        const row = yield* repo.loadOrder({ id, now: new Date(yield* Clock.currentTimeMillis) })
+        const row = yield* read(new Date(yield* Clock.currentTimeMillis))
         if (Option.isNone(row)) return yield* new OrderNotFound({ error: `no order ${id}` })
         const { justExpired, ...order } = row.value
         if (justExpired) yield* Effect.logInfo("order expired").pipe(Effect.annotateLogs("order.id", id))
         return order
       })
+    const load = (id: string) => loadWith(id, (now) => repo.loadOrder({ id, now }))
 
     const createOrder = traced("Merchant.createOrder")(function* (input: {
       readonly amount: string
@@ -341,19 +345,32 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
 
     const pay = traced("Merchant.pay")(function* (id: string, header: Option.Option<string>) {
       yield* Effect.annotateCurrentSpan("order.id", id)
-      const order = yield* load(id)
-      if (Option.isNone(header)) {
+      const decoded = Option.map(header, decodePaymentHeader)
+      const signedBy = Option.flatMap(decoded, Either.getRight).pipe(
+        // Stored and answered in checksum form, whatever case the client signed with.
+        Option.map((payload) => getAddress(payload.payload.authorization.from))
+      )
+      // The payer's settlements before the check, read with the order (one statement): unchanged at
+      // the reservation, the check's simulated transfer still holds when the relayer signs it
+      // (`verifiedStillHolds`).
+      const { settlements, unsettled, ...order } =
+        processor.recordsBeforeBroadcast && Option.isSome(signedBy)
+          ? yield* loadWith(id, (now) =>
+              repo.loadOrderForPayer({ id, now, payer: signedBy.value, asset: usd1.address })
+            )
+          : { ...(yield* load(id)), settlements: undefined, unsettled: undefined }
+      const settlementsBefore =
+        settlements === undefined || unsettled === undefined ? Option.none() : Option.some({ settlements, unsettled })
+      if (Option.isNone(decoded)) {
         if (order.status === "paid")
           return { order: toOrder(order), receipt: Option.none(), inProgress: false } satisfies PaidOrder
         if (order.status === "expired") return yield* new OrderExpired({ error: "the order expired" })
         if (order.status === "settling") return yield* new PaymentInProgress({ error: "a payment is being settled" })
         return yield* refuse(order, Reason.paymentRequired, "PAYMENT_REQUIRED")
       }
-      const decoded = decodePaymentHeader(header.value)
-      if (Either.isLeft(decoded)) return yield* refuse(order, decoded.left, "PAYMENT_INVALID")
-      const payload = decoded.right
+      if (Either.isLeft(decoded.value)) return yield* refuse(order, decoded.value.left, "PAYMENT_INVALID")
+      const payload = decoded.value.right
       const authorization = payload.payload.authorization
-      // Stored and answered in checksum form, whatever case the client signed with.
       const payer = getAddress(authorization.from)
       yield* Effect.annotateCurrentSpan("payment.payer", payer)
 
@@ -391,11 +408,6 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       if (processor.recordsBeforeBroadcast && !(yield* chain.relayerFunded)) {
         return yield* new RelayerUnfunded({ error: "the relayer cannot pay gas now; nothing was reserved or sent" })
       }
-      // The payer's settlements before the check: unchanged at the reservation, the check's simulated
-      // transfer still holds when the relayer signs it (`verifiedStillHolds`).
-      const settlementsBefore = processor.recordsBeforeBroadcast
-        ? Option.some(yield* repo.payerSettlements({ payer, asset: usd1.address }))
-        : Option.none()
       const verified = yield* withinChainTimeout(processor.verify(payload, requirements)).pipe(
         Effect.catchTag("ChainError", (error) =>
           // counted in the chain's outage from the 503 (Outages.ts); the detail at debug level

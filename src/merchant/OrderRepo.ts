@@ -61,21 +61,50 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
 
     /**
      * The order, with a due expiry applied first (an open order past `expires_at` becomes expired:
-     * idempotent, safe to race), in one statement. The outer SELECT sees the row as it was before
-     * the statement, so an order expired by it comes from the UPDATE's RETURNING (`justExpired`).
+     * idempotent, safe to race), in one statement: the CTEs `expired` and `found`. The outer SELECT
+     * sees the row as it was before the statement, so an order expired by it comes from the UPDATE's
+     * RETURNING (`justExpired`).
      */
-    const loadOrder = SqlSchema.findOne({
-      Request: Schema.Struct({ id: Schema.String, now: Schema.DateFromSelf }),
-      Result: Schema.Struct({ ...OrderRow.fields, justExpired: Schema.Boolean }),
-      execute: ({ id, now }) =>
-        sql`WITH expired AS (
-              UPDATE orders SET status = 'expired'
-              WHERE id = ${id} AND status = 'open' AND expires_at <= ${now}
-              RETURNING *
-            )
+    const orderDue = (id: string, now: Date) =>
+      sql`expired AS (
+            UPDATE orders SET status = 'expired'
+            WHERE id = ${id} AND status = 'open' AND expires_at <= ${now}
+            RETURNING *
+          ), found AS (
             SELECT *, true AS just_expired FROM expired
             UNION ALL
-            SELECT *, false AS just_expired FROM orders WHERE id = ${id} AND NOT EXISTS (SELECT 1 FROM expired)`
+            SELECT *, false AS just_expired FROM orders WHERE id = ${id} AND NOT EXISTS (SELECT 1 FROM expired)
+          )`
+    const OrderLoaded = Schema.Struct({ ...OrderRow.fields, justExpired: Schema.Boolean })
+
+    const loadOrder = SqlSchema.findOne({
+      Request: Schema.Struct({ id: Schema.String, now: Schema.DateFromSelf }),
+      Result: OrderLoaded,
+      execute: ({ id, now }) => sql`WITH ${orderDue(id, now)} SELECT * FROM found`
+    })
+
+    /**
+     * The order as `loadOrder` has it, with the payer's settlements of the asset as they stand: how
+     * many, and how many are unsettled (`pending`, `broadcast`); one statement. Read before a
+     * payment is verified, compared with what its reservation finds (see `Merchant.pay`).
+     */
+    const loadOrderForPayer = SqlSchema.findOne({
+      Request: Schema.Struct({
+        id: Schema.String,
+        now: Schema.DateFromSelf,
+        payer: Schema.String,
+        asset: Schema.String
+      }),
+      Result: Schema.Struct({ ...OrderLoaded.fields, settlements: Schema.Number, unsettled: Schema.Number }),
+      execute: ({ id, now, payer, asset }) =>
+        sql`WITH ${orderDue(id, now)}
+            SELECT found.*, counted.settlements, counted.unsettled
+            FROM found CROSS JOIN (
+              SELECT count(*)::int AS settlements,
+                     (count(*) FILTER (WHERE status IN ('pending', 'broadcast')))::int AS unsettled
+              FROM settlements
+              WHERE payer = ${payer} AND lower(payload->'accepted'->>'asset') = ${asset.toLowerCase()}
+            ) counted`
     })
 
     /**
@@ -160,20 +189,6 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
           (error) => isUniqueViolation(error, "settlements_payer_nonce_key"),
           () => new DuplicateAuthorization()
         )
-      )
-
-    /**
-     * The payer's settlements of the asset as they stand: how many, and how many are unsettled
-     * (`pending`, `broadcast`). Read before a payment is verified, compared with what its
-     * reservation finds (see `Merchant.pay`).
-     */
-    const payerSettlements = (row: { readonly payer: string; readonly asset: string }) =>
-      sql<{ readonly settlements: number; readonly unsettled: number }>`
-        SELECT count(*)::int AS settlements,
-               (count(*) FILTER (WHERE status IN ('pending', 'broadcast')))::int AS unsettled
-        FROM settlements
-        WHERE payer = ${row.payer} AND lower(payload->'accepted'->>'asset') = ${row.asset.toLowerCase()}`.pipe(
-        Effect.map(([counted]) => counted ?? { settlements: 0, unsettled: 0 })
       )
 
     const findSucceededSettlement = SqlSchema.findOne({
@@ -462,8 +477,8 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
       ...repository("OrderRepo", {
         insertOrder,
         loadOrder,
+        loadOrderForPayer,
         reserve,
-        payerSettlements,
         findSucceededSettlement,
         recordBroadcast,
         recordBump,
