@@ -478,7 +478,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       settings,
       outcomes
     })
-    const { followChain, followAlarm } = yield* relayerTracker(confirmations, outcomes)
+    const { followChain, followAlarm, followNonceAtStart } = yield* relayerTracker(confirmations, outcomes)
 
     return {
       createOrder,
@@ -487,6 +487,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       reconcile,
       followChain,
       followAlarm,
+      followNonceAtStart,
       stuckSettlements,
       heartbeat,
       reconcileInterval: settings.reconcileInterval,
@@ -509,7 +510,11 @@ const settlementLoops: ReadonlyArray<readonly [name: string, loop: (merchant: Me
 ]
 
 export const SettlementReconcilerLive = Layer.scopedDiscard(
-  Effect.flatMap(Merchant, (merchant) =>
-    Effect.forEach(settlementLoops, ([name, loop]) => forkLoop(name, loop(merchant)), { discard: true })
-  )
+  Effect.gen(function* () {
+    const merchant = yield* Merchant
+    // Before the HTTP server listens (the API is built on this layer): the first payments find the
+    // relayer's nonce known, instead of each worker's first one waiting while a journal is replayed.
+    yield* merchant.followNonceAtStart
+    yield* Effect.forEach(settlementLoops, ([name, loop]) => forkLoop(name, loop(merchant)), { discard: true })
+  })
 )

@@ -143,9 +143,14 @@ export const relayerTracker = (confirmations: bigint, outcomes: SettlementOutcom
      * from the journal), then the journaled transactions not final yet are checked, least recently
      * checked first. A chain that does not answer ends the tick.
      */
+    /** The relayer's nonce compared with the chain's count: a gap closed from the journal. */
+    const followNonce = processor.recordsBeforeBroadcast
+      ? Effect.asVoid(chain.followRelayerNonce(resendable))
+      : Effect.void
+
     const followChain = Effect.gen(function* () {
       if (!processor.recordsBeforeBroadcast) return
-      yield* chain.followRelayerNonce(resendable)
+      yield* followNonce
       const rows = yield* repo.unfinalTransactions({ senders: chain.relayers, limit: TRACKED_PER_TICK })
       if (rows.length === 0) return
       // The watcher's head (a poll old at most: a transaction is final, or its authorization expired,
@@ -165,7 +170,7 @@ export const relayerTracker = (confirmations: bigint, outcomes: SettlementOutcom
       const why = yield* chain.relayerNonceAlarm
       if (!processor.recordsBeforeBroadcast) return
       yield* Effect.logInfo(`relayer nonce check now: ${why}`)
-      yield* chain.followRelayerNonce(resendable)
+      yield* followNonce
     }).pipe(
       Effect.catchTag("ChainError", (error) =>
         reportUnavailable("chain", `relayer nonce check: ${error.message}`, "job")
@@ -173,5 +178,12 @@ export const relayerTracker = (confirmations: bigint, outcomes: SettlementOutcom
       Effect.withSpan("Merchant.followAlarm")
     )
 
-    return { followChain, followAlarm }
+    /**
+     * Before the service takes payments: the relayer's first send would otherwise wait in its queue
+     * for this (every journaled transaction above the chain's count sent again, in order). What
+     * fails here is the tracker's first tick's to report, right after.
+     */
+    const followNonceAtStart = followNonce.pipe(Effect.ignore, Effect.withSpan("Merchant.followNonceAtStart"))
+
+    return { followChain, followAlarm, followNonceAtStart }
   })
