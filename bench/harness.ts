@@ -9,6 +9,7 @@ import { cpus, loadavg } from "node:os"
 import path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Effect, type Scope } from "effect"
+import pg from "pg"
 import ts from "typescript"
 import { DEVNET_POLL_INTERVAL } from "../src/chain/Deployment.js"
 import { ANVIL_ACCOUNT_KEYS, type Devnet } from "../src/chain/Devnet.js"
@@ -390,6 +391,31 @@ export const runPeer = <A>(ctx: Pick<BenchContext, "tmp">, peer: string, env: Re
       if (code !== 0) return yield* Effect.fail(new Error(`${peer} exited with ${code}:\n${output().slice(-4000)}`))
       return JSON.parse(lines[lines.length - 1]!) as A
     })
+  )
+
+let databases = 0
+/**
+ * A database of its own for one run: each run has a fresh devnet, and the journal of an earlier
+ * run (the same relayer key, transactions of a devnet that is gone) would have the new replicas
+ * re-check, re-send and reconcile what the new chain never saw.
+ */
+export const runDatabase = (ctx: Pick<BenchContext, "databaseUrl">) =>
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const name = `run_${process.pid}_${++databases}`
+      const admin = new pg.Client({ connectionString: ctx.databaseUrl })
+      await admin.connect()
+      await admin.query(`CREATE DATABASE ${name}`).finally(() => admin.end())
+      const url = new URL(ctx.databaseUrl)
+      url.pathname = `/${name}`
+      return { name, url: url.href }
+    }),
+    ({ name }) =>
+      Effect.promise(async () => {
+        const admin = new pg.Client({ connectionString: ctx.databaseUrl })
+        await admin.connect()
+        await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).finally(() => admin.end())
+      }).pipe(Effect.ignore)
   )
 
 /** The service's environment on a devnet: everything configured, nothing embedded. */

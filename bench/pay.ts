@@ -27,6 +27,7 @@ import {
   type RatioRow,
   RELAYER_KEY,
   runConcurrently,
+  runDatabase,
   type Section,
   type ServerProcess,
   serviceEnv,
@@ -162,7 +163,7 @@ const payRun = (ctx: BenchContext, side: Side, { concurrency, payments, warm }: 
       const payers = yield* fundedPayers(devnet, concurrency)
       const server: ServerProcess =
         side === "service"
-          ? yield* startService(ctx, serviceEnv(ctx, devnet, runId))
+          ? yield* startService(ctx, serviceEnv({ ...ctx, databaseUrl: (yield* runDatabase(ctx)).url }, devnet, runId))
           : yield* startPeer(ctx, "x402Reference", referenceEnv(devnet))
       const flow = side === "service" ? servicePayment(server.baseUrl) : referencePayment(server.baseUrl)
       const fetches = payers.map((payer) => payingFetch(payer, devnet))

@@ -14,7 +14,6 @@
  * on chain that the merchant received exactly one amount per settled payment.
  */
 import { Effect } from "effect"
-import pg from "pg"
 import { ANVIL_ACCOUNT_KEYS, type Devnet, startDevnet } from "../src/chain/Devnet.js"
 import {
   alternating,
@@ -24,6 +23,7 @@ import {
   percentile,
   type RatioRow,
   runConcurrently,
+  runDatabase,
   type Section,
   serviceEnv,
   startPeer,
@@ -75,31 +75,6 @@ const rpc = (devnet: Devnet, method: string, params: ReadonlyArray<unknown>) =>
   })
 
 type Side = "service" | "reference"
-
-let databases = 0
-/**
- * A database of its own for one run: each run has a fresh devnet, and the journal of an earlier
- * run (the same relayer key, transactions of a devnet that is gone) would have the new replicas
- * re-check, re-send and reconcile what the new chain never saw.
- */
-const runDatabase = (ctx: BenchContext) =>
-  Effect.acquireRelease(
-    Effect.promise(async () => {
-      const name = `remote_${process.pid}_${++databases}`
-      const admin = new pg.Client({ connectionString: ctx.databaseUrl })
-      await admin.connect()
-      await admin.query(`CREATE DATABASE ${name}`).finally(() => admin.end())
-      const url = new URL(ctx.databaseUrl)
-      url.pathname = `/${name}`
-      return { name, url: url.href }
-    }),
-    ({ name }) =>
-      Effect.promise(async () => {
-        const admin = new pg.Client({ connectionString: ctx.databaseUrl })
-        await admin.connect()
-        await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).finally(() => admin.end())
-      }).pipe(Effect.ignore)
-  )
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
