@@ -44,26 +44,23 @@ export interface WalletSession {
   readonly expiresAt?: number
 }
 
+/** A trade of the card's wallet through the exchange: `amountIn` paid for at least `minOut`. */
+export type WalletTrade = <E, R>(
+  card: AgentCard,
+  token: StockToken,
+  amountIn: bigint,
+  minOut: bigint,
+  record: RecordSigned<E, R>
+) => Effect.Effect<SignedTransaction, AgentWalletError | E, R>
+
 export interface AgentWalletShape {
   readonly address: (card: AgentCard) => Effect.Effect<Address, AgentWalletError>
   /** The holdings of each card's wallet, in the order given (read in bulk). */
   readonly holdings: (cards: ReadonlyArray<AgentCard>) => Effect.Effect<ReadonlyArray<WalletHoldings>, AgentWalletError>
-  /** Sells `amount` of `token` for at least `minUsd1Out` USD1, paid into the wallet. */
-  readonly sell: <E, R>(
-    card: AgentCard,
-    token: StockToken,
-    amount: bigint,
-    minUsd1Out: bigint,
-    record: RecordSigned<E, R>
-  ) => Effect.Effect<SignedTransaction, AgentWalletError | E, R>
-  /** Buys `token` with `usd1In` USD1 for at least `minTokensOut`. */
-  readonly buy: <E, R>(
-    card: AgentCard,
-    token: StockToken,
-    usd1In: bigint,
-    minTokensOut: bigint,
-    record: RecordSigned<E, R>
-  ) => Effect.Effect<SignedTransaction, AgentWalletError | E, R>
+  /** Sells `amountIn` of `token` for at least `minOut` USD1, paid into the wallet. */
+  readonly sell: WalletTrade
+  /** Buys `token` with `amountIn` USD1 for at least `minOut` of the token. */
+  readonly buy: WalletTrade
   /** Sends `amount` USD1 from the wallet to the card's address. */
   readonly sendUsd1: <E, R>(
     card: AgentCard,

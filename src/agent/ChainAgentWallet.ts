@@ -13,7 +13,7 @@ import { Effect, Layer, Option, Redacted } from "effect"
 import { CallReverted, type ChainAccount, ChainClient, ChainError } from "../chain/ChainClient.js"
 import { type StockToken, TokenRegistry } from "../chain/Tokens.js"
 import { type SecretName, Secrets } from "../runtime/Secrets.js"
-import { type AgentCard, AgentWallet, AgentWalletError, type WalletHoldings } from "./AgentWallet.js"
+import { type AgentCard, AgentWallet, AgentWalletError, type WalletHoldings, type WalletTrade } from "./AgentWallet.js"
 
 /** The seed every agent wallet key is derived from; a development file in DATA_DIR when unset. */
 export const AGENT_WALLET_SEED: SecretName = {
@@ -140,23 +140,22 @@ export const ChainAgentWallet = Layer.effect(
           )
       })
 
+    /** The card's account's `side` of the exchange, its failures the wallet's, in a span. */
+    const trade =
+      (side: "sell" | "buy", doing: string): WalletTrade =>
+      (card, token, amountIn, minOut, record) =>
+        accountOf(card)
+          [side](token.address, amountIn, minOut, record)
+          .pipe(
+            asWalletFailure(`${doing} ${token.symbol}`),
+            Effect.withSpan(`AgentWallet.${side}`, { attributes: { "card.id": card.id, token: token.symbol } })
+          )
+
     return AgentWallet.of({
       address: (card) => Effect.sync(() => walletOf(card)),
       holdings,
-      sell: (card, token, amount, minUsd1Out, record) =>
-        accountOf(card)
-          .sell(token.address, amount, minUsd1Out, record)
-          .pipe(
-            asWalletFailure(`selling ${token.symbol}`),
-            Effect.withSpan("AgentWallet.sell", { attributes: { "card.id": card.id, token: token.symbol } })
-          ),
-      buy: (card, token, usd1In, minTokensOut, record) =>
-        accountOf(card)
-          .buy(token.address, usd1In, minTokensOut, record)
-          .pipe(
-            asWalletFailure(`buying ${token.symbol}`),
-            Effect.withSpan("AgentWallet.buy", { attributes: { "card.id": card.id, token: token.symbol } })
-          ),
+      sell: trade("sell", "selling"),
+      buy: trade("buy", "buying"),
       sendUsd1: (card, amount, record) =>
         accountOf(card)
           .transferUsd1(card.address, amount, record)

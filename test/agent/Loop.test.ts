@@ -42,6 +42,17 @@ const decisionsOf = (cardId: string) =>
       SELECT id, action, status, usd, symbol FROM agent_decisions WHERE card_id = ${cardId} ORDER BY id`
   ).pipe(Effect.orDie)
 
+/**
+ * Makes the card due for the next tick. A second back: the tick claims what is due when it starts,
+ * by the process clock in milliseconds, while `now()` has microseconds, so a card made due "now"
+ * could fall due a fraction of a millisecond after a tick started in the same millisecond.
+ */
+const makeDue = (cardId: string) =>
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => sql`UPDATE agent_strategies SET due_at = now() - interval '1 second' WHERE card_id = ${cardId}`
+  ).pipe(Effect.orDie)
+
 /** A card holder with a strategy and a funded agent wallet; answers them and the wallet's address. */
 const agentCustomer = Effect.gen(function* () {
   const holder = yield* cardHolder()
@@ -108,7 +119,7 @@ layer(server("live"), { excludeTestServices: true, timeout: "90 seconds" })("liv
       })
 
       // The next interval is in the cooldown: no second trade, and no second transfer.
-      yield* sql`UPDATE agent_strategies SET due_at = now() WHERE card_id = ${customer.cardId}`.pipe(Effect.orDie)
+      yield* makeDue(customer.cardId)
       yield* loop.tick(FRIDAY_1540_ET + 60_000)
       expect(yield* balanceOf(devnet.usd1, customer.account.address)).toBe(usd)
     })
@@ -170,7 +181,6 @@ layer(server("dry"), { excludeTestServices: true, timeout: "90 seconds" })("dry 
   it.effect("idle cards write a logged decision once, then nothing while nothing changes", () =>
     Effect.gen(function* () {
       const loop = yield* AgentLoop
-      const sql = yield* SqlClient.SqlClient
       const devnet = yield* TestDevnet
       const holder = yield* cardHolder()
       // The funded wallet holds the five tokens in equal parts, as this strategy wants.
@@ -180,7 +190,7 @@ layer(server("dry"), { excludeTestServices: true, timeout: "90 seconds" })("dry 
       // Enough on the card for the weekend: nothing to do.
       yield* mintUsd1(devnet, customer.account.address, parseUnits("500", 18))
       for (const minutes of [0, 1, 2]) {
-        yield* sql`UPDATE agent_strategies SET due_at = now() WHERE card_id = ${customer.cardId}`.pipe(Effect.orDie)
+        yield* makeDue(customer.cardId)
         yield* loop.tick(FRIDAY_1540_ET + minutes * 60_000)
       }
       const decisions = yield* decisionsOf(customer.cardId)
