@@ -5,36 +5,17 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Option } from "effect"
-import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { Effect } from "effect"
 import { Merchant } from "../../src/merchant/Merchant.js"
 import { OrderRepo } from "../../src/merchant/OrderRepo.js"
 import { RelayerProcessor } from "../../src/merchant/PaymentProcessor.js"
-import { merchantInMemory } from "../support/settlements.js"
-import { signPayment } from "../support/x402.js"
+import { merchantInMemory, settlingOrder } from "../support/settlements.js"
 
 const MerchantTest = merchantInMemory(RelayerProcessor, { SETTLEMENT_RECONCILE_AFTER: "6 seconds" })
 
 layer(MerchantTest, { excludeTestServices: true })("settlement owners", (it) => {
   /** An order left settling by `owner`, with a reserved, never-recorded settlement (nothing sent). */
-  const abandonedBy = (owner: string) =>
-    Effect.gen(function* () {
-      const merchant = yield* Merchant
-      const sql = yield* SqlClient.SqlClient
-      const order = yield* merchant.createOrder({ amount: "2", description: `owned by ${owner}` })
-      const offer = yield* Effect.flip(merchant.pay(order.id, Option.none()))
-      const requirements = offer._tag === "PaymentRequired" ? offer.body.accepts[0]! : undefined
-      const { payload } = yield* Effect.promise(() =>
-        signPayment(privateKeyToAccount(generatePrivateKey()), requirements!)
-      )
-      const { from, nonce, value, validBefore } = payload.payload.authorization
-      yield* sql`INSERT INTO settlements
-                   (order_id, payer, nonce, amount_atomic, valid_before, payload, status, owner, created_at, updated_at)
-                 VALUES (${order.id}, ${from}, ${nonce}, ${value}, ${validBefore}, ${JSON.stringify(payload)}::jsonb,
-                         'pending', ${owner}, now(), now())`
-      yield* sql`UPDATE orders SET status = 'settling' WHERE id = ${order.id}`
-      return order.id
-    })
+  const abandonedBy = (owner: string) => Effect.map(settlingOrder({ amount: "2", owner }), ({ orderId }) => orderId)
 
   const heartbeat = (owner: string, secondsAgo: number) =>
     Effect.flatMap(

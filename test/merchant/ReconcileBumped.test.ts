@@ -10,13 +10,11 @@ import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Context, Effect, Layer, Option } from "effect"
 import { getAddress, type Hash } from "viem"
-import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ChainClient } from "../../src/chain/ChainClient.js"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
 import { Merchant } from "../../src/merchant/Merchant.js"
 import { RelayerProcessor } from "../../src/merchant/PaymentProcessor.js"
-import { merchantInMemory } from "../support/settlements.js"
-import { signPayment } from "../support/x402.js"
+import { merchantInMemory, settlingOrder } from "../support/settlements.js"
 
 const PAY_TO = "0x000000000000000000000000000000000000dEaD"
 /** The version the journal holds (the bump) and the one mined (its earlier fee). */
@@ -65,30 +63,24 @@ layer(MerchantTest, { excludeTestServices: true })("a bumped settlement the reco
     Effect.gen(function* () {
       const merchant = yield* Merchant
       const sql = yield* SqlClient.SqlClient
-      const order = yield* merchant.createOrder({ amount: "2", description: "bumped" })
-      const offer = yield* Effect.flip(merchant.pay(order.id, Option.none()))
-      const requirements = offer._tag === "PaymentRequired" ? offer.body.accepts[0]! : undefined
-      const { payload } = yield* Effect.promise(() =>
-        signPayment(privateKeyToAccount(generatePrivateKey()), requirements!)
-      )
-      const { from, nonce, value, validBefore } = payload.payload.authorization
-      transfer = { from: getAddress(from), value: BigInt(value) }
       // Left broadcast by a replica that died after journaling the bump.
       yield* sql`INSERT INTO merchant_replicas (id, heartbeat_at) VALUES ('dead', now() - interval '1 minute')`
-      yield* sql`INSERT INTO settlements
-                   (order_id, payer, nonce, amount_atomic, valid_before, payload, status, owner, tx_hash, raw_tx,
-                    created_at, updated_at)
-                 VALUES (${order.id}, ${from}, ${nonce}, ${value}, ${validBefore}, ${JSON.stringify(payload)}::jsonb,
-                         'broadcast', 'dead', ${BUMP}, '0x02', now(), now())`
-      yield* sql`UPDATE orders SET status = 'settling' WHERE id = ${order.id}`
+      const { orderId, payload } = yield* settlingOrder({
+        amount: "2",
+        owner: "dead",
+        status: "broadcast",
+        tx: { hash: BUMP, raw: "0x02" }
+      })
+      const { from, value } = payload.payload.authorization
+      transfer = { from: getAddress(from), value: BigInt(value) }
 
       yield* merchant.reconcile
 
-      const paid = yield* merchant.getOrder(order.id)
+      const paid = yield* merchant.getOrder(orderId)
       expect(paid.status).toBe("paid")
       expect(paid.tx).toBe(MINED)
       const [settlement] = yield* sql<{ status: string; txHash: string }>`
-        SELECT status, tx_hash FROM settlements WHERE order_id = ${order.id}`
+        SELECT status, tx_hash FROM settlements WHERE order_id = ${orderId}`
       expect(settlement).toEqual({ status: "succeeded", txHash: MINED })
     }).pipe(Effect.orDie)
   )

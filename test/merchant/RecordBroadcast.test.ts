@@ -6,36 +6,18 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Option } from "effect"
+import { Effect } from "effect"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
-import { Merchant } from "../../src/merchant/Merchant.js"
 import { OrderRepo } from "../../src/merchant/OrderRepo.js"
 import { RelayerProcessor } from "../../src/merchant/PaymentProcessor.js"
-import { merchantInMemory } from "../support/settlements.js"
-import { signPayment } from "../support/x402.js"
+import { merchantInMemory, settlingOrder } from "../support/settlements.js"
 
 const MerchantTest = merchantInMemory(RelayerProcessor)
 const SENDER = privateKeyToAccount(generatePrivateKey()).address
 
 layer(MerchantTest, { excludeTestServices: true })("recordBroadcast", (it) => {
   /** A reserved settlement (pending, nothing sent): its id. */
-  const reserved = Effect.gen(function* () {
-    const merchant = yield* Merchant
-    const sql = yield* SqlClient.SqlClient
-    const order = yield* merchant.createOrder({ amount: "1", description: "journaled" })
-    const offer = yield* Effect.flip(merchant.pay(order.id, Option.none()))
-    const requirements = offer._tag === "PaymentRequired" ? offer.body.accepts[0]! : undefined
-    const { payload } = yield* Effect.promise(() =>
-      signPayment(privateKeyToAccount(generatePrivateKey()), requirements!)
-    )
-    const { from, nonce, value, validBefore } = payload.payload.authorization
-    const [row] = yield* sql<{ id: number }>`INSERT INTO settlements
-                   (order_id, payer, nonce, amount_atomic, valid_before, payload, status, owner, created_at, updated_at)
-                 VALUES (${order.id}, ${from}, ${nonce}, ${value}, ${validBefore}, ${JSON.stringify(payload)}::jsonb,
-                         'pending', 'me', now(), now()) RETURNING id`
-    yield* sql`UPDATE orders SET status = 'settling' WHERE id = ${order.id}`
-    return row!.id
-  })
+  const reserved = Effect.map(settlingOrder({ amount: "1", owner: "me" }), ({ settlementId }) => settlementId)
 
   const journal = (settlementId: number) =>
     Effect.flatMap(

@@ -1,6 +1,7 @@
 import { SqlClient } from "@effect/sql"
-import { ConfigProvider, Effect, Layer } from "effect"
+import { ConfigProvider, Effect, Layer, Option } from "effect"
 import type { PrivateKeyAccount } from "viem"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import type { ChainClient } from "../../src/chain/ChainClient.js"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
 import { Events } from "../../src/events/Events.js"
@@ -36,6 +37,38 @@ export const merchantInMemory = <E>(
       )
     )
   )
+
+/**
+ * A new order left settling as a replica leaves it mid-payment: a fresh payer's signed payment of
+ * it (from the merchant's own 402 offer), reserved as a settlement row of `owner` in `status`, with
+ * its transaction once one is recorded. Answers the order's and the settlement's ids and the payment.
+ */
+export const settlingOrder = (options: {
+  readonly amount: string
+  readonly owner: string
+  readonly status?: "pending" | "broadcast"
+  readonly tx?: { readonly hash: string; readonly raw: string }
+}) =>
+  Effect.gen(function* () {
+    const merchant = yield* Merchant
+    const sql = yield* SqlClient.SqlClient
+    const order = yield* merchant.createOrder({ amount: options.amount, description: `settling, ${options.owner}` })
+    const offer = yield* Effect.flip(merchant.pay(order.id, Option.none()))
+    const requirements = offer._tag === "PaymentRequired" ? offer.body.accepts[0]! : undefined
+    const { payload } = yield* Effect.promise(() =>
+      signPayment(privateKeyToAccount(generatePrivateKey()), requirements!)
+    )
+    const { from, nonce, value, validBefore } = payload.payload.authorization
+    const [row] = yield* sql<{ id: number }>`INSERT INTO settlements
+        (order_id, payer, nonce, amount_atomic, valid_before, payload, status, owner, tx_hash, raw_tx,
+         created_at, updated_at)
+      VALUES (${order.id}, ${from}, ${nonce}, ${value}, ${validBefore}, ${JSON.stringify(payload)}::jsonb,
+              ${options.status ?? "pending"}, ${options.owner}, ${options.tx?.hash ?? null}, ${options.tx?.raw ?? null},
+              now(), now())
+      RETURNING id`
+    yield* sql`UPDATE orders SET status = 'settling' WHERE id = ${order.id}`
+    return { orderId: order.id, settlementId: row!.id, payload }
+  })
 
 /**
  * A new order of `amount` USD1 on the test server, and `payer`'s signed payment of it as a standard
