@@ -512,9 +512,12 @@ const settlementLoops: ReadonlyArray<readonly [name: string, loop: (merchant: Me
 export const SettlementReconcilerLive = Layer.scopedDiscard(
   Effect.gen(function* () {
     const merchant = yield* Merchant
+    const { chainTimeout } = yield* AppConfig
     // Before the HTTP server listens (the API is built on this layer): the first payments find the
     // relayer's nonce known, instead of each worker's first one waiting while a journal is replayed.
-    yield* merchant.followNonceAtStart
+    // The start waits at most CHAIN_TIMEOUT for it; a longer replay goes on meanwhile.
+    const catchUp = yield* Effect.forkScoped(merchant.followNonceAtStart)
+    yield* Fiber.await(catchUp).pipe(Effect.timeoutOption(chainTimeout))
     yield* Effect.forEach(settlementLoops, ([name, loop]) => forkLoop(name, loop(merchant)), { discard: true })
   })
 )
