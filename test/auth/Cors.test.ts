@@ -42,7 +42,7 @@ layer(
       expect(unauthorized.status).toBe(401)
       expect(unauthorized.headers["access-control-allow-origin"]).toBe(origin)
       expect(unauthorized.headers["access-control-expose-headers"]).toContain("www-authenticate")
-      expect(unauthorized.headers["x-request-id"]).toBeDefined()
+      expect(unauthorized.headers["x-request-id"]).toMatch(/^[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$/)
 
       const challenge = yield* send("POST", "/auth/challenge", {
         json: { address: "0x000000000000000000000000000000000000dEaD" },
