@@ -330,6 +330,9 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
           local !== undefined
             ? Math.max(local, chainNext)
             : recorded.reduce((end, tx) => Math.max(end, tx.nonce + 1), chainNext)
+        // A batch's broadcasts reach the node in any order: the count stops below one on its way,
+        // and the node may hold the recorded ones above it already (sent again at a later check if not).
+        const firstOnItsWay = Math.min(...onItsWay)
         let resent = 0
         let filled = 0
         for (let nonce = chainNext; nonce < next; nonce++) {
@@ -338,6 +341,7 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
           if (tx === undefined) {
             yield* fillNonce(relayer, nonce).pipe(Effect.tapError(() => queue.forget))
             filled++
+          } else if (nonce > firstOnItsWay) {
           } else {
             // one the node now finds underpriced is not "sent again": its fee bump sends it (`replaceStuck`)
             if ((yield* resend(tx.raw).pipe(Effect.tapError(() => queue.forget))) === "sent") resent++
