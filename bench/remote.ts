@@ -217,7 +217,9 @@ export const remoteSection: Section = {
       const counts: Array<CountRow> = []
       const checks: Array<string> = []
       const counted = new Set<string>()
-      for (const comparison of comparisons(ctx)) {
+      // BENCH_REMOTE=<text>: only the comparisons whose label holds it (one measure, A/B against another checkout).
+      const only = process.env.BENCH_REMOTE
+      for (const comparison of comparisons(ctx).filter(({ label }) => only === undefined || label.includes(only))) {
         const payments = ctx.sizes.remotePayments(comparison.concurrency)
         const runs = { measured: [] as Array<RemoteRun>, baseline: [] as Array<RemoteRun> }
         for (let round = 0; round < ctx.sizes.rounds; round++) {

@@ -133,6 +133,7 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address, RECONCILE_INTERVAL: "500 m
         // one relayer nonce per payment, none skipped
         expect(outcome.relayerTransactions).toBe(BURST)
         const statements = yield* journalStatements
+        console.log(`${BURST} payments at once journaled in ${statements.length} statements: ${statements.join(", ")}`)
         expect(statements.reduce((sum, entries) => sum + entries, 0)).toBe(BURST)
         // batches, not a statement per payment
         expect(statements.length).toBeLessThan(BURST)
