@@ -9,7 +9,7 @@ import { alternating, expectJson, postJson, type RatioRow, runConcurrently, runP
 
 const CONCURRENCY = 10
 
-/** One sign-in; `plainFetch` lets the count benchmark see each request. */
+/** One sign-in; answers its bearer token. `plainFetch` lets the count benchmark see each request. */
 export const signIn = async (baseUrl: string, account: PrivateKeyAccount, plainFetch: typeof postJson = postJson) => {
   const { message } = await expectJson<{ message: string }>(
     await plainFetch(`${baseUrl}/auth/challenge`, { address: account.address })
@@ -19,6 +19,7 @@ export const signIn = async (baseUrl: string, account: PrivateKeyAccount, plainF
     await plainFetch(`${baseUrl}/auth/verify`, { message, signature })
   )
   if (token.length === 0) throw new Error("no token")
+  return token
 }
 
 export const freshAccounts = (count: number) =>
