@@ -9,7 +9,7 @@ import { alternating, expectJson, postJson, type RatioRow, runConcurrently, runP
 
 const CONCURRENCY = 10
 
-/** One sign-in; `plainFetch` lets the count benchmark see each request. */
+/** One sign-in; answers its bearer token. `plainFetch` lets the count benchmark see each request. */
 export const signIn = async (baseUrl: string, account: PrivateKeyAccount, plainFetch: typeof postJson = postJson) => {
   const { message } = await expectJson<{ message: string }>(
     await plainFetch(`${baseUrl}/auth/challenge`, { address: account.address })
@@ -19,6 +19,7 @@ export const signIn = async (baseUrl: string, account: PrivateKeyAccount, plainF
     await plainFetch(`${baseUrl}/auth/verify`, { message, signature })
   )
   if (token.length === 0) throw new Error("no token")
+  return token
 }
 
 export const freshAccounts = (count: number) =>
@@ -28,6 +29,8 @@ interface Run {
   readonly perSecond: number
   readonly cpuMs: number
   readonly failures: number
+  /** The load generator's own CPU per sign-in (it signs each challenge on the same cores), service runs only. */
+  readonly clientCpuMs?: number
 }
 
 export const signInSection: Section = {
@@ -46,15 +49,18 @@ export const signInSection: Section = {
                   await runConcurrently(CONCURRENCY, warm.length, (_, i) => signIn(service.baseUrl, warm[i]!))
                   const accounts = freshAccounts(ctx.sizes.signIns)
                   const cpuBefore = service.cpuMs()
+                  const clientBefore = process.cpuUsage()
                   const outcome = await runConcurrently(CONCURRENCY, accounts.length, (_, i) =>
                     signIn(service.baseUrl, accounts[i]!)
                   )
                   const signedIn = outcome.latencies.length
+                  const client = process.cpuUsage(clientBefore)
                   if (outcome.failures > 0) ctx.progress(`  sign-in failures: ${outcome.failureSamples.join(" | ")}`)
                   return {
                     perSecond: (signedIn * 1000) / outcome.wallMs,
                     cpuMs: (service.cpuMs() - cpuBefore) / signedIn,
-                    failures: outcome.failures
+                    failures: outcome.failures,
+                    clientCpuMs: (client.user + client.system) / 1000 / signedIn
                   }
                 })
               : yield* runPeer<{ recoveries: number; ms: number; cpuMs: number }>(ctx, "recoverRate", {
@@ -70,7 +76,9 @@ export const signInSection: Section = {
           runs[side].push(run)
           ctx.progress(
             `[signin] round ${round + 1}/${ctx.sizes.rounds} ${side}: ${run.perSecond.toFixed(0)}/s, ` +
-              `CPU ${run.cpuMs.toFixed(2)} ms each, ${run.failures} failed`
+              `CPU ${run.cpuMs.toFixed(2)} ms each` +
+              (run.clientCpuMs === undefined ? "" : ` (the load generator: ${run.clientCpuMs.toFixed(2)} ms each)`) +
+              `, ${run.failures} failed`
           )
         }
       }
