@@ -12,7 +12,6 @@ import path from "node:path"
 import autocannon from "autocannon"
 import { Effect } from "effect"
 import pg from "pg"
-import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { freePort } from "../src/embedded/EmbeddedPostgres.js"
 import { basePath, cpuMs, MERCHANT, repoRoot, rssMb, startScript } from "./harness.js"
 import { createOrder } from "./pay.js"
@@ -103,7 +102,7 @@ const signInLoad =
     await Promise.all(
       Array.from({ length: CONNECTIONS }, async () => {
         while (performance.now() < end) {
-          await signIn(baseUrl, privateKeyToAccount(generatePrivateKey())).then(
+          await signIn(baseUrl).then(
             () => signedIn++,
             () => failed++
           )
@@ -119,7 +118,7 @@ export const target = async (baseUrl: string, route: string): Promise<(seconds: 
   const { path: loaded, headers } = await (async (): Promise<{ path: string; headers: Record<string, string> }> => {
     if (route === "health") return { path: "/health", headers: {} }
     if (route === "read") return { path: `/merchant/orders/${(await createOrder(baseUrl)).id}`, headers: {} }
-    const token = await signIn(baseUrl, privateKeyToAccount(generatePrivateKey()))
+    const token = await signIn(baseUrl)
     return { path: "/me", headers: { authorization: `Bearer ${token}` } }
   })()
   return (seconds: number) =>
