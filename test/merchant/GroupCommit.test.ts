@@ -10,12 +10,12 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { createPublicClient, http, parseAbiItem, parseUnits } from "viem"
+import { createPublicClient, http, parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
 import { send } from "../support/http.js"
-import { signedOrder } from "../support/settlements.js"
+import { payAllAtOnce, signedOrder, usd1TransfersTo } from "../support/settlements.js"
 import { devnetRpc, TestDevnet } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
 import { eventually } from "../support/wait.js"
@@ -47,12 +47,7 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address, RECONCILE_INTERVAL: "500 m
 
       yield* devnetRpc(devnet, "evm_setAutomine", [false])
       yield* devnetRpc(devnet, "evm_setIntervalMining", [1])
-      const answers = yield* Effect.forEach(
-        payments,
-        (payment) =>
-          send("POST", `/merchant/orders/${payment.id}/pay`, { headers: { "PAYMENT-SIGNATURE": payment.header } }),
-        { concurrency: "unbounded" }
-      )
+      const answers = yield* payAllAtOnce(payments)
       const orders = yield* eventually(
         "every order to be paid or open again",
         Effect.forEach(payments, (payment) =>
@@ -73,14 +68,7 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address, RECONCILE_INTERVAL: "500 m
         ),
         ([latest, inPool]) => latest === inPool && latest >= nonceBefore + paid.length
       )
-      const transfers = yield* Effect.promise(() =>
-        client.getLogs({
-          address: devnet.usd1,
-          event: parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)"),
-          args: { to: merchant.address },
-          fromBlock
-        })
-      )
+      const transfers = yield* usd1TransfersTo(devnet, merchant.address, fromBlock)
       yield* devnetRpc(devnet, "evm_setIntervalMining", [0])
       yield* devnetRpc(devnet, "evm_setAutomine", [true])
       return {
