@@ -263,7 +263,7 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
       return { received: true as const, outcome: yield* apply(update, Option.some(delivery.deliveryId)) }
     })
 
-    /** The user's identity-check state and card, after reconciling a pending check when due. */
+    /** `lookAt` and `reconcile` serve where a user stands (account/Standing.ts) and the event streams. */
     return { startSession, receiveWebhook, reconcile, lookAt }
   }),
   dependencies: [KycRepo.Default]
