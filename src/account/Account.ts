@@ -3,18 +3,16 @@
  * sign-out. Where the user stands is the identity-check state and the card, reconciled with the
  * identity provider while a check is pending.
  */
-import { Effect, Schema } from "effect"
+import { Effect } from "effect"
 import { Auth } from "../auth/Auth.js"
 import type { Address } from "../chain/Address.js"
 import { traced } from "../observability/Traced.js"
+import { checkedConstructor } from "../runtime/SchemaClass.js"
 import { Me, SignInResult } from "./Api.js"
 import { Standing } from "./Standing.js"
 
-/**
- * Me's constructor check, compiled once: a Schema.Class constructor compiles its validator anew on
- * every call when a field is a transformation (the address, the card), ~50-100 µs a poll (effect 3.22).
- */
-const validMe = Schema.validateSync(Schema.Struct(Me.fields))
+const makeMe = checkedConstructor(Me)
+const makeSignInResult = checkedConstructor(SignInResult)
 
 export class Account extends Effect.Service<Account>()("app/Account", {
   effect: Effect.gen(function* () {
@@ -28,13 +26,13 @@ export class Account extends Effect.Service<Account>()("app/Account", {
       const { kyc: state, card } = session.created
         ? { kyc: "none" as const, card: null }
         : yield* standing.of(session.address)
-      return new SignInResult({ token: session.token, address: session.address, kyc: state, card })
+      return makeSignInResult({ token: session.token, address: session.address, kyc: state, card })
     })
 
     /** The user as authenticated (the session's statement read the user too) and where they stand. */
     const me = traced("Account.me")(function* (user: { readonly address: Address; readonly userCreatedAt: Date }) {
       const { kyc: state, card } = yield* standing.of(user.address)
-      return new Me(validMe({ address: user.address, kyc: state, card, createdAt: user.userCreatedAt.getTime() }), true)
+      return makeMe({ address: user.address, kyc: state, card, createdAt: user.userCreatedAt.getTime() })
     })
 
     const signOut = traced("Account.signOut")(function* (sessionId: string) {

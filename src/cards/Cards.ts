@@ -4,9 +4,10 @@
  * they reach the database and opened only to answer their owner; neither is ever logged.
  */
 import { randomBytes } from "node:crypto"
-import { Clock, Effect, Option, Redacted, Schema } from "effect"
+import { Clock, Effect, Option, Redacted } from "effect"
 import type { Address } from "../chain/Address.js"
 import { traced } from "../observability/Traced.js"
+import { checkedConstructor } from "../runtime/SchemaClass.js"
 import { keyedHash, open as openSealed, Secrets, seal } from "../runtime/Secrets.js"
 import { Card } from "./Card.js"
 import { CardIssuer } from "./CardIssuer.js"
@@ -18,11 +19,7 @@ export { CardRow }
 /** What an approval did: a new card, the user's existing card, or none because the document holds one. */
 export type IssueOutcome = "issued" | "already-issued" | "duplicate"
 
-/**
- * Card's constructor check, compiled once: a Schema.Class constructor compiles its validator anew on
- * every call when a field is a transformation (the address), ~40-60 µs a card opened (effect 3.22).
- */
-const validCard = Schema.validateSync(Schema.Struct(Card.fields))
+const makeCard = checkedConstructor(Card)
 
 /** Additional authenticated data: binds a sealed value to its card and field. */
 export const cardAad = (cardId: string, field: "number" | "cvv") => `card:${cardId}:${field}`
@@ -59,17 +56,14 @@ export class Cards extends Effect.Service<Cards>()("app/Cards", {
           () =>
             new Error(`card ${row.id}: the ${field} does not decrypt (is CARD_DATA_KEY the key it was sealed with?)`)
         )
-      return new Card(
-        validCard({
-          address: row.address,
-          holder: row.holder,
-          number: reveal(row.numberSealed, "number"),
-          expiry: row.expiry,
-          cvv: reveal(row.cvvSealed, "cvv"),
-          createdAt: row.createdAt.getTime()
-        }),
-        true
-      )
+      return makeCard({
+        address: row.address,
+        holder: row.holder,
+        number: reveal(row.numberSealed, "number"),
+        expiry: row.expiry,
+        cvv: reveal(row.cvvSealed, "cvv"),
+        createdAt: row.createdAt.getTime()
+      })
     }
 
     /** The user's card, opened for its owner; none before approval. */
