@@ -5,7 +5,7 @@
  * on; and the load of one route (`read`: one order; `me`: a fresh user's bearer; `health`).
  */
 import { spawn } from "node:child_process"
-import { mkdtempSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import path from "node:path"
 import autocannon from "autocannon"
@@ -58,11 +58,20 @@ export const startLocalService = async (options: { readonly root?: string; reado
     )
   }
   const pid = server.pid!
+  /** CPU time the database's server processes (PostgreSQL backends) serving this service have used so far, in ms. */
+  const databaseCpuMs = async () => {
+    const { rows } = await admin.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE datname = $1", [
+      database
+    ])
+    // The machine's PostgreSQL (local.ts's default): its backends are processes here. One that ended meanwhile is left out.
+    return rows.reduce((sum, row) => sum + (existsSync(`/proc/${row.pid}/stat`) ? cpuMs(row.pid) : 0), 0)
+  }
   const remove = () => rmSync(dir, { recursive: true, force: true, maxRetries: 5 })
   return {
     baseUrl,
     dir,
     cpuMs: () => cpuMs(pid),
+    databaseCpuMs,
     rssMb: () => rssMb(pid),
     /**
      * Stops the service, drops its database and removes its folder (a profiled one's stays until
