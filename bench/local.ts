@@ -5,7 +5,7 @@
  * on; and the load of one route (`read`: one order; `me`: a fresh user's bearer; `health`).
  */
 import { spawn } from "node:child_process"
-import { existsSync, mkdtempSync, rmSync } from "node:fs"
+import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import path from "node:path"
 import autocannon from "autocannon"
@@ -64,7 +64,14 @@ export const startLocalService = async (options: { readonly root?: string; reado
       database
     ])
     // The machine's PostgreSQL (local.ts's default): its backends are processes here. One that ended meanwhile is left out.
-    return rows.reduce((sum, row) => sum + (existsSync(`/proc/${row.pid}/stat`) ? cpuMs(row.pid) : 0), 0)
+    const backendCpuMs = (backend: number) => {
+      try {
+        return cpuMs(backend)
+      } catch {
+        return 0
+      }
+    }
+    return rows.reduce((sum, row) => sum + backendCpuMs(row.pid), 0)
   }
   const remove = () => rmSync(dir, { recursive: true, force: true, maxRetries: 5 })
   return {
