@@ -11,9 +11,9 @@ import path from "node:path"
 import autocannon from "autocannon"
 import { Effect } from "effect"
 import pg from "pg"
-import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { freePort } from "../src/embedded/EmbeddedPostgres.js"
-import { basePath, cpuMs, expectJson, MERCHANT, postJson, repoRoot, rssMb, startScript } from "./harness.js"
+import { basePath, cpuMs, MERCHANT, repoRoot, rssMb, startScript } from "./harness.js"
+import { bearerOf } from "./http.js"
 import { createOrder } from "./pay.js"
 
 const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
@@ -102,15 +102,7 @@ export const target = async (baseUrl: string, route: string) => {
   const { path: loaded, headers } = await (async (): Promise<{ path: string; headers: Record<string, string> }> => {
     if (route === "health") return { path: "/health", headers: {} }
     if (route === "read") return { path: `/merchant/orders/${(await createOrder(baseUrl)).id}`, headers: {} }
-    const account = privateKeyToAccount(generatePrivateKey())
-    const { message } = await expectJson<{ message: string }>(
-      await postJson(`${baseUrl}/auth/challenge`, { address: account.address })
-    )
-    const signature = await account.signMessage({ message })
-    const { token } = await expectJson<{ token: string }>(
-      await postJson(`${baseUrl}/auth/verify`, { message, signature })
-    )
-    return { path: "/me", headers: { authorization: `Bearer ${token}` } }
+    return { path: "/me", headers: { authorization: `Bearer ${await bearerOf(baseUrl)}` } }
   })()
   return (seconds: number) => autocannon({ url: `${baseUrl}${loaded}`, headers, connections: 10, duration: seconds })
 }
