@@ -1,5 +1,5 @@
 /**
- * `node --import tsx bench/compare.ts <other checkout> <read|me|health> [rounds] [seconds]`: this
+ * `node --import tsx bench/compare.ts <other checkout> <read|me|health|signin> [rounds] [seconds]`: this
  * checkout's service against another's (a worktree of the commit before a change), on one route,
  * in alternating runs (local.ts starts both), printed as min / median / max of requests/s, server
  * CPU per request and the database's CPU per request (its PostgreSQL backends: the database shares

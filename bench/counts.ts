@@ -71,7 +71,7 @@ class Recorder {
   }
 
   /** Runs `warm-up` with every step it closes booked as "warm-up" (not counted), then `measured`. */
-  async warmThen(warmUp: () => Promise<void>, measured: () => Promise<void>) {
+  async warmThen(warmUp: () => Promise<unknown>, measured: () => Promise<unknown>) {
     this.override = "warm-up"
     try {
       await warmUp()

@@ -474,7 +474,7 @@ export interface Outcome {
 export const runConcurrently = async (
   concurrency: number,
   total: number,
-  operation: (worker: number, index: number) => Promise<void>
+  operation: (worker: number, index: number) => Promise<unknown>
 ): Promise<Outcome> => {
   const latencies: Array<number> = []
   const samples = new Set<string>()

@@ -2,7 +2,8 @@
  * The service of a checkout started as `npm start` runs it (scripts/start.mjs), for the profile and
  * compare tools: on the machine's PostgreSQL (DATABASE_URL, default postgres@127.0.0.1:5432, a
  * throwaway database per start, dropped at the stop) with an embedded devnet and the demo merchant
- * on; and the load of one route (`read`: one order; `me`: a fresh user's bearer; `health`).
+ * on; and the load of one route (`read`: one order; `me`: a fresh user's bearer; `health`; `signin`:
+ * sign-ins with fresh keys).
  */
 import { spawn } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
@@ -13,8 +14,8 @@ import { Effect } from "effect"
 import pg from "pg"
 import { freePort } from "../src/embedded/EmbeddedPostgres.js"
 import { basePath, cpuMs, MERCHANT, repoRoot, rssMb, startScript } from "./harness.js"
-import { bearerOf } from "./http.js"
 import { createOrder } from "./pay.js"
+import { signIn } from "./signin.js"
 
 const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
 let started = 0
@@ -97,12 +98,45 @@ export const startLocalService = async (options: { readonly root?: string; reado
   }
 }
 
-/** An autocannon run of `seconds` on the route, 10 connections. */
-export const target = async (baseUrl: string, route: string) => {
+/** What a load run counted: operations answered 2xx, in `duration` seconds, and the failed ones. */
+export interface LoadResult {
+  readonly "2xx": number
+  readonly duration: number
+  readonly non2xx: number
+  readonly errors: number
+}
+
+const CONNECTIONS = 10
+
+/** Sign-ins (challenge, signature, verify; a fresh key each) by 10 clients for `seconds`; one sign-in counts as one operation. */
+const signInLoad =
+  (baseUrl: string) =>
+  async (seconds: number): Promise<LoadResult> => {
+    const end = performance.now() + seconds * 1000
+    let signedIn = 0
+    let failed = 0
+    await Promise.all(
+      Array.from({ length: CONNECTIONS }, async () => {
+        while (performance.now() < end) {
+          await signIn(baseUrl).then(
+            () => signedIn++,
+            () => failed++
+          )
+        }
+      })
+    )
+    return { "2xx": signedIn, duration: seconds, non2xx: 0, errors: failed }
+  }
+
+/** A load run of `seconds` on the route: autocannon with 10 connections, or 10 clients signing in (`signin`). */
+export const target = async (baseUrl: string, route: string): Promise<(seconds: number) => Promise<LoadResult>> => {
+  if (route === "signin") return signInLoad(baseUrl)
   const { path: loaded, headers } = await (async (): Promise<{ path: string; headers: Record<string, string> }> => {
     if (route === "health") return { path: "/health", headers: {} }
     if (route === "read") return { path: `/merchant/orders/${(await createOrder(baseUrl)).id}`, headers: {} }
-    return { path: "/me", headers: { authorization: `Bearer ${await bearerOf(baseUrl)}` } }
+    const token = await signIn(baseUrl)
+    return { path: "/me", headers: { authorization: `Bearer ${token}` } }
   })()
-  return (seconds: number) => autocannon({ url: `${baseUrl}${loaded}`, headers, connections: 10, duration: seconds })
+  return (seconds: number) =>
+    autocannon({ url: `${baseUrl}${loaded}`, headers, connections: CONNECTIONS, duration: seconds })
 }

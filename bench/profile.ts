@@ -1,5 +1,5 @@
 /**
- * `node --import tsx bench/profile.ts <read|me|health> [seconds]`: a CPU profile of the service
+ * `node --import tsx bench/profile.ts <read|me|health|signin> [seconds]`: a CPU profile of the service
  * under load on one route, and its top self-time frames by package.
  *
  * Starts the service under `node --cpu-prof` (local.ts: the `npm start` bundle, the machine's

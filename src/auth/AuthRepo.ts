@@ -29,7 +29,13 @@ export class AuthRepo extends Effect.Service<AuthRepo>()("app/AuthRepo", {
         issuedAt: Schema.DateFromSelf,
         expiresAt: Schema.DateFromSelf
       }),
-      execute: (row) => sql`INSERT INTO auth_challenges ${sql.insert(row)}`
+      // Committed without waiting for its WAL flush (this transaction only): a challenge lost to a
+      // crash is one the client asks for again, and the sign-in that consumes it commits durably,
+      // flushing it too (docs/security.md, issue 27).
+      execute: ({ nonce, address, message, issuedAt, expiresAt }) =>
+        sql`INSERT INTO auth_challenges (nonce, address, message, issued_at, expires_at)
+            SELECT ${nonce}, ${address}, ${message}, ${issuedAt}::timestamptz, ${expiresAt}::timestamptz
+            FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed`
     })
 
     /** Why a challenge cannot be used (read only when `signIn` consumed nothing). */

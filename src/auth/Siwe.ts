@@ -3,9 +3,10 @@
  * The server stores every message it issues and later accepts only that exact text back,
  * so parsing here is only used to find the nonce and signer of a message a client returns.
  */
-import { type Hex, isAddressEqual, recoverMessageAddress } from "viem"
+import { type Hex, isAddressEqual } from "viem"
 import { createSiweMessage, parseSiweMessage } from "viem/siwe"
 import type { Address } from "../chain/Address.js"
+import { recoverMessageSigner } from "../chain/Recover.js"
 
 export const CHALLENGE_TTL_MS = 10 * 60 * 1000
 const STATEMENT = "Sign in to the card app."
@@ -52,11 +53,11 @@ export const challengeOf = (message: string): { readonly nonce: string; readonly
 }
 
 /**
- * Whether `address`'s own key signed the message (EIP-191 recovery, ~1.4 ms of CPU). False for a
+ * Whether `address`'s own key signed the message (EIP-191 recovery). False for a
  * contract wallet's signature, which only the chain can check (ERC-1271).
  */
 export const signedByKey = (address: Address, message: string, signature: Hex): Promise<boolean> =>
-  recoverMessageAddress({ message, signature }).then(
+  recoverMessageSigner(message, signature).then(
     (signer) => isAddressEqual(signer, address),
     () => false
   )

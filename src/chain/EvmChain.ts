@@ -24,8 +24,6 @@ import {
   isAddressEqual,
   parseAbiItem,
   parseEventLogs,
-  recoverAddress,
-  recoverMessageAddress,
   toHex
 } from "viem"
 import type { Address } from "./Address.js"
@@ -40,6 +38,7 @@ import { BASE_FEE_MULTIPLIER, feeEstimate } from "./FeeEstimate.js"
 import { isUnreachable } from "./JsonRpc.js"
 import { balanceReads, balancesRead, chunksOf, MULTICALL_CHUNK, MULTICALL3_ADDRESS, rowsOf } from "./Multicall.js"
 import { chainCall, decodedRevert, errorText, isMissingFunction, readsOver } from "./NodeErrors.js"
+import { recoverMessageSigner, recoverSigner } from "./Recover.js"
 import { relayer as makeRelayer } from "./Relayer.js"
 import { rpcPool } from "./RpcPool.js"
 import { sendQueues } from "./SendQueues.js"
@@ -268,7 +267,7 @@ export const EvmChain = Layer.scoped(
       signedBy(
         "verify message",
         address,
-        () => recoverMessageAddress({ message, signature }),
+        () => recoverMessageSigner(message, signature),
         (client) => client.verifyMessage({ address, message, signature })
       )
 
@@ -277,7 +276,7 @@ export const EvmChain = Layer.scoped(
       return signedBy(
         "verify authorization",
         authorization.from,
-        () => recoverAddress({ hash, signature }),
+        () => recoverSigner(hash, signature),
         (client) => client.verifyHash({ address: authorization.from, hash, signature })
       )
     }

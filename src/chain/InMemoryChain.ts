@@ -20,11 +20,10 @@ import {
   getAddress,
   type Hash,
   type Hex,
+  hashTypedData,
   isAddressEqual,
   keccak256,
   parseUnits,
-  recoverMessageAddress,
-  recoverTypedDataAddress,
   toHex,
   zeroAddress
 } from "viem"
@@ -46,6 +45,7 @@ import { DemoExchangeArtifact, Usd1Artifact } from "./contracts/artifacts.js"
 import { DEVNET_EXCHANGE_USD1, DEVNET_STOCK_FIXTURES } from "./Devnet.js"
 import { transferWithAuthorizationTypedData } from "./Eip3009.js"
 import { exchangeOutput } from "./Exchange.js"
+import { recoverMessageSigner, recoverSigner } from "./Recover.js"
 import { sendQueues } from "./SendQueues.js"
 import { type StockToken, TokenRegistry } from "./Tokens.js"
 
@@ -253,10 +253,7 @@ const make = (options: InMemoryChainOptions) =>
     const authorizationSigned = (authorization: TransferAuthorization, signature: Hex) =>
       Effect.promise(() =>
         signedBy(authorization.from, () =>
-          recoverTypedDataAddress({
-            signature,
-            ...transferWithAuthorizationTypedData(authorization, { chainId, usd1 })
-          })
+          recoverSigner(hashTypedData(transferWithAuthorizationTypedData(authorization, { chainId, usd1 })), signature)
         )
       )
 
@@ -380,7 +377,7 @@ const make = (options: InMemoryChainOptions) =>
       // gas does not exist here
       relayerFunded: Effect.succeed(true),
       verifyMessage: (address, message, signature) =>
-        Effect.promise(() => signedBy(address, () => recoverMessageAddress({ message, signature }))),
+        Effect.promise(() => signedBy(address, () => recoverMessageSigner(message, signature))),
       transferCheck,
       balanceOf: (token, owner) => Effect.map(Ref.get(state), (current) => balanceIn(current, token, owner)),
       balances: (owners, tokens) =>
