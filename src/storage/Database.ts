@@ -111,9 +111,12 @@ export class DatabasePool extends Context.Tag("app/DatabasePool")<
  * A statement's name by its text, for every pooled connection of the process: PostgreSQL parses and
  * plans a named statement once per connection and then only binds and runs it (the SQL text, its
  * parse and its plan were most of the server's work for a one-row read). Bounded: texts past the
- * bound (an `IN` list whose length varies, say) run unnamed, parsed each time.
+ * bound (an `IN` list whose length varies, say) run unnamed, parsed each time. A statement of many
+ * parameters is a batch whose text changes with its size (each size would hold a name and a plan on
+ * every connection) and whose parse is a small part of its work: it runs unnamed.
  */
 const MAX_NAMED_STATEMENTS = 1000
+const MAX_NAMED_PARAMETERS = 32
 const statementNames = new Map<string, string>()
 let statementsNamed = 0
 
@@ -142,7 +145,13 @@ class PreparingClient extends pg.Client {
   // biome-ignore lint/suspicious/noExplicitAny: pg's query() has a dozen overloads; this one only adds a name
   override query(...args: Array<any>): any {
     const [text, values, callback] = args as [unknown, unknown, unknown]
-    if (typeof text !== "string" || !Array.isArray(values) || values.length === 0 || typeof callback !== "function") {
+    if (
+      typeof text !== "string" ||
+      !Array.isArray(values) ||
+      values.length === 0 ||
+      values.length > MAX_NAMED_PARAMETERS ||
+      typeof callback !== "function"
+    ) {
       return super.query(...(args as Parameters<pg.Client["query"]>))
     }
     const name = statementName(text)

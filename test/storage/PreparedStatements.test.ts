@@ -24,6 +24,19 @@ layer(TestDatabase, { excludeTestServices: true })("prepared statements", (it) =
     })
   )
 
+  it.effect("a batch of many parameters runs unnamed: its text changes with its size", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const values = Array.from({ length: 40 }, (_, i) => i)
+      const [sum, prepared] = yield* Effect.all([
+        sql<{ total: number }>`SELECT (${sql.join(" + ", false)(values.map((value) => sql`${value}::int`))}) AS total`,
+        sql<{ statement: string }>`SELECT statement FROM pg_prepared_statements`
+      ]).pipe(sql.withTransaction)
+      expect(sum).toEqual([{ total: 780 }])
+      expect(prepared.filter((row) => row.statement.includes("$40"))).toEqual([])
+    })
+  )
+
   it.effect("a migration that changes a prepared statement's columns: the statement is prepared anew", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
