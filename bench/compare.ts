@@ -1,8 +1,10 @@
 /**
  * `node --import tsx bench/compare.ts <other checkout> <read|me|health|signin> [rounds] [seconds]`: this
  * checkout's service against another's (a worktree of the commit before a change), on one route,
- * in alternating runs (local.ts starts both), printed as min / median / max of requests/s and
- * server CPU per request, and the ratio of the medians (this ÷ other). For measuring one change
+ * in alternating runs (local.ts starts both), printed as min / median / max of requests/s, server
+ * CPU per request and the database's CPU per request (its PostgreSQL backends: the database shares
+ * the machine's cores, so what a statement costs it counts in the rate), and the ratio of the
+ * medians (this ÷ other). For measuring one change
  * at a time on a machine whose load moves: both sides see the same load, turn about.
  *
  * `compare.ts <other checkout> start [rounds]`: `npm start` with nothing configured on an existing
@@ -63,28 +65,33 @@ const loads = {
   other: await target(sides.other.baseUrl, route)
 }
 const runs = {
-  this: { rate: [] as Array<number>, cpu: [] as Array<number> },
-  other: { rate: [] as Array<number>, cpu: [] as Array<number> }
+  this: { rate: [] as Array<number>, cpu: [] as Array<number>, database: [] as Array<number> },
+  other: { rate: [] as Array<number>, cpu: [] as Array<number>, database: [] as Array<number> }
 }
 for (const side of ["this", "other"] as const) await loads[side](3)
 for (let round = 0; round < rounds; round++) {
   for (const side of alternating(round, "this" as const, "other" as const)) {
     await loads[side](1)
+    const databaseBefore = await sides[side].databaseCpuMs()
     const before = sides[side].cpuMs()
     const result = await loads[side](seconds)
     const cpu = sides[side].cpuMs() - before
+    const database = (await sides[side].databaseCpuMs()) - databaseBefore
     runs[side].rate.push(result["2xx"] / result.duration)
     runs[side].cpu.push((cpu * 1000) / result["2xx"])
+    runs[side].database.push((database * 1000) / result["2xx"])
     const failed = result.non2xx + result.errors
     console.error(
       `${route} round ${round + 1} ${side}: ${(result["2xx"] / result.duration).toFixed(0)} req/s, ` +
-        `${((cpu * 1000) / result["2xx"]).toFixed(0)} µs/request${failed > 0 ? `, ${failed} FAILED` : ""}`
+        `${((cpu * 1000) / result["2xx"]).toFixed(0)} µs/request, database ` +
+        `${((database * 1000) / result["2xx"]).toFixed(0)} µs/request${failed > 0 ? `, ${failed} FAILED` : ""}`
     )
   }
 }
 for (const [label, key] of [
   ["requests/s", "rate"],
-  ["server CPU per request, µs", "cpu"]
+  ["server CPU per request, µs", "cpu"],
+  ["database CPU per request, µs", "database"]
 ] as const) {
   console.log(
     `${route} ${label}: this ${spread(runs.this[key])}, other ${spread(runs.other[key])}, ` +

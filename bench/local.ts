@@ -59,11 +59,27 @@ export const startLocalService = async (options: { readonly root?: string; reado
     )
   }
   const pid = server.pid!
+  /** CPU time the database's server processes (PostgreSQL backends) serving this service have used so far, in ms. */
+  const databaseCpuMs = async () => {
+    const { rows } = await admin.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE datname = $1", [
+      database
+    ])
+    // The machine's PostgreSQL (local.ts's default): its backends are processes here. One that ended meanwhile is left out.
+    const backendCpuMs = (backend: number) => {
+      try {
+        return cpuMs(backend)
+      } catch {
+        return 0
+      }
+    }
+    return rows.reduce((sum, row) => sum + backendCpuMs(row.pid), 0)
+  }
   const remove = () => rmSync(dir, { recursive: true, force: true, maxRetries: 5 })
   return {
     baseUrl,
     dir,
     cpuMs: () => cpuMs(pid),
+    databaseCpuMs,
     rssMb: () => rssMb(pid),
     /**
      * Stops the service, drops its database and removes its folder (a profiled one's stays until

@@ -7,8 +7,12 @@ import { Effect } from "effect"
 import { Auth } from "../auth/Auth.js"
 import type { Address } from "../chain/Address.js"
 import { traced } from "../observability/Traced.js"
+import { checkedConstructor } from "../runtime/SchemaClass.js"
 import { Me, SignInResult } from "./Api.js"
 import { Standing } from "./Standing.js"
+
+const makeMe = checkedConstructor(Me)
+const makeSignInResult = checkedConstructor(SignInResult)
 
 export class Account extends Effect.Service<Account>()("app/Account", {
   effect: Effect.gen(function* () {
@@ -22,13 +26,13 @@ export class Account extends Effect.Service<Account>()("app/Account", {
       const { kyc: state, card } = session.created
         ? { kyc: "none" as const, card: null }
         : yield* standing.of(session.address)
-      return new SignInResult({ token: session.token, address: session.address, kyc: state, card })
+      return makeSignInResult({ token: session.token, address: session.address, kyc: state, card })
     })
 
     /** The user as authenticated (the session's statement read the user too) and where they stand. */
     const me = traced("Account.me")(function* (user: { readonly address: Address; readonly userCreatedAt: Date }) {
       const { kyc: state, card } = yield* standing.of(user.address)
-      return new Me({ address: user.address, kyc: state, card, createdAt: user.userCreatedAt.getTime() })
+      return makeMe({ address: user.address, kyc: state, card, createdAt: user.userCreatedAt.getTime() })
     })
 
     const signOut = traced("Account.signOut")(function* (sessionId: string) {

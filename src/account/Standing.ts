@@ -1,8 +1,8 @@
 /**
  * Where a user stands: the identity-check state and the card, as `GET /me`, sign-in and the event
- * stream's first frame show them. One statement, which also claims a due look at the identity
- * provider while a check is pending (at most one per user per window, as `Kyc.reconcile`); when it
- * won the claim, the provider is asked and the standing read again.
+ * stream's first frame show them. One statement, a read; only while a check is pending and a look
+ * at the identity provider is due does it claim that look (`Kyc.reconcile`: at most one caller per
+ * user per window, across replicas), and the caller that won it asks the provider and reads again.
  */
 import { Clock, Effect } from "effect"
 import { Cards } from "../cards/Cards.js"
@@ -20,12 +20,11 @@ export class Standing extends Effect.Service<Standing>()("app/Standing", {
 
     const of = traced("Standing.of")(function* (address: Address) {
       yield* Effect.annotateCurrentSpan("user.address", address)
-      const now = yield* Clock.currentTimeMillis
-      let found = yield* repo.standing(kyc.claimAt(address, now))
-      if (found.claimedSessionId !== null) {
-        yield* kyc.askProvider(address, found.claimedSessionId, now)
-        // The claim just made is not due again: this read claims nothing.
-        found = yield* repo.standing(kyc.claimAt(address, now))
+      const look = kyc.lookAt(address, yield* Clock.currentTimeMillis)
+      let found = yield* repo.standing(look)
+      if (found.lookDue && (yield* kyc.reconcile(address))) {
+        // The look just claimed is not due again: this read is the answer after it.
+        found = yield* repo.standing(look)
       }
       const state: KycState = found.status ?? "none"
       return { kyc: state, card: found.card === null ? null : yield* cards.reveal(found.card) }

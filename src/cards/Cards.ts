@@ -7,6 +7,7 @@ import { randomBytes } from "node:crypto"
 import { Clock, Effect, Option, Redacted } from "effect"
 import type { Address } from "../chain/Address.js"
 import { traced } from "../observability/Traced.js"
+import { checkedConstructor } from "../runtime/SchemaClass.js"
 import { keyedHash, open as openSealed, Secrets, seal } from "../runtime/Secrets.js"
 import { Card } from "./Card.js"
 import { CardIssuer } from "./CardIssuer.js"
@@ -17,6 +18,8 @@ export { CardRow }
 
 /** What an approval did: a new card, the user's existing card, or none because the document holds one. */
 export type IssueOutcome = "issued" | "already-issued" | "duplicate"
+
+const makeCard = checkedConstructor(Card)
 
 /** Additional authenticated data: binds a sealed value to its card and field. */
 export const cardAad = (cardId: string, field: "number" | "cvv") => `card:${cardId}:${field}`
@@ -53,7 +56,7 @@ export class Cards extends Effect.Service<Cards>()("app/Cards", {
           () =>
             new Error(`card ${row.id}: the ${field} does not decrypt (is CARD_DATA_KEY the key it was sealed with?)`)
         )
-      return new Card({
+      return makeCard({
         address: row.address,
         holder: row.holder,
         number: reveal(row.numberSealed, "number"),

@@ -38,9 +38,12 @@ export const cors = (options: CorsOptions) => {
       ? { vary: "Access-Control-Request-Headers", "access-control-allow-headers": requested }
       : { "access-control-allow-headers": options.allowedHeaders.join(",") }
   const maxAge = options.maxAgeSeconds > 0 ? { "access-control-max-age": String(options.maxAgeSeconds) } : undefined
+  // With at most one allowed origin, what an answer carries does not depend on the request: made once.
+  const fixedHeaders = allowedOrigins.length <= 1 ? { ...allowOrigin(undefined), ...exposeHeaders } : undefined
   return {
-    /** What an answer to any request but a preflight carries. */
-    headers: (origin: string | undefined): Record<string, string> => ({ ...allowOrigin(origin), ...exposeHeaders }),
+    /** What an answer to any request but a preflight carries (not to be changed: it may be shared). */
+    headers: (origin: string | undefined): Readonly<Record<string, string>> =>
+      fixedHeaders ?? { ...allowOrigin(origin), ...exposeHeaders },
     /** The whole answer to a preflight (any OPTIONS request): 204 and what it allows. */
     preflight: (origin: string | undefined, requestedHeaders: string | undefined) =>
       HttpServerResponse.empty({

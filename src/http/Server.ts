@@ -32,6 +32,7 @@ import {
   Exit,
   type FiberId,
   FiberRef,
+  HashMap,
   HashSet,
   Layer,
   LogLevel,
@@ -285,29 +286,30 @@ const pagePolicies = (apiUrl: string) => {
 
 /**
  * What every response carries: its request id, `nosniff`, a 503's `Retry-After`, an HTML page's CSP;
- * and `extra` (the app's CORS headers).
+ * and `extra` (the app's CORS headers). One record, set in one step: this runs on every answer.
  */
 const answerHeaders = (
   response: HttpServerResponse.HttpServerResponse,
   id: string,
   pagePolicy: string | undefined,
   extra?: Record<string, string>
-) =>
-  HttpServerResponse.setHeaders(response, {
-    "x-request-id": id,
-    ...NOSNIFF,
-    ...(response.status === 503 && response.headers["retry-after"] === undefined
-      ? { "retry-after": String(RETRY_AFTER_SECONDS) }
-      : {}),
-    ...(pagePolicy === undefined ? {} : { "content-security-policy": pagePolicy }),
-    ...extra
-  })
+) => {
+  const headers: Record<string, string> = { "x-request-id": id, ...NOSNIFF }
+  if (response.status === 503 && response.headers["retry-after"] === undefined) {
+    headers["retry-after"] = String(RETRY_AFTER_SECONDS)
+  }
+  if (pagePolicy !== undefined) headers["content-security-policy"] = pagePolicy
+  return HttpServerResponse.setHeaders(response, extra === undefined ? headers : Object.assign(headers, extra))
+}
 
-/** The access-log line of a request, as the JSON logger would write it, built without the logger. */
+/**
+ * The access-log line of a request, as the JSON logger would write it, built without the logger.
+ * The method (a token Node's parser accepted) and the id (`REQUEST_ID` or a UUID) need no escaping.
+ */
 const accessLine = (method: string, url: string, status: number, id: string, fiber: FiberId.Runtime) =>
   `{"message":"Sent HTTP response","logLevel":"INFO","timestamp":"${new Date().toISOString()}",` +
-  `"annotations":{"http.method":${JSON.stringify(method)},"http.url":${JSON.stringify(url)},` +
-  `"http.status":${status},"requestId":${JSON.stringify(id)}},"spans":{},"fiberId":"#${fiber.id}"}`
+  `"annotations":{"http.method":"${method}","http.url":${JSON.stringify(url)},` +
+  `"http.status":${status},"requestId":"${id}"},"spans":{},"fiberId":"#${fiber.id}"}`
 
 /**
  * The request pipeline in front of the API, in one step (each middleware layer costs every request
@@ -388,8 +390,14 @@ const makeRequestPipeline = (corsOptions: CorsOptions) =>
             )
             return log === undefined ? failed : Effect.zipRight(log, failed)
           }
-        }).pipe(Effect.annotateLogs("requestId", id))
-        return tracing ? Effect.zipRight(Effect.annotateCurrentSpan("http.request.id", id), served) : served
+        })
+        // The server runs each request in a fibre of its own: its logs carry the id from here on, set
+        // once on that fibre (`annotateLogs` would copy the fibre's FiberRefs twice, to set and restore).
+        const tagged = Effect.zipRight(
+          FiberRef.update(FiberRef.currentLogAnnotations, HashMap.set<string, unknown>("requestId", id)),
+          served
+        )
+        return tracing ? Effect.zipRight(Effect.annotateCurrentSpan("http.request.id", id), tagged) : tagged
       })
   })
 

@@ -34,8 +34,8 @@ import { accountStateOf, advances, canStartSession, type KycState } from "./KycS
 import { resolveReturnUrl } from "./ReturnUrl.js"
 import type { HeaderBag } from "./Webhook.js"
 
-/** The claim of a due look at the provider, as a statement a read of the user's standing embeds. */
-export { type ClaimRequest, claimDueCheck } from "./KycRepo.js"
+/** Whether a look at the provider is due, as a read of the user's standing asks it. */
+export { type LookRequest, lookIsDue } from "./KycRepo.js"
 
 /** At most one provider call per user per this window, whatever the number of polls and replicas. */
 export const RECONCILE_INTERVAL_MS = 5_000
@@ -151,8 +151,8 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
         })
       )
 
-    /** The claim of a look at the provider (KycRepo's `claimDueCheck`): due RECONCILE_INTERVAL_MS after the last. */
-    const claimAt = (address: Address, now: number) => ({
+    /** A look at the provider as of `now` (KycRepo's `lookIsDue`): due RECONCILE_INTERVAL_MS after the last. */
+    const lookAt = (address: Address, now: number) => ({
       address,
       provider: provider.name,
       now: new Date(now),
@@ -178,12 +178,15 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
     /**
      * Asks the provider about the user's pending session, at most once per RECONCILE_INTERVAL_MS
      * (claimed with a timestamp in the user's row, so it holds across replicas). Failures are logged.
+     * True when this call won the claim and asked.
      */
     const reconcile = (address: Address) =>
       Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
-        const sessionId = yield* repo.claimCheck(claimAt(address, now))
-        if (sessionId !== undefined) yield* askProvider(address, sessionId, now)
+        const sessionId = yield* repo.claimCheck(lookAt(address, now))
+        if (sessionId === undefined) return false
+        yield* askProvider(address, sessionId, now)
+        return true
       })
 
     const startSession = traced("Kyc.startSession")(function* (address: Address, returnUrl: string | undefined) {
@@ -260,8 +263,8 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
       return { received: true as const, outcome: yield* apply(update, Option.some(delivery.deliveryId)) }
     })
 
-    /** The user's identity-check state and card, after reconciling a pending check when due. */
-    return { startSession, receiveWebhook, reconcile, claimAt, askProvider }
+    /** `lookAt` and `reconcile` serve where a user stands (account/Standing.ts) and the event streams. */
+    return { startSession, receiveWebhook, reconcile, lookAt }
   }),
   dependencies: [KycRepo.Default]
 }) {}

@@ -32,7 +32,7 @@ export type SessionRow = typeof SessionRow.Type
 const SessionKey = Schema.Struct({ provider: Schema.String, sessionId: Schema.String })
 
 /** A look at the provider about a user's pending check, due when the last is older than `cutoff`. */
-export interface ClaimRequest {
+export interface LookRequest {
   readonly address: string
   readonly provider: string
   readonly now: Date
@@ -40,16 +40,12 @@ export interface ClaimRequest {
 }
 
 /**
- * Claims the right to ask the provider about the user's pending session: at most one caller per
- * `cutoff` window wins, whichever replica it runs on. Returns the session to ask about (no row: not
- * claimed). A statement of its own (`claimCheck`) or part of a larger one (the account's standing).
+ * Whether a `kyc_accounts` row (its columns unqualified) is due a look at the provider: the one
+ * condition both the read of a user's standing (is a look due?) and the claim of the look use.
  */
-export const claimDueCheck = (sql: SqlClient.SqlClient, { address, provider, now, cutoff }: ClaimRequest) =>
-  sql<{ sessionId: string }>`
-    UPDATE kyc_accounts SET checked_at = ${now}
-    WHERE address = ${address} AND status = 'pending' AND provider = ${provider} AND session_id IS NOT NULL
-      AND (checked_at IS NULL OR checked_at <= ${cutoff})
-    RETURNING session_id`
+export const lookIsDue = (sql: SqlClient.SqlClient, { provider, cutoff }: LookRequest) =>
+  sql`status = 'pending' AND provider = ${provider} AND session_id IS NOT NULL
+      AND (checked_at IS NULL OR checked_at <= ${cutoff})`
 
 export class KycRepo extends Effect.Service<KycRepo>()("app/KycRepo", {
   effect: Effect.gen(function* () {
@@ -82,8 +78,15 @@ export class KycRepo extends Effect.Service<KycRepo>()("app/KycRepo", {
     const setAccountStatus = (address: string, status: KycState, now: Date) =>
       sql`UPDATE kyc_accounts SET status = ${status}, updated_at = ${now} WHERE address = ${address}`
 
-    const claimCheck = (request: ClaimRequest) =>
-      claimDueCheck(sql, request).pipe(Effect.map((rows) => rows[0]?.sessionId))
+    /**
+     * Claims the right to ask the provider about the user's pending session: at most one caller per
+     * `cutoff` window wins, whichever replica it runs on. The session to ask about; undefined: not claimed.
+     */
+    const claimCheck = (request: LookRequest) =>
+      sql<{ sessionId: string }>`
+        UPDATE kyc_accounts SET checked_at = ${request.now}
+        WHERE address = ${request.address} AND ${lookIsDue(sql, request)}
+        RETURNING session_id`.pipe(Effect.map((rows) => rows[0]?.sessionId))
 
     const insertSession = SqlSchema.void({
       Request: Schema.Struct({

@@ -53,7 +53,27 @@ export const databaseSettings = Config.all({
   statementTimeout: durationConfig("DATABASE_STATEMENT_TIMEOUT", "5 seconds")
 })
 
-const names = { transformResultNames: Str.snakeToCamel, transformQueryNames: Str.camelToSnake }
+/**
+ * A name conversion done once per name: every row of every result has each of its column names
+ * converted (2.4 µs for an order's 11 columns, 0.5 µs from the map). Bounded, as JSON keys of
+ * `jsonb` values are converted too.
+ */
+const convertedOnce = (convert: (name: string) => string) => {
+  const converted = new Map<string, string>()
+  return (name: string) => {
+    let result = converted.get(name)
+    if (result === undefined) {
+      result = convert(name)
+      if (converted.size < 10_000) converted.set(name, result)
+    }
+    return result
+  }
+}
+
+const names = {
+  transformResultNames: convertedOnce(Str.snakeToCamel),
+  transformQueryNames: convertedOnce(Str.camelToSnake)
+}
 
 /**
  * Runs the pending migrations on a connection of their own, closed afterwards. Replicas starting
@@ -87,6 +107,65 @@ export class DatabasePool extends Context.Tag("app/DatabasePool")<
   }
 >() {}
 
+/**
+ * A statement's name by its text, for every pooled connection of the process: PostgreSQL parses and
+ * plans a named statement once per connection and then only binds and runs it (the SQL text, its
+ * parse and its plan were most of the server's work for a one-row read). Bounded: texts past the
+ * bound (an `IN` list whose length varies, say) run unnamed, parsed each time. A statement of many
+ * parameters is a batch whose text changes with its size (each size would hold a name and a plan on
+ * every connection) and whose parse is a small part of its work: it runs unnamed.
+ */
+const MAX_NAMED_STATEMENTS = 1000
+const MAX_NAMED_PARAMETERS = 32
+const statementNames = new Map<string, string>()
+let statementsNamed = 0
+
+const statementName = (text: string) => {
+  const known = statementNames.get(text)
+  if (known !== undefined || statementNames.size >= MAX_NAMED_STATEMENTS) return known
+  const name = `card_${statementsNamed++}`
+  statementNames.set(text, name)
+  return name
+}
+
+/** PostgreSQL's refusal to run a prepared statement whose result columns a schema change altered. */
+const isStaleStatement = (error: unknown) =>
+  (error as { code?: unknown } | null)?.code === "0A000" &&
+  (error as { routine?: unknown }).routine === "RevalidateCachedQuery"
+
+type QueryCallback = (error: Error | null, result?: unknown) => void
+
+/**
+ * The pool's connections run each statement with parameters as a named (prepared) statement. A
+ * statement prepared before a migration changed its result's columns (`SELECT *` on a table another
+ * replica altered) is refused by the server: its text gets a new name, so every connection prepares
+ * it again, and outside a transaction it is run again at once.
+ */
+class PreparingClient extends pg.Client {
+  // biome-ignore lint/suspicious/noExplicitAny: pg's query() has a dozen overloads; this one only adds a name
+  override query(...args: Array<any>): any {
+    const [text, values, callback] = args as [unknown, unknown, unknown]
+    if (
+      typeof text !== "string" ||
+      !Array.isArray(values) ||
+      values.length === 0 ||
+      values.length > MAX_NAMED_PARAMETERS ||
+      typeof callback !== "function"
+    ) {
+      return super.query(...(args as Parameters<pg.Client["query"]>))
+    }
+    const name = statementName(text)
+    if (name === undefined) return super.query(text, values, callback as QueryCallback)
+    const inTransaction = (this as unknown as { _txStatus: string | null })._txStatus !== "I"
+    return super.query({ name, text, values }, (error: Error | null, result: unknown) => {
+      if (error === null || !isStaleStatement(error)) return (callback as QueryCallback)(error, result)
+      if (statementNames.get(text) === name) statementNames.delete(text)
+      if (inTransaction) return (callback as QueryCallback)(error)
+      this.query(text, values, callback)
+    })
+  }
+}
+
 /** The served client: a pool whose every wait is bounded (the migrations already reached the server). */
 const boundedClient = (
   url: Redacted.Redacted<string>,
@@ -101,6 +180,7 @@ const boundedClient = (
             new pg.Pool({
               connectionString: Redacted.value(url),
               max: MAX_CONNECTIONS,
+              Client: PreparingClient,
               application_name: APPLICATION_NAME,
               // Connecting, and waiting for a pooled connection when all are busy.
               connectionTimeoutMillis: Duration.toMillis(settings.connectTimeout),

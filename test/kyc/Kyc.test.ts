@@ -99,6 +99,19 @@ const userInCheck = Effect.gen(function* () {
   return { kyc, standing, user, id }
 })
 
+/**
+ * Runs `effect` in a transaction of its own and says whether it wrote anything: PostgreSQL gives a
+ * transaction an id at its first write (a row changed or locked), never for reads.
+ */
+const wrote = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const [row] = yield* sql.withTransaction(
+      Effect.zipRight(effect, sql<{ xid: string | null }>`SELECT pg_current_xact_id_if_assigned()::text AS xid`)
+    )
+    return row?.xid != null
+  }).pipe(Effect.orDie)
+
 layer(KycTest)("Kyc under a test clock", (it) => {
   it.effect("polls ask the provider at most once per window per user, whatever the concurrency", () =>
     Effect.gen(function* () {
@@ -120,6 +133,34 @@ layer(KycTest)("Kyc under a test clock", (it) => {
       yield* Effect.all([standing.of(alice), standing.of(alice), standing.of(alice)], { concurrency: "unbounded" })
       expect(calls(a)).toBe(2)
       expect(calls(b)).toBe(1)
+    })
+  )
+
+  it.effect("a poll with nothing due writes nothing; only a pending check's due look writes its claim", () =>
+    Effect.gen(function* () {
+      const { standing, user: pending, id } = yield* userInCheck
+      const { user: declined, id: declinedId } = yield* userInCheck
+      const none = yield* newUser
+      const document = { fullName: "Mary Jackson", documentNumber: Redacted.make("MJ-1921") }
+      provider.reports.set(declinedId, { status: "declined", document: Option.none() })
+
+      expect(yield* wrote(standing.of(none))).toBe(false)
+      // First polls: each pending check is due a look, claimed (and the decline applied).
+      expect(yield* wrote(standing.of(pending))).toBe(true)
+      expect(yield* wrote(standing.of(declined))).toBe(true)
+      // Inside the window, and for a final state, a poll is a read.
+      expect(yield* wrote(standing.of(pending))).toBe(false)
+      expect(yield* wrote(standing.of(declined))).toBe(false)
+      expect((yield* standing.of(declined)).kyc).toBe("declined")
+
+      provider.reports.set(id, { status: "approved", document: Option.some(document) })
+      yield* TestClock.adjust(RECONCILE_INTERVAL_MS)
+      expect(yield* wrote(standing.of(pending))).toBe(true)
+      yield* TestClock.adjust(RECONCILE_INTERVAL_MS)
+      expect(yield* wrote(standing.of(pending))).toBe(false)
+      expect(yield* wrote(standing.of(declined))).toBe(false)
+      expect((yield* standing.of(pending)).card?.holder).toBe("Mary Jackson")
+      expect([provider.getCalls.get(id), provider.getCalls.get(declinedId)]).toEqual([2, 1])
     })
   )
 
