@@ -7,6 +7,7 @@
  *   npm run bench -- --only=pay,counts  some sections (or BENCH_ONLY=pay,counts)
  *   BENCH_QUICK=1 npm run bench         a fast smoke run (tiny sizes, one round)
  *   BENCH_RUNS=5                        rounds per measure (default 3)
+ *   BENCH_REMOTE="no delay"             the remote section's comparisons whose label holds the text
  *   BENCH_LOG_LEVEL=Warn                the service's LOG_LEVEL (default: the service's own, Info)
  *
  * Starts everything it needs (embedded PostgreSQL in a temporary folder, devnets, the service as

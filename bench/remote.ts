@@ -179,13 +179,20 @@ const comparisons = (ctx: BenchContext): ReadonlyArray<Comparison> => [
     measured: service(delayedOne, "service, delayed"),
     baseline: { side: "reference" as const, setup: delayedOne, name: `${REFERENCE_NAME}, delayed` }
   })),
-  {
-    label: `two replicas vs one, behind a ${RPC_DELAY_MS} ms round trip, concurrency 50`,
-    concurrency: 50,
+  // At 50 one replica makes a block per cycle already (nothing for a second to add); at 200 it is saturated.
+  ...[50, 200].map((concurrency) => ({
+    label: `two replicas vs one, behind a ${RPC_DELAY_MS} ms round trip, concurrency ${concurrency}`,
+    concurrency,
     measured: service({ delayed: true, replicas: 2 }, "two replicas, delayed"),
     baseline: service(delayedOne, "one replica, delayed")
-  }
+  }))
 ]
+
+/**
+ * The blocks a worker's cycle (pay, wait, pay again) takes: a closed loop answered block by block
+ * settles `concurrency` payments per cycle, so on 1-second blocks this is concurrency ÷ rate.
+ */
+const blocksPerCycle = (concurrency: number, run: RemoteRun) => concurrency / Math.max(run.perSecond, 1e-9)
 
 const describeCalls = (runs: ReadonlyArray<RemoteRun>) => {
   const methods = new Map<string, number>()
@@ -210,7 +217,9 @@ export const remoteSection: Section = {
       const counts: Array<CountRow> = []
       const checks: Array<string> = []
       const counted = new Set<string>()
-      for (const comparison of comparisons(ctx)) {
+      // BENCH_REMOTE=<text>: only the comparisons whose label holds it (one measure, A/B against another checkout).
+      const only = process.env.BENCH_REMOTE
+      for (const comparison of comparisons(ctx).filter(({ label }) => only === undefined || label.includes(only))) {
         const payments = ctx.sizes.remotePayments(comparison.concurrency)
         const runs = { measured: [] as Array<RemoteRun>, baseline: [] as Array<RemoteRun> }
         for (let round = 0; round < ctx.sizes.rounds; round++) {
@@ -227,7 +236,8 @@ export const remoteSection: Section = {
             runs[which].push(run)
             ctx.progress(
               `[remote c=${comparison.concurrency}] round ${round + 1}/${ctx.sizes.rounds} ${name}: ` +
-                `${run.perSecond.toFixed(1)}/s, p50 ${run.p50.toFixed(0)} ms, ${run.failures} failed, ` +
+                `${run.perSecond.toFixed(1)}/s (${blocksPerCycle(comparison.concurrency, run).toFixed(1)} blocks a cycle), ` +
+                `p50 ${run.p50.toFixed(0)} ms, ${run.failures} failed, ` +
                 `${describeCalls([run]).total.toFixed(2)} JSON-RPC calls/payment` +
                 (run.onChainMatches ? "" : ", ON-CHAIN MISMATCH")
             )
@@ -246,6 +256,7 @@ export const remoteSection: Section = {
             errors
           })
         row("settled payments/s", "higher", (run) => run.perSecond)
+        row("1-second blocks per worker's cycle", "lower", (run) => blocksPerCycle(comparison.concurrency, run))
         row("p50 latency, ms", "lower", (run) => run.p50)
         for (const which of ["measured", "baseline"] as const) {
           const flow = `x402 pay, ${comparison[which].name}, concurrency ${comparison.concurrency}`

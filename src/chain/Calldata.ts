@@ -37,6 +37,13 @@ export const aggregate3 = abiFunction(
   "function aggregate3((address target, bool allowFailure, bytes callData)[] calls) payable returns ((bool success, bytes returnData)[] returnData)"
 )
 
+/** A Chainlink AggregatorV3 feed's reads and a stock token's pause flag, for the price refresh's multicall. */
+export const latestRoundDataCall = abiFunction(
+  "function latestRoundData() view returns (uint80 roundId, int256 answer, uint256 startedAt, uint256 updatedAt, uint80 answeredInRound)"
+)
+export const decimalsCall = abiFunction("function decimals() view returns (uint8)")
+export const pausedCall = abiFunction("function paused() view returns (bool)")
+
 /**
  * `transferWithAuthorization`'s calldata: a 65-byte signature as (v, r, s), anything else as
  * bytes. Total over any bytes: the parts are cut, not parsed (a `v` of 0 or 1 is read as 27 or

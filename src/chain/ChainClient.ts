@@ -4,7 +4,7 @@
  *
  * Amounts are atomic units (bigint), times are seconds of block time, addresses EIP-55.
  */
-import { Config, Context, Data, Duration, Effect, Option, type Redacted } from "effect"
+import { Config, Context, Data, Duration, Effect, type Either, Option, type Redacted } from "effect"
 import type { Hash, Hex } from "viem"
 import type { Address } from "./Address.js"
 
@@ -87,6 +87,12 @@ export interface FeedRound {
   readonly decimals: number
   /** Block time of the round's update, seconds. */
   readonly updatedAt: bigint
+}
+
+/** A stock token's feed round and pause flag, read together. */
+export interface FeedState {
+  readonly round: FeedRound
+  readonly paused: boolean
 }
 
 /** A transaction the relayer signed and recorded, as its journal keeps it. */
@@ -295,6 +301,13 @@ export interface ChainClientShape {
   readonly feedRound: (feed: Address) => Effect.Effect<FeedRound, ChainError>
   /** A stock token's `paused()` flag; false for a token without one. */
   readonly tokenPaused: (token: Address) => Effect.Effect<boolean, ChainError>
+  /**
+   * Every given token's feed round and `paused()` flag in one read (a multicall): per token, its
+   * state or why its feed could not be read; a chain that does not answer fails them all.
+   */
+  readonly feedStates: (
+    tokens: ReadonlyArray<{ readonly feed: Address; readonly token: Address }>
+  ) => Effect.Effect<ReadonlyArray<Either.Either<FeedState, string>>, ChainError>
   /** The latest block's timestamp, seconds. */
   readonly blockTime: Effect.Effect<bigint, ChainError>
   /** The latest block's number. */

@@ -9,7 +9,7 @@
  * calls (the transfer check, the relayer's send, receipts) are made directly; viem's actions serve
  * the rest. One unit: the port's reads, each a few lines over the same connections and watcher.
  */
-import { Duration, Effect, Layer, Option } from "effect"
+import { Duration, Effect, Either, Layer, Option } from "effect"
 import {
   type Chain,
   createPublicClient,
@@ -28,9 +28,24 @@ import {
 } from "viem"
 import type { Address } from "./Address.js"
 import { type BlockHead, type BlockWatcher, blockWatcher, NoBlockReceipts, type RawReceipt } from "./BlockWatcher.js"
-import { aggregate3, authorizationStateOf, balanceOfCall, transferCall } from "./Calldata.js"
+import {
+  aggregate3,
+  authorizationStateOf,
+  balanceOfCall,
+  decimalsCall,
+  latestRoundDataCall,
+  pausedCall,
+  transferCall
+} from "./Calldata.js"
 import { chainAccounts } from "./ChainAccounts.js"
-import { ChainClient, ChainError, type Receipt, type TransferAuthorization, type TransferCheck } from "./ChainClient.js"
+import {
+  ChainClient,
+  ChainError,
+  type FeedState,
+  type Receipt,
+  type TransferAuthorization,
+  type TransferCheck
+} from "./ChainClient.js"
 import { PriceFeedArtifact, StockTokenArtifact, Usd1Artifact } from "./contracts/artifacts.js"
 import { ChainDeployment } from "./Deployment.js"
 import { transferWithAuthorizationTypedData } from "./Eip3009.js"
@@ -399,6 +414,70 @@ export const EvmChain = Layer.scoped(
         )
       )
 
+    /**
+     * Every token's `latestRoundData()` and `paused()` (and a feed's `decimals()` until it is known)
+     * in one `aggregate3`, each allowed to fail on its own: a feed that cannot answer fails its
+     * token only; a token without `paused()` (no such function, no code) is open, as `tokenPaused` says.
+     */
+    const feedStates = (tokens: ReadonlyArray<{ readonly feed: Address; readonly token: Address }>) => {
+      const unknownDecimals = [...new Set(tokens.map(({ feed }) => feed).filter((feed) => !feedDecimals.has(feed)))]
+      const calls = [
+        ...tokens.flatMap(({ feed, token }) => [
+          { target: feed, allowFailure: true, callData: latestRoundDataCall.encode([]) },
+          { target: token, allowFailure: true, callData: pausedCall.encode([]) }
+        ]),
+        ...unknownDecimals.map((feed) => ({ target: feed, allowFailure: true, callData: decimalsCall.encode([]) }))
+      ]
+      return read<Hex>("feeds (multicall)", "eth_call", [
+        { to: MULTICALL3_ADDRESS, data: aggregate3.encode([calls]) },
+        "latest"
+      ]).pipe(
+        Effect.flatMap((result) =>
+          Effect.try({
+            try: () => {
+              const [answers] = aggregate3.decode(result) as unknown as [
+                ReadonlyArray<{ readonly success: boolean; readonly returnData: Hex }>
+              ]
+              unknownDecimals.forEach((feed, i) => {
+                const answer = answers[2 * tokens.length + i]!
+                if (answer.success && answer.returnData.length === 66) {
+                  feedDecimals.set(feed, Number(decimalsCall.decode(answer.returnData)[0]))
+                }
+              })
+              return tokens.map(({ feed }, i): Either.Either<FeedState, string> => {
+                const round = answers[2 * i]!
+                const paused = answers[2 * i + 1]!
+                const decimals = feedDecimals.get(feed)
+                if (!round.success || round.returnData.length < 2 + 64 * 5) {
+                  return Either.left(`latestRoundData(): ${decodedRevert(round.returnData) ?? "no answer"}`)
+                }
+                if (decimals === undefined) return Either.left("decimals(): no answer")
+                if (!paused.success && paused.returnData !== "0x") {
+                  return Either.left(`paused(): ${decodedRevert(paused.returnData) ?? "reverted"}`)
+                }
+                const [, answer, , updatedAt] = latestRoundDataCall.decode(round.returnData) as unknown as [
+                  bigint,
+                  bigint,
+                  bigint,
+                  bigint
+                ]
+                return Either.right({
+                  round: { answer, decimals, updatedAt },
+                  // no such function, or no code: no pause flag
+                  paused:
+                    paused.success &&
+                    paused.returnData.length === 66 &&
+                    Boolean(pausedCall.decode(paused.returnData)[0])
+                })
+              })
+            },
+            catch: (cause) => new ChainError({ message: `feeds (multicall): ${errorText(cause)}`, cause })
+          })
+        ),
+        Effect.withSpan("ChainClient.feedStates", { attributes: { "chain.tokens": tokens.length } })
+      )
+    }
+
     const blockTime = chainCall("latest block", () => publicClient.getBlock()).pipe(
       Effect.map((block) => block.timestamp)
     )
@@ -451,6 +530,7 @@ export const EvmChain = Layer.scoped(
       receipt,
       feedRound,
       tokenPaused,
+      feedStates,
       blockTime,
       headBlock,
       watchedHead,

@@ -409,6 +409,15 @@ const make = (options: InMemoryChainOptions) =>
       feedRound: (feed) =>
         Effect.map(feedOf(feed), ({ answer, updatedAt }) => ({ answer, decimals: FEED_DECIMALS, updatedAt })),
       tokenPaused: (token) => Effect.map(Ref.get(state), (current) => current.paused.has(token.toLowerCase())),
+      feedStates: (tokens) =>
+        Effect.forEach(tokens, ({ feed, token }) =>
+          Effect.zipWith(feedOf(feed), Ref.get(state), ({ answer, updatedAt }, current) =>
+            Either.right({
+              round: { answer, decimals: FEED_DECIMALS, updatedAt },
+              paused: current.paused.has(token.toLowerCase())
+            })
+          )
+        ),
       blockTime: now,
       headBlock: Effect.map(Ref.get(state), (current) => BigInt(current.receipts.size)),
       watchedHead: Effect.zipWith(Ref.get(state), now, (current, time) => ({

@@ -4,7 +4,7 @@
  * gas, the nonce gaps closed from the journal, fee bumps of stuck transactions, and the alarms that
  * tell the merchant's tracker to check the nonce now.
  */
-import { Duration, Effect, Option, Queue, Redacted, Schedule } from "effect"
+import { Deferred, Duration, Effect, Exit, Option, Queue, Redacted, Schedule } from "effect"
 import { type Hex, hexToBigInt, isAddressEqual, keccak256, type PrivateKeyAccount, parseTransaction } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
 import { countNonceGap, relayerGasMetrics } from "../observability/Metrics.js"
@@ -124,29 +124,138 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
       return from[rotation++ % from.length]!
     })
 
+    /** Per relayer key, a value made on first use and kept. */
+    const perKey = <A>(make: () => A) => {
+      const values = new Map<Address, A>()
+      return (address: Address) => {
+        const known = values.get(address)
+        if (known !== undefined) return known
+        const fresh = make()
+        values.set(address, fresh)
+        return fresh
+      }
+    }
+
     /**
      * Per relayer key, the nonces whose broadcast is on its way (journaled, not answered yet): the
      * chain does not count them yet, and they are no gap to close (`closeGap`).
      */
-    const broadcasting = new Map<Address, Set<number>>()
-    const broadcastsOf = (address: Address) => {
-      const known = broadcasting.get(address)
-      if (known !== undefined) return known
-      const fresh = new Set<number>()
-      broadcasting.set(address, fresh)
-      return fresh
+    const broadcastsOf = perKey(() => new Set<number>())
+
+    /** A send waiting on its key's queue for a nonce, a signature and its journal entry (`journalWaiting`). */
+    interface Waiting {
+      readonly call: Call
+      readonly gas: bigint
+      readonly fee: Fees
+      readonly record: (signed: SignedTransaction) => Effect.Effect<void, unknown>
+      readonly resendable: Resendable | undefined
+      readonly journaled: Deferred.Deferred<SignedTransaction, unknown>
     }
+    /** Per relayer key, the sends waiting for its queue, in arrival order. */
+    const waitingOf = perKey((): Array<Waiting> => [])
+
+    /**
+     * Inside the key's queue, the group commit: every send waiting for the queue takes the next
+     * nonce in turn and is signed, and their journal entries are written together (`record`s asked
+     * for in one batch: one statement, one commit; OrderRepo's `recordBroadcast`). One round trip to
+     * the database orders a whole burst instead of one per send. Each send learns its own fate.
+     *
+     * A send whose entry was not written (a failed statement: every send of it; a settlement decided
+     * meanwhile: that one) never goes out and frees its nonce, as a lone send's failed record does:
+     * the next send learns the nonce again from the journal and the chain (`closeGap`). One freed
+     * below a journaled send of the batch would hold that send queued on chain: `closeGap` fills it
+     * with an empty transaction, and the nonce check is asked for at once (no later send may come).
+     */
+    const journalWaiting = (relayer: PrivateKeyAccount) =>
+      Effect.suspend(() => {
+        const batch = waitingOf(relayer.address).splice(0)
+        // an earlier batch took this send
+        if (batch.length === 0) return Effect.void
+        const queue = queueOf(relayer.address)
+        const resendable = batch.find((send) => send.resendable !== undefined)?.resendable
+        return Effect.gen(function* () {
+          const first = yield* queue.nonce(
+            resendable === undefined
+              ? pendingNonce(relayer.address)
+              : Effect.map(closeGap(relayer, resendable), (check) => check.next)
+          )
+          const signed = yield* Effect.forEach(batch, (send, index) =>
+            signCall(relayer, send.call, send.gas, first + index, send.fee)
+          )
+          const journaled = yield* Effect.forEach(
+            batch,
+            (send, index) => Effect.exit(Effect.as(send.record(signed[index]!), signed[index]!)),
+            { concurrency: "unbounded", batching: true }
+          )
+          const written = journaled.flatMap((exit) => (Exit.isSuccess(exit) ? [exit.value] : []))
+          for (const tx of written) {
+            yield* watcher().expect(tx.hash, relayer.address)
+            broadcastsOf(relayer.address).add(tx.nonce)
+          }
+          const last = written.at(-1)
+          if (last !== undefined) yield* queue.sent(last.nonce)
+          if (written.length < batch.length) {
+            // not recorded, not sent: the nonce is free again, and the chain and the journal say where to go on
+            yield* queue.forget
+            if (last !== undefined && last.nonce - first + 1 > written.length) {
+              yield* checkNonceNow(`a journal entry of relayer ${relayer.address}'s batch was not written`)
+            }
+          }
+          return journaled
+        }).pipe(
+          Effect.exit,
+          Effect.flatMap((outcome) =>
+            Effect.forEach(
+              batch,
+              (send, index) =>
+                Deferred.done(
+                  send.journaled,
+                  Exit.isSuccess(outcome) ? outcome.value[index]! : Exit.failCause(outcome.cause)
+                ),
+              { discard: true }
+            )
+          ),
+          // the batch answers every send in it, whichever send's fiber runs it
+          Effect.uninterruptible
+        )
+      })
+
+    /** The send's transaction given the key's next nonce, signed and journaled, in its queue's next batch. */
+    const journaledSend = <E, R>(
+      relayer: PrivateKeyAccount,
+      call: Call,
+      gas: bigint,
+      fee: Fees,
+      record: RecordSigned<E, R>,
+      resendable: Resendable | undefined
+    ) =>
+      Effect.gen(function* () {
+        const context = yield* Effect.context<R>()
+        const send: Waiting = {
+          call,
+          gas,
+          fee,
+          record: (signed) => Effect.provide(record(signed, "write"), context),
+          resendable,
+          journaled: yield* Deferred.make<SignedTransaction, unknown>()
+        }
+        waitingOf(relayer.address).push(send)
+        yield* queueOf(relayer.address).serially(journalWaiting(relayer))
+        // Its batch ran (this send's or an earlier one): the send's own outcome, with the caller's error type.
+        return yield* Deferred.await(send.journaled) as Effect.Effect<SignedTransaction, E | ChainError>
+      })
 
     /** Relayer sends between their simulation and the node's answer to their broadcast (RELAYER_MAX_IN_FLIGHT). */
     const relayerInFlight = Effect.unsafeMakeSemaphore(relayerFees.maxInFlight)
 
     /**
      * The relayer's send, pipelined: the exact call is run against the pending state first (a
-     * revert is `CallReverted`, nothing signed; unless the caller just did, `simulated`), then, holding the relayer's queue only for what
-     * orders nonces (the nonce, the signature, `record`: no chain round trip while the next nonce is
-     * known), the transaction takes the next nonce and is journaled; its broadcast goes out after the
-     * queue is let go, so that the next send signs while this one travels. Up to RELAYER_MAX_IN_FLIGHT
-     * sends are under way at once.
+     * revert is `CallReverted`, nothing signed; unless the caller just did, `simulated`), then, in
+     * the relayer's queue only for what orders nonces (the nonce, the signature, `record`: no chain
+     * round trip while the next nonce is known), the transaction takes the next nonce and is
+     * journaled, together with every other send waiting for the queue (`journalWaiting`); its
+     * broadcast goes out after the queue is let go, so that the next batch signs while this one
+     * travels. Up to RELAYER_MAX_IN_FLIGHT sends are under way at once.
      *
      * Each send takes the next relayer key in turn among those that can pay gas (RELAYER_PRIVATE_KEYS).
      * A key keeps its next nonce between sends (its keys are this replica's own). A send that fails or
@@ -171,25 +280,16 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
           // A send signed anew after a refusal is simulated again: time passed since the caller's.
           if (!(simulated && attempt === 1)) yield* callAtPending(relayer.address, call)
           const fee = yield* fees.current
-          const signed = yield* queue.serially(
-            Effect.gen(function* () {
-              const nonce = yield* queue.nonce(
-                resendable === undefined
-                  ? pendingNonce(relayer.address)
-                  : Effect.map(closeGap(relayer, resendable), (check) => check.next)
+          // Not interrupted from its wait for a batch to its broadcast's answer: a batch may journal
+          // it any moment, and a journaled transaction counted on its way must be sent (both bounded).
+          const [signed, sent] = yield* Effect.uninterruptible(
+            Effect.flatMap(journaledSend(relayer, call, gas, fee, record, resendable), (signed) =>
+              broadcast(signed.raw).pipe(
+                Effect.tapError(() => forget),
+                Effect.ensuring(Effect.sync(() => broadcastsOf(relayer.address).delete(signed.nonce))),
+                Effect.map((sent) => [signed, sent] as const)
               )
-              const signed = yield* signCall(relayer, call, gas, nonce, fee)
-              // not recorded, not sent: the nonce is free again, and the chain and the journal say where to go on
-              yield* record(signed, "write").pipe(Effect.tapError(() => queue.forget))
-              yield* watcher().expect(signed.hash, relayer.address)
-              yield* queue.sent(nonce)
-              broadcastsOf(relayer.address).add(nonce)
-              return signed
-            })
-          )
-          const sent = yield* broadcast(signed.raw).pipe(
-            Effect.tapError(() => forget),
-            Effect.ensuring(Effect.sync(() => broadcastsOf(relayer.address).delete(signed.nonce)))
+            )
           )
           if (sent._tag === "Sent") {
             yield* spentGas(watch, gas, fee)
@@ -230,6 +330,9 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
           local !== undefined
             ? Math.max(local, chainNext)
             : recorded.reduce((end, tx) => Math.max(end, tx.nonce + 1), chainNext)
+        // A batch's broadcasts reach the node in any order: the count stops below one on its way,
+        // and the node may hold the recorded ones above it already (sent again at a later check if not).
+        const firstOnItsWay = Math.min(...onItsWay)
         let resent = 0
         let filled = 0
         for (let nonce = chainNext; nonce < next; nonce++) {
@@ -238,6 +341,7 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
           if (tx === undefined) {
             yield* fillNonce(relayer, nonce).pipe(Effect.tapError(() => queue.forget))
             filled++
+          } else if (nonce > firstOnItsWay) {
           } else {
             // one the node now finds underpriced is not "sent again": its fee bump sends it (`replaceStuck`)
             if ((yield* resend(tx.raw).pipe(Effect.tapError(() => queue.forget))) === "sent") resent++

@@ -313,26 +313,22 @@ export class Market extends Effect.Service<Market>()("app/Market", {
      * Fails with `PriceUnavailable` only when no feed answered at all.
      */
     const refresh: Effect.Effect<RefreshResult, PriceUnavailable> = Effect.gen(function* () {
-      const results = yield* Effect.forEach(
-        tokens,
-        (token) =>
-          feed.quote(token).pipe(
-            Effect.disconnect,
-            Effect.timeoutFail({
-              duration: settings.readTimeout,
-              onTimeout: () => ({
-                message: `${token.symbol}: no answer within ${Duration.format(settings.readTimeout)}`
-              })
+      // Every token in one read of the feed (one multicall on chain), bounded as a whole.
+      const quoted = yield* feed.quotes(tokens).pipe(Effect.disconnect, Effect.timeoutOption(settings.readTimeout))
+      const results = tokens.map((token, i) => {
+        const quote = Option.match(quoted, {
+          onNone: () =>
+            Either.left({
+              message: `${token.symbol}: no answer within ${Duration.format(settings.readTimeout)}`
             }),
-            Effect.mapError((error) => ({
-              reason: error.message,
-              chainDown: "cause" in error && error.cause instanceof ChainError
-            })),
-            Effect.either,
-            Effect.map((result) => [token, result] as const)
-          ),
-        { concurrency: "unbounded" }
-      )
+          onSome: (quotes) => quotes[i]!
+        })
+        const result = Either.mapLeft(quote, (error) => ({
+          reason: error.message,
+          chainDown: "cause" in error && error.cause instanceof ChainError
+        }))
+        return [token, result] as const
+      })
       const now = yield* Clock.currentTimeMillis
       const observed = results.flatMap(([token, result]) =>
         Either.isRight(result) ? [[token, { quote: result.right, observedAt: now }] as const] : []

@@ -5,9 +5,9 @@
  * AggregatorV3-compatible feed and its `paused()` flag through the `ChainClient` port. Another
  * price source (a platform's API, Data Streams, ...) is another Layer of this Tag.
  */
-import { Context, Data, Effect, Layer, Schema } from "effect"
+import { Context, Data, Effect, Either, Layer, Schema } from "effect"
 import { formatUnits } from "viem"
-import { ChainClient } from "../chain/ChainClient.js"
+import { ChainClient, type FeedState } from "../chain/ChainClient.js"
 import type { StockToken } from "../chain/Tokens.js"
 
 /** The platform's own trading state of a token. */
@@ -46,6 +46,10 @@ export class PriceFeedError extends Data.TaggedError("PriceFeedError")<{
 
 export interface PriceFeedService {
   readonly quote: (token: StockToken) => Effect.Effect<Quote, PriceFeedError>
+  /** Every token's quote, or why it has none, in one go (one chain read for them all on chain). */
+  readonly quotes: (
+    tokens: ReadonlyArray<StockToken>
+  ) => Effect.Effect<ReadonlyArray<Either.Either<Quote, PriceFeedError>>>
 }
 
 /** A feed answer (an integer with `decimals` decimals) as a USD number; none unless positive. */
@@ -53,27 +57,45 @@ export const feedPrice = (answer: bigint, decimals: number): number | undefined 
   answer > 0n ? Number(formatUnits(answer, decimals)) : undefined
 
 export class PriceFeed extends Context.Tag("app/PriceFeed")<PriceFeed, PriceFeedService>() {
-  /** Reads the token's feed and its `paused()` flag (a token without one is open) in parallel. */
+  /**
+   * Reads the tokens' feeds and their `paused()` flags (a token without one is open) in one
+   * multicall: a refresh of every token costs one call, not two per token.
+   */
   static readonly onchain = Layer.effect(
     PriceFeed,
     Effect.gen(function* () {
       const chain = yield* ChainClient
-      const quote = (token: StockToken) =>
-        Effect.all([chain.feedRound(token.feed), chain.tokenPaused(token.address)], { concurrency: "unbounded" }).pipe(
-          Effect.mapError((error) => new PriceFeedError({ message: `${token.symbol} ${error.message}`, cause: error })),
-          Effect.flatMap(([round, paused]) => {
+      const quoteOf = (token: StockToken, state: Either.Either<FeedState, string>) =>
+        Either.flatMap(
+          Either.mapLeft(state, (reason) => new PriceFeedError({ message: `${token.symbol} ${reason}` })),
+          ({ round, paused }): Either.Either<Quote, PriceFeedError> => {
             const price = feedPrice(round.answer, round.decimals)
             return price === undefined || round.updatedAt === 0n
-              ? Effect.fail(new PriceFeedError({ message: `${token.symbol}: the feed has no positive answer` }))
-              : Effect.succeed<Quote>({
+              ? Either.left(new PriceFeedError({ message: `${token.symbol}: the feed has no positive answer` }))
+              : Either.right({
                   price,
                   updatedAt: Number(round.updatedAt) * 1000,
                   platformStatus: paused ? "paused" : "open"
                 })
-          }),
+          }
+        )
+      const quotes = (tokens: ReadonlyArray<StockToken>) =>
+        chain.feedStates(tokens.map(({ feed, address }) => ({ feed, token: address }))).pipe(
+          Effect.map((states) => tokens.map((token, i) => quoteOf(token, states[i]!))),
+          Effect.catchAll((error) =>
+            Effect.succeed(
+              tokens.map((token) =>
+                Either.left(new PriceFeedError({ message: `${token.symbol} ${error.message}`, cause: error }))
+              )
+            )
+          ),
+          Effect.withSpan("PriceFeed.quotes", { attributes: { "market.tokens": tokens.length } })
+        )
+      const quote = (token: StockToken) =>
+        Effect.flatMap(quotes([token]), ([quoted]) => quoted!).pipe(
           Effect.withSpan("PriceFeed.quote", { attributes: { "token.symbol": token.symbol } })
         )
-      return PriceFeed.of({ quote })
+      return PriceFeed.of({ quote, quotes })
     })
   )
 }

@@ -6,6 +6,7 @@
  *     layer(testServer({}, { priceFeed: ScriptedPriceFeed.layer() }))(...)
  */
 import { Context, Deferred, Effect, Layer, Option, Ref } from "effect"
+import type { StockToken } from "../chain/Tokens.js"
 import { PriceFeed, PriceFeedError, type Quote } from "./PriceFeed.js"
 
 /** `stubborn`: hangs for an hour (of the clock in use) and cannot be interrupted meanwhile, then hangs for good. */
@@ -41,32 +42,36 @@ export class ScriptedPriceFeed extends Context.Tag("app/ScriptedPriceFeed")<
           calls: yield* Ref.make(0),
           gate: yield* Ref.make(Option.none<Deferred.Deferred<void>>())
         }
-        const feed = PriceFeed.of({
-          quote: (token) =>
-            Effect.gen(function* () {
-              yield* Ref.update(script.calls, (n) => n + 1)
-              const gate = yield* Ref.get(script.gate)
-              if (Option.isSome(gate)) yield* Deferred.await(gate.value)
-              switch (yield* Ref.get(script.behaviour)) {
-                case "fail":
-                  return yield* new PriceFeedError({ message: `${token.symbol}: feed down (scripted)` })
-                case "die":
-                  return yield* Effect.die(new Error("feed bug (scripted)"))
-                case "hang":
-                  return yield* Effect.never
-                case "stubborn":
-                  return yield* Effect.uninterruptible(Effect.sleep("1 hour")).pipe(Effect.zipRight(Effect.never))
-                case "answer": {
-                  const own = (yield* Ref.get(script.prices)).get(token.symbol)
-                  const paused = (yield* Ref.get(script.paused)).has(token.symbol)
-                  return {
-                    price: own ?? (yield* Ref.get(script.price)),
-                    updatedAt: 0,
-                    platformStatus: paused ? "paused" : "open"
-                  } satisfies Quote
-                }
+        const quote = (token: StockToken) =>
+          Effect.gen(function* () {
+            yield* Ref.update(script.calls, (n) => n + 1)
+            const gate = yield* Ref.get(script.gate)
+            if (Option.isSome(gate)) yield* Deferred.await(gate.value)
+            switch (yield* Ref.get(script.behaviour)) {
+              case "fail":
+                return yield* new PriceFeedError({ message: `${token.symbol}: feed down (scripted)` })
+              case "die":
+                return yield* Effect.die(new Error("feed bug (scripted)"))
+              case "hang":
+                return yield* Effect.never
+              case "stubborn":
+                return yield* Effect.uninterruptible(Effect.sleep("1 hour")).pipe(Effect.zipRight(Effect.never))
+              case "answer": {
+                const own = (yield* Ref.get(script.prices)).get(token.symbol)
+                const paused = (yield* Ref.get(script.paused)).has(token.symbol)
+                return {
+                  price: own ?? (yield* Ref.get(script.price)),
+                  updatedAt: 0,
+                  platformStatus: paused ? "paused" : "open"
+                } satisfies Quote
               }
-            })
+            }
+          })
+        const feed = PriceFeed.of({
+          quote,
+          // each token's quote on its own, as the script counts them
+          quotes: (tokens) =>
+            Effect.forEach(tokens, (token) => Effect.either(quote(token)), { concurrency: "unbounded" })
         })
         return Context.make(PriceFeed, feed).pipe(Context.add(ScriptedPriceFeed, script))
       })

@@ -4,8 +4,8 @@
  * settlement per order, the one use per authorization, the relayer's journal of transactions);
  * split by caller, each half would restate the others' invariants.
  */
-import { SqlClient, SqlSchema } from "@effect/sql"
-import { Array as Arr, Effect, Schema } from "effect"
+import { SqlClient, type SqlError, SqlSchema } from "@effect/sql"
+import { Array as Arr, Effect, Request, RequestResolver, Schema } from "effect"
 import { Address } from "../chain/Address.js"
 import { isUniqueViolation, repository, transactionally } from "../storage/Sql.js"
 import { OrderStatus } from "./Api.js"
@@ -48,6 +48,22 @@ export class DuplicateAuthorization extends Schema.TaggedError<DuplicateAuthoriz
   "DuplicateAuthorization",
   {}
 ) {}
+
+/** What `recordBroadcast` found: recorded, the settlement already decided, or the nonce held by another. */
+type Recorded = "recorded" | "decided" | "nonceTaken"
+
+/** A settlement's transaction to record before its broadcast (`OrderRepo.recordBroadcast`). */
+interface RecordBroadcast extends Request.Request<Recorded, SqlError.SqlError> {
+  readonly _tag: "RecordBroadcast"
+  readonly id: number
+  readonly tx: {
+    readonly hash: string
+    readonly raw: string | null
+    readonly relayed: { readonly sender: string; readonly nonce: number } | null
+  }
+  readonly now: Date
+}
+const RecordBroadcast = Request.tagged<RecordBroadcast>("RecordBroadcast")
 
 export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
   effect: Effect.gen(function* () {
@@ -210,23 +226,20 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
       execute: (orderId) => sql`SELECT * FROM settlements WHERE order_id = ${orderId} AND status = 'succeeded'`
     })
 
+    /** Another live transaction of the sender holds the nonce: nothing recorded. */
+    const nonceTaken = <A>(recording: Effect.Effect<A, SqlError.SqlError>) =>
+      Effect.catchIf(
+        recording,
+        (error) => isUniqueViolation(error, "relayed_one_per_nonce"),
+        () => Effect.succeed("nonceTaken" as const)
+      )
+
     /**
-     * Records the transaction about to be broadcast, and journals a relayer's signed one (the one it
-     * replaces, if any, is marked so): "recorded", "decided" when the settlement was already decided,
-     * or "nonceTaken" when another live transaction of the sender holds the nonce (nothing recorded).
+     * One journal entry, one statement (atomic on its own). The INSERT reads `replaced`, so the
+     * settlement's previous live transaction is marked before the new one meets the unique indexes
+     * (one live transaction per settlement and per nonce).
      */
-    const recordBroadcast = (
-      id: number,
-      tx: {
-        readonly hash: string
-        readonly raw: string | null
-        readonly relayed: { readonly sender: string; readonly nonce: number } | null
-      },
-      now: Date
-    ) =>
-      // One statement (atomic on its own, one round trip inside the relayer's serial section). The
-      // INSERT reads `replaced`, so the settlement's previous live transaction is marked before the
-      // new one meets the unique indexes (one live transaction per settlement and per nonce).
+    const recordOne = ({ id, tx, now }: RecordBroadcast): Effect.Effect<Recorded, SqlError.SqlError> =>
       (tx.raw === null || tx.relayed === null
         ? sql<{
             readonly id: number
@@ -254,12 +267,88 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
             )
             SELECT id FROM moved`
       ).pipe(
-        Effect.map((moved) => (moved.length === 0 ? ("decided" as const) : ("recorded" as const))),
+        Effect.map((moved) => (moved.length === 0 ? "decided" : "recorded")),
+        nonceTaken
+      )
+
+    /**
+     * Several relayed entries (distinct settlements), as `recordOne` does each, in ONE statement: one
+     * round trip and one commit for a batch of the relayer's sends. Answers the settlements moved.
+     */
+    const recordMany = (requests: ReadonlyArray<RecordBroadcast>) =>
+      sql<{ readonly id: string }>`
+        WITH input AS (
+          SELECT * FROM jsonb_to_recordset(${JSON.stringify(
+            requests.map(({ id, tx, now }) => ({
+              id,
+              tx_hash: tx.hash,
+              raw_tx: tx.raw,
+              sender: tx.relayed?.sender,
+              nonce: tx.relayed?.nonce,
+              at: now
+            }))
+          )}::jsonb) AS i(id bigint, tx_hash text, raw_tx text, sender text, nonce bigint, at timestamptz)
+        ), moved AS (
+          UPDATE settlements s SET status = 'broadcast', tx_hash = i.tx_hash, raw_tx = i.raw_tx, updated_at = i.at
+          FROM input i
+          WHERE s.id = i.id AND s.status IN ('pending', 'broadcast')
+          RETURNING s.id, i.tx_hash, i.raw_tx, i.sender, i.nonce, i.at
+        ), replaced AS (
+          UPDATE relayed_transactions t SET status = 'replaced', checked_at = m.at
+          FROM moved m
+          WHERE t.settlement_id = m.id AND t.status IN ('pending', 'mined', 'bumped') AND t.tx_hash <> m.tx_hash
+          RETURNING 1
+        ), journaled AS (
+          INSERT INTO relayed_transactions
+            (tx_hash, settlement_id, sender, nonce, raw_tx, status, created_at, checked_at)
+          SELECT tx_hash, id, sender, nonce, raw_tx, 'pending', at, at
+          FROM moved WHERE (SELECT count(*) FROM replaced) >= 0
+          ON CONFLICT (tx_hash) DO NOTHING
+          RETURNING 1
+        )
+        SELECT id::text AS id FROM moved`.pipe(Effect.map((moved) => new Set(moved.map((row) => Number(row.id)))))
+
+    /**
+     * The journal's group commit: the entries asked for together (the relayer journals the sends
+     * waiting on one key's queue as one batch) are written in one statement. A batch it cannot
+     * take whole (a facilitator's entry, a settlement twice, a nonce already held) is written an
+     * entry at a time, so that each gets its own answer; a failure of the statement is every entry's.
+     */
+    const journal = RequestResolver.makeBatched((requests: Arr.NonEmptyArray<RecordBroadcast>) => {
+      const oneByOne = Effect.forEach(requests, (request) => Request.completeEffect(request, recordOne(request)), {
+        discard: true
+      })
+      const whole =
+        requests.length > 1 &&
+        requests.every((request) => request.tx.raw !== null && request.tx.relayed !== null) &&
+        new Set(requests.map((request) => request.id)).size === requests.length
+      if (!whole) return oneByOne
+      return recordMany(requests).pipe(
+        Effect.flatMap((moved) =>
+          Effect.forEach(
+            requests,
+            (request) => Request.succeed(request, moved.has(request.id) ? "recorded" : "decided"),
+            { discard: true }
+          )
+        ),
         Effect.catchIf(
           (error) => isUniqueViolation(error, "relayed_one_per_nonce"),
-          () => Effect.succeed("nonceTaken" as const)
+          () => oneByOne
+        ),
+        Effect.catchAll((error) =>
+          Effect.forEach(requests, (request) => Request.fail(request, error), { discard: true })
         )
       )
+    })
+
+    /**
+     * Records the transaction about to be broadcast, and journals a relayer's signed one (the one it
+     * replaces, if any, is marked so): "recorded", "decided" when the settlement was already decided,
+     * or "nonceTaken" when another live transaction of the sender holds the nonce (nothing recorded).
+     * Entries asked for in one batched `Effect.forEach` are written together (`journal`).
+     */
+    const recordBroadcast = (id: number, tx: RecordBroadcast["tx"], now: Date) =>
+      Effect.request(RecordBroadcast({ id, tx, now }), journal)
 
     /**
      * Journals a fee bump of the live transaction `previous` (the same settlement and nonce, a higher

@@ -7,12 +7,12 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { createPublicClient, http, parseAbiItem, parseUnits } from "viem"
+import { createPublicClient, http, parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
 import { send } from "../support/http.js"
-import { signedOrder } from "../support/settlements.js"
+import { payAllAtOnce, signedOrder, usd1TransfersTo } from "../support/settlements.js"
 import { devnetRpc, TestDevnet } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
 import { eventually } from "../support/wait.js"
@@ -49,12 +49,7 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address, RECONCILE_INTERVAL: "500 m
 
         yield* devnetRpc(devnet, "evm_setAutomine", [false])
         yield* devnetRpc(devnet, "evm_setIntervalMining", [1])
-        const answers = yield* Effect.forEach(
-          payments,
-          (payment) =>
-            send("POST", `/merchant/orders/${payment.id}/pay`, { headers: { "PAYMENT-SIGNATURE": payment.header } }),
-          { concurrency: "unbounded" }
-        )
+        const answers = yield* payAllAtOnce(payments)
         for (const answer of answers) expect([200, 202]).toContain(answer.status)
 
         const orders = yield* eventually(
@@ -64,14 +59,7 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address, RECONCILE_INTERVAL: "500 m
           ),
           (all) => all.every((order) => order.status === "paid")
         )
-        const transfers = yield* Effect.promise(() =>
-          client.getLogs({
-            address: devnet.usd1,
-            event: parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)"),
-            args: { to: merchant.address },
-            fromBlock
-          })
-        )
+        const transfers = yield* usd1TransfersTo(devnet, merchant.address, fromBlock)
         // One transfer per order, in the order's own transaction; one relayer nonce per payment.
         expect(transfers).toHaveLength(payments.length)
         expect(new Set(transfers.map((log) => log.transactionHash))).toEqual(new Set(orders.map((order) => order.tx)))

@@ -95,11 +95,15 @@ layer(
               .join(", ")
         )
         const count = (label: string) => calls.get(label) ?? 0
-        // Per payment: the verifying multicall and the broadcast, once each.
-        expect(count(`eth_call ${MULTICALL3_ADDRESS.toLowerCase()}`)).toBe(payments)
+        // Per payment: the verifying multicall (against the pending state) and the broadcast, once each.
+        expect(count(`eth_call ${MULTICALL3_ADDRESS.toLowerCase()} pending`)).toBe(payments)
         expect(count("eth_sendRawTransaction")).toBe(payments)
         // No simulation before signing, no gas estimate, no receipt or transaction read by hash.
-        expect(count(`eth_call ${devnet.usd1.toLowerCase()}`)).toBe(0)
+        expect(count(`eth_call ${devnet.usd1.toLowerCase()} pending`)).toBe(0)
+        // The price refresher reads every token's feed and pause flag in one multicall (at the
+        // latest block), never a token's contract on its own.
+        const contractReads = [...calls.keys()].filter((label) => label.startsWith("eth_call "))
+        for (const label of contractReads) expect(label).toMatch(`eth_call ${MULTICALL3_ADDRESS.toLowerCase()} `)
         expect(count("eth_estimateGas")).toBe(0)
         expect(count("eth_getTransactionReceipt")).toBe(0)
         expect(count("eth_getTransactionByHash")).toBe(0)
@@ -118,7 +122,7 @@ layer(
         const payer = privateKeyToAccount(generatePrivateKey())
         yield* mintUsd1(devnet, payer.address, parseUnits("2", 18)).pipe(Effect.orDie)
         const offers = yield* Effect.forEach([1, 2], () => signedOrder(payer, "1", "twice"))
-        const simulatedBefore = endpoint!.answeredByLabel().get(`eth_call ${devnet.usd1.toLowerCase()}`) ?? 0
+        const simulatedBefore = endpoint!.answeredByLabel().get(`eth_call ${devnet.usd1.toLowerCase()} pending`) ?? 0
         yield* Effect.forEach(
           offers,
           (offer) =>
@@ -133,7 +137,7 @@ layer(
           )
         )
         const simulated =
-          (endpoint!.answeredByLabel().get(`eth_call ${devnet.usd1.toLowerCase()}`) ?? 0) - simulatedBefore
+          (endpoint!.answeredByLabel().get(`eth_call ${devnet.usd1.toLowerCase()} pending`) ?? 0) - simulatedBefore
         // Whichever reserved second saw the first unsettled (or, reserved first, saw the other added
         // since its read): at least one, at most both, simulated right before signing.
         expect(simulated).toBeGreaterThanOrEqual(1)

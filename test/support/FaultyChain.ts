@@ -48,6 +48,7 @@ export const FaultyChain = Layer.scopedContext(
       receipt: gated(client.receipt),
       feedRound: gated(client.feedRound),
       tokenPaused: gated(client.tokenPaused),
+      feedStates: gated(client.feedStates),
       blockTime: Effect.zipRight(open.await, client.blockTime)
     }
     return Context.add(inner, ChainClient, faulty).pipe(

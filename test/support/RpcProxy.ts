@@ -72,7 +72,9 @@ export const startRpcProxy = (target: string) =>
             const call = JSON.parse(body) as { id: unknown; method: string; params: ReadonlyArray<unknown> }
             count(call.method)
             if (call.method === "eth_call")
-              labelled(`eth_call ${String((call.params[0] as { to?: unknown })?.to).toLowerCase()}`)
+              labelled(
+                `eth_call ${String((call.params[0] as { to?: unknown })?.to).toLowerCase()} ${String(call.params[1] ?? "latest")}`
+              )
             else labelled(call.method)
             if (dropping && call.method === "eth_sendRawTransaction") {
               const result = keccak256(call.params[0] as Hex)

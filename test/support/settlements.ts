@@ -1,8 +1,10 @@
 import { SqlClient } from "@effect/sql"
 import { ConfigProvider, Effect, Layer, Option } from "effect"
-import type { PrivateKeyAccount } from "viem"
+import { createPublicClient, http, type PrivateKeyAccount, parseAbiItem } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import type { Address } from "../../src/chain/Address.js"
 import type { ChainClient } from "../../src/chain/ChainClient.js"
+import type { Devnet } from "../../src/chain/Devnet.js"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
 import { Events } from "../../src/events/Events.js"
 import { Merchant } from "../../src/merchant/Merchant.js"
@@ -81,6 +83,26 @@ export const signedOrder = (payer: PrivateKeyAccount, amount: string, descriptio
     const { header } = yield* Effect.promise(() => signPayment(payer, offer.body.accepts[0] as PaymentRequirements))
     return { id: created.body.id as string, header }
   })
+
+/** The USD1 transfers to `to` on the devnet from block `fromBlock` on. */
+export const usd1TransfersTo = (devnet: Devnet, to: Address, fromBlock: bigint) =>
+  Effect.promise(() =>
+    createPublicClient({ transport: http(devnet.rpcUrl) }).getLogs({
+      address: devnet.usd1,
+      event: parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)"),
+      args: { to },
+      fromBlock
+    })
+  )
+
+/** Signed payments of orders sent all at once, as many clients would: the pay answers, in order. */
+export const payAllAtOnce = (payments: ReadonlyArray<{ readonly id: string; readonly header: string }>) =>
+  Effect.forEach(
+    payments,
+    (payment) =>
+      send("POST", `/merchant/orders/${payment.id}/pay`, { headers: { "PAYMENT-SIGNATURE": payment.header } }),
+    { concurrency: "unbounded" }
+  )
 
 /**
  * Waits until the order's settlement is recorded as broadcast: its transaction is then signed and
