@@ -17,7 +17,7 @@ export interface BenchWallet {
   readonly signMessage: (message: string) => Hex
 }
 
-/** libsecp256k1's binding (the service's own recovery uses it too: src/chain/Recover.ts). */
+/** libsecp256k1's binding (the service's own recovery uses it too: src/chain/Secp256k1.ts). */
 const curve = createRequire(import.meta.url)("secp256k1/bindings") as {
   readonly publicKeyCreate: (privateKey: Uint8Array, compressed: boolean) => Uint8Array
   readonly ecdsaSign: (hash: Uint8Array, privateKey: Uint8Array) => { signature: Uint8Array; recid: number }

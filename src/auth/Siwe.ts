@@ -6,7 +6,7 @@
 import { type Hex, isAddressEqual } from "viem"
 import { createSiweMessage, parseSiweMessage } from "viem/siwe"
 import type { Address } from "../chain/Address.js"
-import { recoverMessageSigner } from "../chain/Recover.js"
+import { recoverMessageSigner } from "../chain/Secp256k1.js"
 
 export const CHALLENGE_TTL_MS = 10 * 60 * 1000
 const STATEMENT = "Sign in to the card app."

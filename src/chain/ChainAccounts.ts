@@ -19,6 +19,7 @@ import {
 import { DemoExchangeArtifact } from "./contracts/artifacts.js"
 import { DEVNET_DEPLOYER_KEY } from "./Devnet.js"
 import { chainCall } from "./NodeErrors.js"
+import { signingAccount } from "./Secp256k1.js"
 import type { SendQueue } from "./SendQueues.js"
 import { type Call, GAS_MARGIN_ONE, type Transactions, withMargin } from "./Transactions.js"
 
@@ -121,7 +122,7 @@ export const chainAccounts = ({
     }).pipe(Effect.withSpan(`ChainAccount.${side}`, { attributes: { "chain.token": token } }))
 
   const account = (key: Redacted.Redacted<Hex>): ChainAccount => {
-    const signer = privateKeyToAccount(Redacted.value(key))
+    const signer = signingAccount(Redacted.value(key))
     return {
       address: signer.address,
       sell: (token, amount, minUsd1Out, record) => trade(signer, "sell", token, amount, minUsd1Out, record),

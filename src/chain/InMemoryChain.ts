@@ -45,7 +45,7 @@ import { DemoExchangeArtifact, Usd1Artifact } from "./contracts/artifacts.js"
 import { DEVNET_EXCHANGE_USD1, DEVNET_STOCK_FIXTURES } from "./Devnet.js"
 import { transferWithAuthorizationTypedData } from "./Eip3009.js"
 import { exchangeOutput } from "./Exchange.js"
-import { recoverMessageSigner, recoverSigner } from "./Recover.js"
+import { recoverMessageSigner, recoverSigner } from "./Secp256k1.js"
 import { sendQueues } from "./SendQueues.js"
 import { type StockToken, TokenRegistry } from "./Tokens.js"
 

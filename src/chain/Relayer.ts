@@ -6,7 +6,6 @@
  */
 import { Deferred, Duration, Effect, Exit, Option, Queue, Redacted, Schedule } from "effect"
 import { type Hex, hexToBigInt, isAddressEqual, keccak256, type PrivateKeyAccount, parseTransaction } from "viem"
-import { privateKeyToAccount } from "viem/accounts"
 import { countNonceGap, relayerGasMetrics } from "../observability/Metrics.js"
 import type { Address } from "./Address.js"
 import { transferCall } from "./Calldata.js"
@@ -23,6 +22,7 @@ import { bumpedFees, type Fees } from "./FeeBump.js"
 import { maxFeeOf } from "./FeeEstimate.js"
 import { isUnreachable } from "./JsonRpc.js"
 import { chainCall } from "./NodeErrors.js"
+import { signingAccount } from "./Secp256k1.js"
 import {
   type Call,
   GAS_MARGIN_ONE,
@@ -54,7 +54,7 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
   Effect.gen(function* () {
     const { chainId, usd1, relayerFees } = deployment
     const { callAtPending, pendingNonce, broadcast, resend, signCall, simulate } = transactions
-    const relayers = deployment.relayerKeys.map((key) => privateKeyToAccount(Redacted.value(key)))
+    const relayers = deployment.relayerKeys.map((key) => signingAccount(Redacted.value(key)))
 
     /** The relayer's (v, r, s) transfer gas: estimated once, reused with a margin; forgotten after an out-of-gas revert. */
     let transferGas: bigint | undefined

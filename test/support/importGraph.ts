@@ -26,8 +26,8 @@ export const FACES: Readonly<Record<string, ReadonlyArray<string>>> = {
   // Http.ts: the authentication middleware every group that needs a session is built with.
   auth: ["Api.ts", "Auth.ts", "Http.ts"],
   cards: ["Api.ts", "Cards.ts", "Card.ts", "Statement.ts", "CardIssuer.ts"],
-  // Recover.ts: who signed a hash or a message, which sign-in checks before any chain call.
-  chain: ["ChainClient.ts", "Address.ts", "Tokens.ts", "Recover.ts"],
+  // Secp256k1.ts: who signed a hash or a message, which sign-in checks before any chain call.
+  chain: ["ChainClient.ts", "Address.ts", "Tokens.ts", "Secp256k1.ts"],
   devnet: ["Api.ts"],
   events: ["Api.ts", "Events.ts", "EventSettings.ts"],
   health: ["Api.ts"],

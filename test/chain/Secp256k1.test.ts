@@ -11,7 +11,7 @@ import {
   serializeSignature
 } from "viem"
 import { privateKeyToAccount, sign } from "viem/accounts"
-import { recoverMessageSigner, recoverSigner, recoveryEngine } from "../../src/chain/Recover.js"
+import { curveEngine, recoverMessageSigner, recoverSigner, signingAccount } from "../../src/chain/Secp256k1.js"
 
 const CURVE_ORDER = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n
 
@@ -33,7 +33,7 @@ const ownAnswer = (hash: Hex, signature: Hex) =>
 
 describe("recovering a signer", () => {
   it("uses libsecp256k1 on this platform (the prebuilt binding loads)", () => {
-    expect(recoveryEngine).toBe("libsecp256k1")
+    expect(curveEngine).toBe("libsecp256k1")
   })
 
   it.effect.prop(
@@ -111,4 +111,29 @@ describe("recovering a signer", () => {
     await expect(recoverSigner(hash, "0x1234")).rejects.toThrow()
     await expect(recoverAddress({ hash, signature: "0x1234" })).rejects.toThrow()
   })
+})
+
+const address = FastCheck.uint8Array({ minLength: 20, maxLength: 20 }).map((bytes) => bytesToHex(bytes))
+
+describe("signing a transaction", () => {
+  it.effect.prop(
+    "libsecp256k1 signs every transaction as viem does, byte for byte (RFC 6979, low s)",
+    [
+      privateKey,
+      address,
+      FastCheck.nat({ max: 2 ** 20 }),
+      FastCheck.bigInt({ min: 21_000n, max: 10_000_000n }),
+      FastCheck.bigInt({ min: 1n, max: 10n ** 12n }),
+      FastCheck.uint8Array({ maxLength: 100 }).map((bytes) => bytesToHex(bytes)),
+      FastCheck.boolean()
+    ],
+    ([key, to, nonce, gas, fee, data, legacy]) =>
+      Effect.promise(async () => {
+        const transaction = legacy
+          ? { chainId: 31337, nonce, gas, to, data, gasPrice: fee }
+          : { chainId: 8453, nonce, gas, to, data, maxFeePerGas: fee * 2n, maxPriorityFeePerGas: fee }
+        const native = await signingAccount(key).signTransaction(transaction)
+        expect(native).toBe(await privateKeyToAccount(key).signTransaction(transaction))
+      })
+  )
 })
