@@ -21,6 +21,7 @@ import {
   type Resendable,
   receiptShowsTransfer
 } from "../chain/ChainClient.js"
+import { describeError } from "../observability/ErrorLine.js"
 import { countRevertedSettlement } from "../observability/Metrics.js"
 import { authorizationOf, type PaymentPayload, type PaymentRequirements, Reason, SettleResponse } from "./X402.js"
 
@@ -223,12 +224,12 @@ export const RelayerProcessor = Layer.effect(
                   })
                 }
                 if (error instanceof SettlementAbandoned || !recorded) {
-                  return Effect.logWarning("settlement not sent", error).pipe(
+                  return Effect.logWarning(`settlement not sent: ${describeError(error)}`).pipe(
                     Effect.as<SettleOutcome>({ _tag: "Rejected", reason: Reason.unexpectedSettleError })
                   )
                 }
                 // Sent or not, we cannot tell: the reconciler decides from the chain.
-                return Effect.logWarning("settlement broadcast failed", error).pipe(
+                return Effect.logWarning(`settlement broadcast failed: ${describeError(error)}`).pipe(
                   Effect.as<SettleOutcome>({ _tag: "Pending" })
                 )
               })
