@@ -41,6 +41,9 @@ layer(OneConnection)("a challenge's write", (it) => {
       const repo = yield* AuthRepo
       const sql = yield* SqlClient.SqlClient
       const now = Date.now()
+      // Durable commits on this connection, whatever the server's default (the embedded test
+      // server runs with synchronous_commit off).
+      yield* sql`SET synchronous_commit = on`
       // Inside a transaction the setting is seen: it is in force when that transaction commits.
       const inside = yield* sql.withTransaction(
         Effect.zipRight(repo.insertChallenge(challengeRow("insideTransaction01", now)), sql`SHOW synchronous_commit`)
