@@ -418,6 +418,27 @@ export const runDatabase = (ctx: Pick<BenchContext, "databaseUrl">) =>
       }).pipe(Effect.ignore)
   )
 
+/** The service's chain settings for a devnet: everything configured, nothing embedded. */
+export const chainEnv = (devnet: Devnet) => ({
+  CHAIN_RPC_URL: devnet.rpcUrl,
+  CHAIN_ID: String(devnet.chainId),
+  USD1_ADDRESS: devnet.usd1,
+  RELAYER_PRIVATE_KEY: RELAYER_KEY,
+  // A configured chain is polled every second by default; this one is a devnet (anvil mines a
+  // transaction within milliseconds), polled like the embedded one.
+  CHAIN_POLL_INTERVAL: DEVNET_POLL_INTERVAL,
+  EXCHANGE_ADDRESS: devnet.exchange,
+  STOCK_TOKENS: JSON.stringify(
+    devnet.stocks.map((s) => ({
+      symbol: s.symbol,
+      name: s.name,
+      address: s.address,
+      feed: s.feed,
+      platform: "devnet"
+    }))
+  )
+})
+
 /** The service's environment on a devnet: everything configured, nothing embedded. */
 export const serviceEnv = (
   ctx: Pick<BenchContext, "tmp" | "databaseUrl">,
@@ -430,23 +451,7 @@ export const serviceEnv = (
   return {
     DATA_DIR: dir,
     DATABASE_URL: ctx.databaseUrl,
-    CHAIN_RPC_URL: devnet.rpcUrl,
-    CHAIN_ID: String(devnet.chainId),
-    USD1_ADDRESS: devnet.usd1,
-    RELAYER_PRIVATE_KEY: RELAYER_KEY,
-    // A configured chain is polled every second by default; this one is a devnet (anvil mines a
-    // transaction within milliseconds), polled like the embedded one.
-    CHAIN_POLL_INTERVAL: DEVNET_POLL_INTERVAL,
-    EXCHANGE_ADDRESS: devnet.exchange,
-    STOCK_TOKENS: JSON.stringify(
-      devnet.stocks.map((s) => ({
-        symbol: s.symbol,
-        name: s.name,
-        address: s.address,
-        feed: s.feed,
-        platform: "devnet"
-      }))
-    ),
+    ...chainEnv(devnet),
     MERCHANT_PAY_TO: MERCHANT,
     // Load generators are one client address; the limits have their own tests.
     RATE_LIMIT_ORDERS: "1000000000",

@@ -3,24 +3,27 @@
  * compare tools: on the machine's PostgreSQL (DATABASE_URL, default postgres@127.0.0.1:5432, a
  * throwaway database per start, dropped at the stop) with an embedded devnet and the demo merchant
  * on; and the load of one route (`read`: one order; `me`: a fresh user's bearer; `health`; `signin`:
- * sign-ins with fresh keys).
+ * sign-ins with fresh keys; `pay`: x402 payments of orders, on a devnet of its own, `payDevnet`).
  */
 import { spawn } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import path from "node:path"
 import autocannon from "autocannon"
-import { Effect } from "effect"
+import { Effect, Exit, Scope } from "effect"
 import pg from "pg"
+import { startDevnet } from "../src/chain/Devnet.js"
 import { freePort } from "../src/embedded/EmbeddedPostgres.js"
-import { basePath, cpuMs, MERCHANT, repoRoot, rssMb, startScript } from "./harness.js"
-import { createOrder } from "./pay.js"
+import { basePath, chainEnv, cpuMs, MERCHANT, repoRoot, rssMb, startScript } from "./harness.js"
+import { createOrder, fundedPayers, payingFetch, servicePayment } from "./pay.js"
 import { signIn } from "./signin.js"
 
 const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
 let started = 0
 
-export const startLocalService = async (options: { readonly root?: string; readonly profile?: boolean } = {}) => {
+export const startLocalService = async (
+  options: { readonly root?: string; readonly profile?: boolean; readonly env?: Record<string, string> } = {}
+) => {
   const dir = mkdtempSync(path.join(tmpdir(), "card-service-local-"))
   const database = `local_${process.pid}_${started++}`
   const admin = new pg.Client({ connectionString: adminUrl })
@@ -47,7 +50,8 @@ export const startLocalService = async (options: { readonly root?: string; reado
       MERCHANT_PAY_TO: MERCHANT,
       RATE_LIMIT_ORDERS: "1000000000",
       RATE_LIMIT_SIGNIN: "1000000000",
-      SHUTDOWN_GRACE: "2 seconds"
+      SHUTDOWN_GRACE: "2 seconds",
+      ...options.env
     }
   })
   const exited = new Promise<void>((resolve) => server.once("exit", () => resolve()))
@@ -108,29 +112,46 @@ export interface LoadResult {
 
 const CONNECTIONS = 10
 
-/** Sign-ins (challenge, signature, verify; a fresh key each) by 10 clients for `seconds`; one sign-in counts as one operation. */
-const signInLoad =
-  (baseUrl: string) =>
+/** `operation` run by 10 clients, each after its last, for `seconds`; one answered operation counts as one. */
+const clientLoad =
+  (operation: (client: number) => Promise<unknown>) =>
   async (seconds: number): Promise<LoadResult> => {
     const end = performance.now() + seconds * 1000
-    let signedIn = 0
+    let done = 0
     let failed = 0
     await Promise.all(
-      Array.from({ length: CONNECTIONS }, async () => {
+      Array.from({ length: CONNECTIONS }, async (_, client) => {
         while (performance.now() < end) {
-          await signIn(baseUrl).then(
-            () => signedIn++,
+          await operation(client).then(
+            () => done++,
             () => failed++
           )
         }
       })
     )
-    return { "2xx": signedIn, duration: seconds, non2xx: 0, errors: failed }
+    return { "2xx": done, duration: seconds, non2xx: 0, errors: failed }
   }
+
+/**
+ * A devnet of its own for the `pay` route: start the service with `env` (configured on it), then
+ * `load` pays orders with 10 funded payers, each a standard x402 client; `close` stops the devnet.
+ */
+export const payDevnet = async () => {
+  const scope = Effect.runSync(Scope.make())
+  const devnet = await Effect.runPromise(Scope.extend(startDevnet(), scope))
+  const fetches = (await Effect.runPromise(fundedPayers(devnet, CONNECTIONS))).map((payer) =>
+    payingFetch(payer, devnet)
+  )
+  return {
+    env: chainEnv(devnet),
+    load: (baseUrl: string) => clientLoad((client) => servicePayment(baseUrl)(fetches[client]!)),
+    close: () => Effect.runPromise(Scope.close(scope, Exit.void))
+  }
+}
 
 /** A load run of `seconds` on the route: autocannon with 10 connections, or 10 clients signing in (`signin`). */
 export const target = async (baseUrl: string, route: string): Promise<(seconds: number) => Promise<LoadResult>> => {
-  if (route === "signin") return signInLoad(baseUrl)
+  if (route === "signin") return clientLoad(() => signIn(baseUrl))
   const { path: loaded, headers } = await (async (): Promise<{ path: string; headers: Record<string, string> }> => {
     if (route === "health") return { path: "/health", headers: {} }
     if (route === "read") return { path: `/merchant/orders/${(await createOrder(baseUrl)).id}`, headers: {} }

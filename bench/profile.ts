@@ -1,23 +1,25 @@
 /**
- * `node --import tsx bench/profile.ts <read|me|health|signin> [seconds]`: a CPU profile of the service
- * under load on one route, and its top self-time frames by package.
+ * `node --import tsx bench/profile.ts <read|me|health|signin|pay> [seconds]`: a CPU profile of the
+ * service under load on one route, and its top self-time frames by package (`pay`: 10 x402 clients
+ * paying orders, on a devnet of its own).
  *
  * Starts the service under `node --cpu-prof` (local.ts: the `npm start` bundle, the machine's
  * PostgreSQL, an embedded devnet), primes it for 5 s, loads the route with autocannon (10
  * connections) for `seconds` (default 8), stops it, and prints the server CPU per request and the
  * frames of the load window only (start-up and warm-up samples are left out). Each frame is attributed to the module the
  * bundle took it from (esbuild writes a `// node_modules/…` or `// src/…` comment before each
- * module's code). The profile stays in the temporary folder it names.
+ * module's code). The profile's folder is removed, unless PROFILE_KEEP=1 keeps it (its path is printed).
  */
 import { readdirSync, readFileSync } from "node:fs"
 import path from "node:path"
-import { startLocalService, target } from "./local.js"
+import { payDevnet, startLocalService, target } from "./local.js"
 
 const [route = "read", secondsArg = "8"] = process.argv.slice(2)
 const seconds = Number(secondsArg)
 
-const service = await startLocalService({ profile: true })
-const load = await target(service.baseUrl, route)
+const paying = route === "pay" ? await payDevnet() : undefined
+const service = await startLocalService({ profile: true, ...(paying === undefined ? {} : { env: paying.env }) })
+const load = paying === undefined ? await target(service.baseUrl, route) : paying.load(service.baseUrl)
 await load(5)
 const startedAt = performance.now()
 const cpuBefore = service.cpuMs()
@@ -29,6 +31,7 @@ console.log(
     `${Math.round((cpu * 1000) / result["2xx"])} µs of server CPU per request, ${result.non2xx + result.errors} failed`
 )
 const exitedAt = await service.stop()
+await paying?.close()
 const tmp = service.dir
 
 // ---------------------------------------------------------------------------------------------------
@@ -48,7 +51,7 @@ interface Profile {
 const file = readdirSync(tmp).find((name) => name.endsWith(".cpuprofile"))
 if (file === undefined) throw new Error(`no profile in ${tmp}`)
 const profile = JSON.parse(readFileSync(path.join(tmp, file), "utf8")) as Profile
-service.remove()
+if (process.env.PROFILE_KEEP !== "1") service.remove()
 
 /** The module comments of each bundle file: line → module path. */
 const modulesOf = new Map<string, Array<readonly [number, string]>>()
