@@ -3,51 +3,29 @@
  * against the rate at which one process recovers the signer of such a message
  * (`recoverMessageAddress`), the one unavoidable computation of a sign-in.
  */
-import { createRequire } from "node:module"
 import { Effect } from "effect"
-import { type Address, bytesToHex, concat, type Hex, hashMessage, hexToBytes } from "viem"
-import { generatePrivateKey, publicKeyToAddress } from "viem/accounts"
+import { generatePrivateKey, type PrivateKeyAccount } from "viem/accounts"
+import { signingAccount } from "../src/chain/Secp256k1.js"
 import { alternating, expectJson, postJson, type RatioRow, runConcurrently, runPeer, type Section } from "./harness.js"
 
 const CONCURRENCY = 10
 
-/** A wallet of the load: its address and its EIP-191 signature of a message. */
-export interface BenchWallet {
-  readonly address: Address
-  readonly signMessage: (message: string) => Hex
-}
-
-/** libsecp256k1's binding (the service's own recovery uses it too: src/chain/Secp256k1.ts). */
-const curve = createRequire(import.meta.url)("secp256k1/bindings") as {
-  readonly publicKeyCreate: (privateKey: Uint8Array, compressed: boolean) => Uint8Array
-  readonly ecdsaSign: (hash: Uint8Array, privateKey: Uint8Array) => { signature: Uint8Array; recid: number }
-}
-
 /**
- * A fresh wallet that signs in libsecp256k1: the load generator shares the two cores with the
- * service, so its signatures should cost it as little as they can (viem's take ~1.5 ms each).
+ * A fresh wallet that signs in libsecp256k1, as the service's relayer does: the load generator shares
+ * the two cores with the service, so its signatures should cost it as little as they can.
  */
-const freshWallet = (): BenchWallet => {
-  const key = hexToBytes(generatePrivateKey())
-  return {
-    address: publicKeyToAddress(bytesToHex(curve.publicKeyCreate(key, false))),
-    signMessage: (message) => {
-      const { signature, recid } = curve.ecdsaSign(hexToBytes(hashMessage(message)), key)
-      return concat([bytesToHex(signature), recid === 0 ? "0x1b" : "0x1c"])
-    }
-  }
-}
+const freshWallet = () => signingAccount(generatePrivateKey())
 
 /** One sign-in; answers its bearer token. `plainFetch` lets the count benchmark see each request. */
 export const signIn = async (
   baseUrl: string,
-  account: BenchWallet = freshWallet(),
+  account: PrivateKeyAccount = freshWallet(),
   plainFetch: typeof postJson = postJson
 ) => {
   const { message } = await expectJson<{ message: string }>(
     await plainFetch(`${baseUrl}/auth/challenge`, { address: account.address })
   )
-  const signature = account.signMessage(message)
+  const signature = await account.signMessage({ message })
   const { token } = await expectJson<{ token: string }>(
     await plainFetch(`${baseUrl}/auth/verify`, { message, signature })
   )

@@ -16,6 +16,7 @@ import {
   keccak256,
   recoverAddress,
   type SerializeTransactionFn,
+  serializeSignature,
   serializeTransaction,
   type TransactionSerializable
 } from "viem"
@@ -68,9 +69,10 @@ export const recoverMessageSigner = (message: string, signature: Hex): Promise<A
   recoverSigner(hashMessage(message), signature)
 
 /**
- * The key's viem account, whose transactions libsecp256k1 signs where it loads (the relayer signs
- * one per payment, inside its key's queue). Both sign deterministically (RFC 6979, no added entropy)
- * with a low s, so the transaction is the one viem would have signed, byte for byte.
+ * The key's viem account, whose transactions and personal messages libsecp256k1 signs where it
+ * loads (the relayer signs a transaction per payment, inside its key's queue). Both sign
+ * deterministically (RFC 6979, no added entropy) with a low s, so the signature is the one viem
+ * would have made, byte for byte.
  */
 export const signingAccount = (privateKey: Hex): PrivateKeyAccount => {
   const account = privateKeyToAccount(privateKey)
@@ -90,5 +92,7 @@ export const signingAccount = (privateKey: Hex): PrivateKeyAccount => {
     const signable = transaction.type === "eip4844" ? { ...transaction, sidecars: false as const } : transaction
     return serializer(transaction, signatureOf(keccak256(await serializer(signable))))
   }
-  return { ...account, signTransaction: signTransaction as PrivateKeyAccount["signTransaction"] }
+  const signMessage: PrivateKeyAccount["signMessage"] = async ({ message }) =>
+    serializeSignature(signatureOf(hashMessage(message)))
+  return { ...account, signMessage, signTransaction: signTransaction as PrivateKeyAccount["signTransaction"] }
 }

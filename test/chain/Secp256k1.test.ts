@@ -136,4 +136,15 @@ describe("signing a transaction", () => {
         expect(native).toBe(await privateKeyToAccount(key).signTransaction(transaction))
       })
   )
+
+  it.effect.prop(
+    "a personal message is signed as viem signs it, and recovers to the key's address",
+    [privateKey, FastCheck.string({ maxLength: 200 })],
+    ([key, message]) =>
+      Effect.promise(async () => {
+        const signature = await signingAccount(key).signMessage({ message })
+        expect(signature).toBe(await privateKeyToAccount(key).signMessage({ message }))
+        expect(await recoverMessageSigner(message, signature)).toBe(privateKeyToAccount(key).address)
+      })
+  )
 })

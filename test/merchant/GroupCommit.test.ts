@@ -109,6 +109,23 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address, RECONCILE_INTERVAL: "500 m
     )
   }
 
+  /**
+   * A burst of BURST whose `poisoned` payments meet the trigger `create` makes (`drop` removes it
+   * after the burst, whatever happens), checked exactly-once.
+   */
+  const burstUnderTrigger = <E, R>(
+    create: Effect.Effect<unknown, E, R>,
+    drop: Effect.Effect<unknown, E, R>,
+    poisoned: (index: number) => boolean
+  ) =>
+    Effect.gen(function* () {
+      yield* setUp
+      yield* create
+      const outcome = yield* burst(BURST, poisoned).pipe(Effect.ensuring(Effect.orDie(drop)))
+      exactlyOnce(outcome)
+      return outcome
+    })
+
   it.effect(
     "a burst is journaled in batches and settles exactly once",
     () =>
@@ -135,23 +152,22 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address, RECONCILE_INTERVAL: "500 m
     () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
-        yield* setUp
         // The statement that journals a poisoned order's transaction fails whole.
-        yield* sql`
-          CREATE OR REPLACE FUNCTION refuse_poisoned() RETURNS trigger LANGUAGE plpgsql AS $$
-          BEGIN
-            IF EXISTS (SELECT 1 FROM settlements s JOIN journal_poison p ON p.order_id = s.order_id
-                       WHERE s.id = NEW.settlement_id) THEN
-              RAISE EXCEPTION 'journal refused for the test';
-            END IF;
-            RETURN NEW;
-          END $$;
-          CREATE OR REPLACE TRIGGER refuse_poisoned BEFORE INSERT ON relayed_transactions
-            FOR EACH ROW EXECUTE FUNCTION refuse_poisoned();`
-        const outcome = yield* burst(BURST, (index) => index % 10 === 3).pipe(
-          Effect.ensuring(Effect.orDie(sql`DROP TRIGGER refuse_poisoned ON relayed_transactions`))
+        const outcome = yield* burstUnderTrigger(
+          sql`
+            CREATE OR REPLACE FUNCTION refuse_poisoned() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+              IF EXISTS (SELECT 1 FROM settlements s JOIN journal_poison p ON p.order_id = s.order_id
+                         WHERE s.id = NEW.settlement_id) THEN
+                RAISE EXCEPTION 'journal refused for the test';
+              END IF;
+              RETURN NEW;
+            END $$;
+            CREATE OR REPLACE TRIGGER refuse_poisoned BEFORE INSERT ON relayed_transactions
+              FOR EACH ROW EXECUTE FUNCTION refuse_poisoned();`,
+          sql`DROP TRIGGER refuse_poisoned ON relayed_transactions`,
+          (index) => index % 10 === 3
         )
-        exactlyOnce(outcome)
         // nothing of a poisoned order was journaled or sent: it is open again
         for (const order of outcome.orders) {
           if (outcome.poison.includes(order.id)) expect(order.status).toBe("open")
@@ -175,23 +191,22 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address, RECONCILE_INTERVAL: "500 m
     () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
-        yield* setUp
         // A poisoned settlement is not moved to broadcast: its entry is "decided", the batch's others written.
-        yield* sql`
-          CREATE OR REPLACE FUNCTION decide_poisoned() RETURNS trigger LANGUAGE plpgsql AS $$
-          BEGIN
-            IF OLD.status = 'pending' AND NEW.status = 'broadcast'
-               AND EXISTS (SELECT 1 FROM journal_poison p WHERE p.order_id = NEW.order_id) THEN
-              RETURN NULL;
-            END IF;
-            RETURN NEW;
-          END $$;
-          CREATE OR REPLACE TRIGGER decide_poisoned BEFORE UPDATE ON settlements
-            FOR EACH ROW EXECUTE FUNCTION decide_poisoned();`
-        const outcome = yield* burst(BURST, (index) => index % 2 === 0).pipe(
-          Effect.ensuring(Effect.orDie(sql`DROP TRIGGER decide_poisoned ON settlements`))
+        const outcome = yield* burstUnderTrigger(
+          sql`
+            CREATE OR REPLACE FUNCTION decide_poisoned() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+              IF OLD.status = 'pending' AND NEW.status = 'broadcast'
+                 AND EXISTS (SELECT 1 FROM journal_poison p WHERE p.order_id = NEW.order_id) THEN
+                RETURN NULL;
+              END IF;
+              RETURN NEW;
+            END $$;
+            CREATE OR REPLACE TRIGGER decide_poisoned BEFORE UPDATE ON settlements
+              FOR EACH ROW EXECUTE FUNCTION decide_poisoned();`,
+          sql`DROP TRIGGER decide_poisoned ON settlements`,
+          (index) => index % 2 === 0
         )
-        exactlyOnce(outcome)
         for (const order of outcome.orders) {
           expect(order.status).toBe(outcome.poison.includes(order.id) ? "open" : "paid")
         }
