@@ -281,13 +281,14 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
      */
     const settleReserved = (
       settlementId: number,
-      orderId: string,
+      order: OrderRow,
       payload: PaymentPayload,
       requirements: PaymentRequirements,
       payer: Address,
       verifiedStillHolds: boolean
     ) =>
       Effect.gen(function* () {
+        const orderId = order.id
         const record = (tx: BroadcastRecord) =>
           Effect.gen(function* () {
             const now = new Date(yield* Clock.currentTimeMillis)
@@ -323,7 +324,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
               )
             : settled
         if (outcome._tag === "Pending") return yield* countSettlement("deferred").pipe(Effect.as(inProgress))
-        const recorded = yield* Effect.exit(finish({ id: settlementId, orderId, payer }, outcome))
+        const recorded = yield* Effect.exit(finish({ id: settlementId, orderId, payer }, outcome, order))
         // The receipt proves the transfer, recorded or not (the reconciler records it then).
         if (outcome._tag === "Settled") return outcome satisfies SettlementAnswer
         return Exit.isSuccess(recorded)
@@ -340,7 +341,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
             Effect.as(inProgress)
           )
         ),
-        Effect.withSpan("Merchant.settleReserved", { attributes: { "order.id": orderId } })
+        Effect.withSpan("Merchant.settleReserved", { attributes: { "order.id": order.id } })
       )
 
     const pay = traced("Merchant.pay")(function* (id: string, header: Option.Option<string>) {
@@ -434,7 +435,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
             (before) => before.unsettled === 0 && others.unsettled === 0 && others.settlements === before.settlements
           )
           const settling = yield* Effect.forkDaemon(
-            restore(settleReserved(settlementId, id, payload, requirements, payer, verifiedStillHolds)).pipe(
+            restore(settleReserved(settlementId, order, payload, requirements, payer, verifiedStillHolds)).pipe(
               Effect.ensuring(untrack(id))
             )
           )

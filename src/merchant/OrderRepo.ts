@@ -4,7 +4,7 @@
  * settlement per order, the one use per authorization, the relayer's journal of transactions);
  * split by caller, each half would restate the others' invariants.
  */
-import { SqlClient, type SqlError, SqlSchema } from "@effect/sql"
+import { SqlClient, type SqlError, SqlSchema, type Statement } from "@effect/sql"
 import { Array as Arr, Effect, Request, RequestResolver, Schema } from "effect"
 import { Address } from "../chain/Address.js"
 import { isUniqueViolation, repository, transactionally } from "../storage/Sql.js"
@@ -494,14 +494,17 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
      * Moves an unfinished settlement to a final state and its order with it, in one statement:
      * succeeded pays the settling order (payer, transaction, time), failed reopens it. Idempotent: a
      * settlement already final changes nothing. Answers the order as this call left it, none when
-     * the outcome was recorded before.
+     * the outcome was recorded before. `alsoWhenPaid`: CTEs of the caller's that the same statement
+     * runs (and reads, as `notified`) under the condition it is given, which holds only when this
+     * call paid the order (the payer's event: `Events.publishing`).
      */
     const finishSettlement = (
       id: number,
       outcome:
         | { readonly status: "succeeded"; readonly txHash: string }
         | { readonly status: "failed"; readonly txHash: string | null; readonly errorReason: string },
-      now: Date
+      now: Date,
+      alsoWhenPaid?: (paidNow: Statement.Fragment) => Statement.Fragment
     ) =>
       (outcome.status === "succeeded"
         ? sql`WITH done AS (
@@ -509,10 +512,12 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
                        updated_at = ${now}
                 WHERE id = ${id} AND status IN ('pending', 'broadcast')
                 RETURNING order_id, payer
-              )
-              UPDATE orders o SET status = 'paid', payer = done.payer, tx = ${outcome.txHash}, paid_at = ${now}
-              FROM done WHERE o.id = done.order_id AND o.status = 'settling'
-              RETURNING o.*`
+              ), paid AS (
+                UPDATE orders o SET status = 'paid', payer = done.payer, tx = ${outcome.txHash}, paid_at = ${now}
+                FROM done WHERE o.id = done.order_id AND o.status = 'settling'
+                RETURNING o.*
+              )${alsoWhenPaid === undefined ? sql`` : sql`, ${alsoWhenPaid(sql`EXISTS (SELECT 1 FROM paid)`)}`}
+              SELECT paid.* FROM paid${alsoWhenPaid === undefined ? sql`` : sql` LEFT JOIN (SELECT count(*) FROM notified) n ON true`}`
         : sql`WITH done AS (
                 UPDATE settlements SET status = 'failed', tx_hash = COALESCE(${outcome.txHash}, tx_hash),
                        error_reason = ${outcome.errorReason}, updated_at = ${now}
