@@ -354,14 +354,14 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       // The payer's settlements before the check, read with the order (one statement): unchanged at
       // the reservation, the check's simulated transfer still holds when the relayer signs it
       // (`verifiedStillHolds`).
-      const { settlements, unsettled, ...order } =
+      const { newest, unsettled, ...order } =
         processor.recordsBeforeBroadcast && Option.isSome(signedBy)
           ? yield* loadWith(id, (now) =>
               repo.loadOrderForPayer({ id, now, payer: signedBy.value, asset: usd1.address })
             )
-          : { ...(yield* load(id)), settlements: undefined, unsettled: undefined }
+          : { ...(yield* load(id)), newest: undefined, unsettled: undefined }
       const settlementsBefore =
-        settlements === undefined || unsettled === undefined ? Option.none() : Option.some({ settlements, unsettled })
+        newest === undefined || unsettled === undefined ? Option.none() : Option.some({ newest, unsettled })
       if (Option.isNone(decoded)) {
         if (order.status === "paid")
           return { order: toOrder(order), receipt: Option.none(), inProgress: false } satisfies PaidOrder
@@ -432,7 +432,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
           const { settlementId, others } = reserved.value
           const verifiedStillHolds = Option.exists(
             settlementsBefore,
-            (before) => before.unsettled === 0 && others.unsettled === 0 && others.settlements === before.settlements
+            (before) => before.unsettled === 0 && others.unsettled === 0 && others.newest === before.newest
           )
           const settling = yield* Effect.forkDaemon(
             restore(settleReserved(settlementId, order, payload, requirements, payer, verifiedStillHolds)).pipe(

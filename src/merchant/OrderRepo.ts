@@ -113,9 +113,26 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
     })
 
     /**
-     * The order as `loadOrder` has it, with the payer's settlements of the asset as they stand: how
-     * many, and how many are unsettled (`pending`, `broadcast`); one statement. Read before a
-     * payment is verified, compared with what its reservation finds (see `Merchant.pay`).
+     * The payer's settlements of the asset as they stand (`payerSettlements`): the newest one's id
+     * (0 before any), how many are unsettled (`pending`, `broadcast`) and their amount. Where the
+     * balance is counted (the relayer's payments), a payer's reservations take turns (`reserve`),
+     * so their ids grow in the order they commit: an unchanged newest id means none was added.
+     * Through indexes (migration 0019): a read costs the same whatever the payer's history.
+     */
+    const payerSettlements = (payer: string, asset: string) =>
+      sql`SELECT (SELECT COALESCE(max(id), 0) FROM settlements
+                  WHERE payer = ${payer} AND lower(payload->'accepted'->>'asset') = ${asset})::text AS newest,
+                 (SELECT count(*) FROM settlements
+                  WHERE payer = ${payer} AND status IN ('pending', 'broadcast')
+                    AND lower(payload->'accepted'->>'asset') = ${asset})::int AS unsettled,
+                 (SELECT COALESCE(sum(amount_atomic), 0) FROM settlements
+                  WHERE payer = ${payer} AND status IN ('pending', 'broadcast')
+                    AND lower(payload->'accepted'->>'asset') = ${asset}) AS unsettled_amount`
+
+    /**
+     * The order as `loadOrder` has it, with the payer's settlements of the asset as they stand
+     * (`payerSettlements`); one statement. Read before a payment is verified, compared with what
+     * its reservation finds (see `Merchant.pay`).
      */
     const loadOrderForPayer = SqlSchema.findOne({
       Request: Schema.Struct({
@@ -124,16 +141,11 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
         payer: Schema.String,
         asset: Schema.String
       }),
-      Result: Schema.Struct({ ...OrderLoaded.fields, settlements: Schema.Number, unsettled: Schema.Number }),
+      Result: Schema.Struct({ ...OrderLoaded.fields, newest: Schema.NumberFromString, unsettled: Schema.Number }),
       execute: ({ id, now, payer, asset }) =>
         sql`WITH ${orderDue(id, now)}
-            SELECT found.*, counted.settlements, counted.unsettled
-            FROM found CROSS JOIN (
-              SELECT count(*)::int AS settlements,
-                     (count(*) FILTER (WHERE status IN ('pending', 'broadcast')))::int AS unsettled
-              FROM settlements
-              WHERE payer = ${payer} AND lower(payload->'accepted'->>'asset') = ${asset.toLowerCase()}
-            ) counted`
+            SELECT found.*, counted.newest, counted.unsettled
+            FROM found CROSS JOIN (${payerSettlements(payer, asset.toLowerCase())}) counted`
     })
 
     /**
@@ -170,20 +182,13 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
           settlementId: string | null
           status: OrderStatus | null
           overdrawn: boolean
-          others: number
+          othersNewest: string
           othersUnsettled: number
         }>`
-          WITH mine AS (
-            SELECT amount_atomic, status FROM settlements
-            WHERE payer = ${row.payer} AND lower(payload->'accepted'->>'asset') = ${asset}
-          ), committed AS (
-            SELECT COALESCE(sum(amount_atomic) FILTER (WHERE status IN ('pending', 'broadcast')), 0) AS amount,
-                   count(*)::int AS others,
-                   (count(*) FILTER (WHERE status IN ('pending', 'broadcast')))::int AS unsettled
-            FROM mine
-          ), covered AS (
+          WITH committed AS (${payerSettlements(row.payer, asset)}), covered AS (
             SELECT ${row.balance?.toString() ?? null}::numeric IS NULL
-                OR ${row.balance?.toString() ?? null}::numeric - amount >= ${row.amountAtomic.toString()}::numeric AS ok
+                OR ${row.balance?.toString() ?? null}::numeric - unsettled_amount >= ${row.amountAtomic.toString()}::numeric
+                AS ok
             FROM committed
           ), moved AS (
             UPDATE orders SET status = 'settling'
@@ -200,13 +205,13 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
           SELECT (SELECT id FROM settlement) AS settlement_id,
                  (SELECT status FROM orders WHERE id = ${row.orderId}) AS status,
                  NOT (SELECT ok FROM covered) AS overdrawn,
-                 (SELECT others FROM committed) AS others,
+                 (SELECT newest FROM committed) AS others_newest,
                  (SELECT unsettled FROM committed) AS others_unsettled`
         if (result?.settlementId != null) {
           return {
             _tag: "Reserved" as const,
             settlementId: Number(result.settlementId),
-            others: { settlements: result.others, unsettled: result.othersUnsettled }
+            others: { newest: Number(result.othersNewest), unsettled: result.othersUnsettled }
           }
         }
         return result?.status === "open" && result.overdrawn
