@@ -21,8 +21,8 @@ import {
 import { createOrder } from "./pay.js"
 
 const CONNECTIONS = 10
-/** The stack's floor: the reference that says how much of a gap to the bare server is the stack's own. */
-const FLOOR_LABEL = "the stack's floor: a bare HttpApi + @effect/sql-pg server, same SELECT"
+/** The stack's floor (peers/effectFloor.ts): says how much of a gap to the bare server is the stack's own. */
+const FLOOR = "the stack's floor: a bare HttpApi + @effect/sql-pg server"
 
 interface LoadRun {
   readonly perSecond: number
@@ -125,7 +125,7 @@ export const readSection = loadSection({
         { server: service, path, label: "the service" },
         { server: bare, path, label: "bare node:http + pg, same SELECT on the same database" },
         { server: fastify, path, label: "Fastify 5.12 + pg, same SELECT on the same database" },
-        { server: floor, path, label: FLOOR_LABEL }
+        { server: floor, path, label: `${FLOOR}, same SELECT` }
       ] as const
     })
 })
@@ -142,7 +142,7 @@ export const healthSection = loadSection({
       return [
         { server: service, path: "/health", label: "the service" },
         { server: bare, path: "/health", label: "bare node:http answering a constant JSON" },
-        { server: floor, path: "/health", label: FLOOR_LABEL }
+        { server: floor, path: "/health", label: `${FLOOR} answering a constant JSON` }
       ] as const
     })
 })
