@@ -2,11 +2,13 @@
  * The agent loop: every `AGENT_INTERVAL`, decide for every card with a strategy, and in live mode
  * trade — from any number of replicas, never moving money twice.
  *
- * - Work is shared through PostgreSQL: a tick claims pages of due cards (`FOR UPDATE SKIP LOCKED`),
- *   moving each to its next due time in the claim and holding the page under a lease, decides
- *   them and stores the decisions in one statement. (card, interval) is unique, so a card is
- *   decided at most once per interval whichever replica takes it; the pages of a replica that
- *   dies are taken over when their lease ends.
+ * - Work is shared through PostgreSQL: a tick claims slices of cards (a range of the cards' hashes,
+ *   due in one stretch of the interval: `Schedule.ts`) once their window in the interval closed,
+ *   one row per slice under a lease (`FOR UPDATE SKIP LOCKED`), and before them pages of cards
+ *   whose strategy was just set or changed; it decides them and stores the decisions in one
+ *   statement. A steady tick writes no card's row. (card, interval) is unique, so a card is
+ *   decided at most once per interval whichever replica takes it; the slices and pages of a
+ *   replica that dies are taken over when their lease ends.
  * - Reads are per page: card and wallet balances in multicalls, prices once per tick from the
  *   market cache, the page's 28-day spending in one query. Memory is the pages in flight.
  * - Dry mode stores refills and rebalances as `dry-run`, and an idle decision (`none`, `hold`) as
