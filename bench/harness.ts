@@ -135,6 +135,8 @@ export interface BenchContext {
   readonly sharedService: Effect.Effect<ServerProcess>
   /** A running bare `node:http` + `pg` server on the same database. */
   readonly sharedBare: Effect.Effect<ServerProcess>
+  /** The stack's floor (peers/effectFloor.ts) on the same database, run with the service's node flags. */
+  readonly sharedFloor: Effect.Effect<ServerProcess>
   readonly progress: (line: string) => void
 }
 
@@ -370,10 +372,22 @@ const peerCode = (peer: string) => {
   return code
 }
 
-const peerArgs = (peer: string) => ["--input-type=module", "--eval", peerCode(peer)]
+const peerArgs = (peer: string, nodeFlags: ReadonlyArray<string> = []) => [
+  ...nodeFlags,
+  "--input-type=module",
+  "--eval",
+  peerCode(peer)
+]
 
-export const startPeer = (ctx: Pick<BenchContext, "tmp">, peer: string, env: Record<string, string>) =>
-  spawnServer(ctx.tmp, peer, process.execPath, peerArgs(peer), { PATH: basePath(), ...env })
+/** The node flags of package.json's `start` (`node <flags> scripts/start.mjs`): a peer run as the service runs. */
+export const serviceNodeFlags = () => startScript().split(/\s+/).slice(1, -1)
+
+export const startPeer = (
+  ctx: Pick<BenchContext, "tmp">,
+  peer: string,
+  env: Record<string, string>,
+  nodeFlags: ReadonlyArray<string> = []
+) => spawnServer(ctx.tmp, peer, process.execPath, peerArgs(peer, nodeFlags), { PATH: basePath(), ...env })
 
 /** Runs a peer program to completion and answers its last stdout line, parsed as JSON. */
 export const runPeer = <A>(ctx: Pick<BenchContext, "tmp">, peer: string, env: Record<string, string>) =>

@@ -1,8 +1,9 @@
 /**
  * (b) read one order, (c) /health and (f) `GET /me`: autocannon with 10 keep-alive connections, run
  * from this process. The read is measured against the bare `node:http` + `pg` peer and the Fastify +
- * `pg` peer on the same database, /health against the bare peer, `GET /me` (a signed-in user's
- * bearer) against the same service's own read. Each measured run follows a short warm-up run on
+ * `pg` peer on the same database, /health against the bare peer, both also against the stack's floor
+ * (peers/effectFloor.ts: the design card's stack as its documentation writes it, nothing of ours),
+ * `GET /me` (a signed-in user's bearer) against the same service's own read. Each measured run follows a short warm-up run on
  * the same server; the order of the sides turns each round.
  */
 import autocannon from "autocannon"
@@ -20,6 +21,8 @@ import {
 import { createOrder } from "./pay.js"
 
 const CONNECTIONS = 10
+/** The stack's floor (peers/effectFloor.ts): says how much of a gap to the bare server is the stack's own. */
+const FLOOR = "the stack's floor: a bare HttpApi + @effect/sql-pg server"
 
 interface LoadRun {
   readonly perSecond: number
@@ -116,11 +119,13 @@ export const readSection = loadSection({
       const service = yield* ctx.sharedService
       const bare = yield* ctx.sharedBare
       const fastify = yield* startPeer(ctx, "fastify", { DATABASE_URL: ctx.databaseUrl })
+      const floor = yield* ctx.sharedFloor
       const path = yield* orderPath(service)
       return [
         { server: service, path, label: "the service" },
         { server: bare, path, label: "bare node:http + pg, same SELECT on the same database" },
-        { server: fastify, path, label: "Fastify 5.12 + pg, same SELECT on the same database" }
+        { server: fastify, path, label: "Fastify 5.12 + pg, same SELECT on the same database" },
+        { server: floor, path, label: `${FLOOR}, same SELECT` }
       ] as const
     })
 })
@@ -133,9 +138,11 @@ export const healthSection = loadSection({
     Effect.gen(function* () {
       const service = yield* ctx.sharedService
       const bare = yield* ctx.sharedBare
+      const floor = yield* ctx.sharedFloor
       return [
         { server: service, path: "/health", label: "the service" },
-        { server: bare, path: "/health", label: "bare node:http answering a constant JSON" }
+        { server: bare, path: "/health", label: "bare node:http answering a constant JSON" },
+        { server: floor, path: "/health", label: `${FLOOR} answering a constant JSON` }
       ] as const
     })
 })

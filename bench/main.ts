@@ -33,6 +33,7 @@ import {
   type RatioRow,
   type Section,
   serviceEnv,
+  serviceNodeFlags,
   sizesFor,
   startPeer,
   startService
@@ -165,7 +166,10 @@ const program = Effect.gen(function* () {
   const sharedBare = yield* shared(
     Effect.zipRight(sharedService, startPeer(base, "bare", { DATABASE_URL: databaseUrl }))
   )
-  const ctx: BenchContext = { sizes, ...base, sharedDevnet, sharedService, sharedBare, progress }
+  const sharedFloor = yield* shared(
+    Effect.zipRight(sharedService, startPeer(base, "effectFloor", { DATABASE_URL: databaseUrl }, serviceNodeFlags()))
+  )
+  const ctx: BenchContext = { sizes, ...base, sharedDevnet, sharedService, sharedBare, sharedFloor, progress }
 
   const ratios: Array<RatioRow> = []
   const counts: Array<CountRow> = []

@@ -181,21 +181,28 @@ export const toFeedAnswer = (price: number): bigint => parseUnits(price.toFixed(
 
 type DeployerWallet = ReturnType<typeof walletClientFor>
 
-/** Sends one transaction signed by the deployer key and waits for its successful receipt. */
 /** How long an operator's or the setup's transaction may take to be mined on the devnet. */
 const RECEIPT_LIMIT_MS = 30_000
+/**
+ * How long a transaction may wait on an automining devnet before a block is mined for it: anvil's
+ * automine can leave a ready transaction in its pool when several arrive at once (foundry-rs/foundry
+ * issue 10122), and nothing else would ever mine it.
+ */
+const AUTOMINE_NUDGE_MS = 2_000
 
 /**
  * The receipt of a transaction sent to the devnet, read until it exists. Polled directly rather
  * than through viem's block watcher, which looks only when the block number changes: anvil mines
  * after it answers the send, so a first look can miss the receipt and, on an otherwise idle devnet,
- * no later block would come to look again. Past the limit it says whether the node knows the
- * transaction at all (a dropped one never will be mined).
+ * no later block would come to look again. A transaction still waiting after AUTOMINE_NUDGE_MS on a
+ * devnet that automines gets a block mined for it. Past the limit it says whether the node knows
+ * the transaction at all (a dropped one never will be mined).
  */
 export const awaitReceipt = (devnet: Pick<Devnet, "rpcUrl" | "chainId">, hash: Hash, what: string) =>
   Effect.gen(function* () {
     const client = publicClientFor(devnet)
     const deadline = Date.now() + RECEIPT_LIMIT_MS
+    let nudgeAt = Date.now() + AUTOMINE_NUDGE_MS
     while (true) {
       const receipt = yield* attempt(`${what}: reading its receipt`, () =>
         client.getTransactionReceipt({ hash }).catch((cause) => {
@@ -204,6 +211,13 @@ export const awaitReceipt = (devnet: Pick<Devnet, "rpcUrl" | "chainId">, hash: H
         })
       )
       if (receipt !== undefined) return receipt
+      if (Date.now() >= nudgeAt) {
+        nudgeAt = Date.now() + AUTOMINE_NUDGE_MS
+        yield* attempt(`${what}: mining a block for it`, async () => {
+          const anvil = createTestClient({ mode: "anvil", chain: devnetChain(devnet), transport: http(devnet.rpcUrl) })
+          if (await anvil.getAutomine()) await anvil.mine({ blocks: 1 })
+        })
+      }
       if (Date.now() >= deadline) {
         const known = yield* attempt(`${what}: looking it up`, () =>
           client.getTransaction({ hash }).then(
@@ -219,6 +233,7 @@ export const awaitReceipt = (devnet: Pick<Devnet, "rpcUrl" | "chainId">, hash: H
     }
   })
 
+/** Sends one transaction signed by the deployer key and waits for its successful receipt. */
 export const sendAsDeployer = (
   devnet: Devnet,
   what: string,
