@@ -11,7 +11,7 @@
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import path from "node:path"
-import { SqlClient } from "@effect/sql"
+import { SqlClient, type Statement as SqlStatement } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { ConfigProvider, Context, Deferred, Effect, Either, Fiber, Layer, Logger, LogLevel, Redacted } from "effect"
 import { parseUnits } from "viem"
@@ -135,6 +135,18 @@ const offGrid = (changedAt: Date) =>
       rows.filter(({ cardId, dueAt }) => (dueAt.getTime() - phaseOf(cardId, INTERVAL_MS)) % INTERVAL_MS !== 0)
     )
   )
+
+/**
+ * The decisions of the cards a killed replica held, in the interval `where` picks: how many, by how
+ * many replicas; and how many the killed replica stored.
+ */
+const takenOver = (held: ReadonlyArray<{ readonly cardId: string }>, where: SqlStatement.Fragment) =>
+  Effect.flatMap(sqlOf, ({ run, sql }) =>
+    run(sql<{ n: number; replicas: number; killed: number }>`
+      SELECT count(*)::int AS n, count(DISTINCT replica)::int AS replicas,
+             count(*) FILTER (WHERE replica = 'killed-replica')::int AS killed
+      FROM agent_decisions WHERE card_id IN ${sql.in(held.map((card) => card.cardId))} AND ${where}`)
+  ).pipe(Effect.map((rows) => rows[0]!))
 
 const COUNTED_TABLES = ["agent_strategies", "agent_pages", "agent_slices", "agent_decisions", "events"]
 
@@ -293,13 +305,7 @@ layer(Base, { excludeTestServices: true, timeout: "240 seconds" })("the agent lo
       // Once per interval: each card once for its strategy's change, once in its slice's window.
       expect(yield* decisionsPerCard).toEqual({ cards: CARDS, decisions: 2 * CARDS, intervals: 2 * CARDS })
       expect(yield* offGrid(seeded)).toEqual([])
-      const [taken] = yield* Effect.orDie(sql<{ n: number; replicas: number }>`
-        SELECT count(*)::int AS n, count(DISTINCT replica)::int AS replicas FROM agent_decisions
-        WHERE card_id IN ${sql.in(held.map((card) => card.cardId))} AND due_at <> ${seeded}`)
-      expect(taken).toEqual({ n: held.length, replicas: 1 })
-      const [owners] = yield* Effect.orDie(sql<{ n: number }>`
-        SELECT count(*)::int AS n FROM agent_decisions WHERE replica = 'killed-replica'`)
-      expect(owners!.n).toBe(0)
+      expect(yield* takenOver(held, sql`due_at <> ${seeded}`)).toEqual({ n: held.length, replicas: 1, killed: 0 })
       // Done for this interval: another tick in it claims nothing.
       expect((yield* survivor.tick(next)).claimed).toBe(0)
     })
@@ -336,13 +342,7 @@ layer(Base, { excludeTestServices: true, timeout: "240 seconds" })("the agent lo
         SELECT count(*)::int AS n, count(DISTINCT card_id)::int AS cards FROM agent_decisions
         WHERE due_at = ${seededDue}`)
       expect(seeded).toEqual({ n: 600, cards: 600 })
-      const [taken] = yield* Effect.orDie(sql<{ n: number; replicas: number }>`
-        SELECT count(*)::int AS n, count(DISTINCT replica)::int AS replicas FROM agent_decisions
-        WHERE card_id IN ${sql.in(held.map((card) => card.cardId))} AND due_at = ${seededDue}`)
-      expect(taken).toEqual({ n: 200, replicas: 1 })
-      const [owners] = yield* Effect.orDie(sql<{ n: number }>`
-        SELECT count(*)::int AS n FROM agent_decisions WHERE replica = 'killed-replica'`)
-      expect(owners!.n).toBe(0)
+      expect(yield* takenOver(held, sql`due_at = ${seededDue}`)).toEqual({ n: 200, replicas: 1, killed: 0 })
     })
   )
   /** A seeded card's refill, stored as executing, nothing signed yet: what the reconciler finds of a slow executor. */
