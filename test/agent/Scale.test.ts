@@ -237,6 +237,43 @@ layer(Base, { excludeTestServices: true, timeout: "240 seconds" })("the agent lo
       })
   )
 
+  it.scoped("a strategy changed between intervals is decided at once, then with the others in its slice", () =>
+    Effect.gen(function* () {
+      yield* reset
+      const { sql } = yield* sqlOf
+      const repo = yield* AgentRepo
+      const seeded = new Date()
+      yield* Effect.orDie(seedAgentCards(sql, CARDS, seeded, { weeklySpendUsd: 0 }))
+      yield* fundWallets(CARDS)
+      const loop = yield* replica
+      yield* loop.tick(seeded.getTime())
+      const next = intervalsAfter(seeded.getTime(), 2)
+      expect(yield* loop.tick(next)).toMatchObject({ claimed: CARDS, stored: CARDS })
+
+      const changed = seededCardId(7)
+      yield* repo.upsertStrategy({
+        cardId: changed,
+        targets: { SPY: 1 },
+        weeklySpendUsd: 0,
+        timeZone: "America/New_York",
+        now: new Date()
+      })
+      // The same interval again: only the changed card is due, at once.
+      expect(yield* loop.tick(next)).toMatchObject({ claimed: 1, stored: 1 })
+      const [marks] = yield* Effect.orDie(
+        sql<{ n: number }>`SELECT count(*)::int AS n FROM agent_strategies WHERE due_at IS NOT NULL`
+      )
+      expect(marks!.n).toBe(0)
+      // The interval after: every card by its slice, the changed one once like the others.
+      expect(yield* loop.tick(intervalsAfter(seeded.getTime(), 3))).toMatchObject({ claimed: CARDS, stored: CARDS })
+      const [decided] = yield* Effect.orDie(
+        sql<{ n: number }>`SELECT count(*)::int AS n FROM agent_decisions WHERE card_id = ${changed}`
+      )
+      expect(decided!.n).toBe(4)
+      expect(yield* offGrid(seeded)).toEqual([{ cardId: changed, dueAt: expect.any(Date) }])
+    })
+  )
+
   it.scoped(`two replicas over ${CARDS} cards for three intervals: every card decided exactly once per interval`, () =>
     Effect.gen(function* () {
       yield* reset
