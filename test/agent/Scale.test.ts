@@ -148,6 +148,22 @@ const takenOver = (held: ReadonlyArray<{ readonly cardId: string }>, where: SqlS
       FROM agent_decisions WHERE card_id IN ${sql.in(held.map((card) => card.cardId))} AND ${where}`)
   ).pipe(Effect.map((rows) => rows[0]!))
 
+/**
+ * `CARDS` cards set now, each with a funded wallet (a dry-run cash refill every interval), decided
+ * once at once by a replica; `next`: an instant of the interval after the next.
+ */
+const refilledOnce = Effect.gen(function* () {
+  yield* reset
+  const { sql } = yield* sqlOf
+  const repo = yield* AgentRepo
+  const seeded = new Date()
+  yield* Effect.orDie(seedAgentCards(sql, CARDS, seeded, { weeklySpendUsd: 0 }))
+  yield* fundWallets(CARDS)
+  const loop = yield* replica
+  expect(yield* loop.tick(seeded.getTime())).toMatchObject({ claimed: CARDS, stored: CARDS })
+  return { loop, next: intervalsAfter(seeded.getTime(), 2), repo, seeded, sql }
+})
+
 const COUNTED_TABLES = ["agent_strategies", "agent_pages", "agent_slices", "agent_decisions", "events"]
 
 /**
@@ -239,15 +255,7 @@ layer(Base, { excludeTestServices: true, timeout: "240 seconds" })("the agent lo
 
   it.scoped("a strategy changed between intervals is decided at once, then with the others in its slice", () =>
     Effect.gen(function* () {
-      yield* reset
-      const { sql } = yield* sqlOf
-      const repo = yield* AgentRepo
-      const seeded = new Date()
-      yield* Effect.orDie(seedAgentCards(sql, CARDS, seeded, { weeklySpendUsd: 0 }))
-      yield* fundWallets(CARDS)
-      const loop = yield* replica
-      yield* loop.tick(seeded.getTime())
-      const next = intervalsAfter(seeded.getTime(), 2)
+      const { loop, next, repo, seeded, sql } = yield* refilledOnce
       expect(yield* loop.tick(next)).toMatchObject({ claimed: CARDS, stored: CARDS })
 
       const changed = seededCardId(7)
@@ -309,15 +317,7 @@ layer(Base, { excludeTestServices: true, timeout: "240 seconds" })("the agent lo
 
   it.scoped("a replica that dies holding a slice of cards: another decides them once its lease ends", () =>
     Effect.gen(function* () {
-      yield* reset
-      const { sql } = yield* sqlOf
-      const repo = yield* AgentRepo
-      const seeded = new Date()
-      yield* Effect.orDie(seedAgentCards(sql, CARDS, seeded, { weeklySpendUsd: 0 }))
-      yield* fundWallets(CARDS)
-      const survivor = yield* replica
-      expect((yield* survivor.tick(seeded.getTime())).claimed).toBe(CARDS)
-      const next = intervalsAfter(seeded.getTime(), 2)
+      const { loop: survivor, next, repo, seeded, sql } = yield* refilledOnce
       // What a replica killed mid-tick leaves: a slice claimed under its lease, nothing decided.
       const slices = yield* repo.prepareSlices({ pageSize: PAGE, dueBy: new Date(next), intervalMs: INTERVAL_MS })
       expect(slices).toBe(SLICES)
