@@ -26,6 +26,13 @@ export default Effect.gen(function* () {
     -- in every interval, and so its next due time, in the statement that claims it.
     ALTER TABLE agent_strategies ADD COLUMN due_hash bigint;
   `
+  yield* storeCardHashes
+  yield* sql`ALTER TABLE agent_strategies ALTER COLUMN due_hash SET NOT NULL`
+})
+
+/** Writes every strategy's card hash (`Schedule.hashOf`), as the code of this version computes it. */
+export const storeCardHashes = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
   const ids = (yield* sql<{ card_id: string }>`SELECT card_id FROM agent_strategies`).map((row) => row.card_id)
   for (let i = 0; i < ids.length; i += BATCH) {
     const batch = ids.slice(i, i + BATCH)
@@ -34,5 +41,4 @@ export default Effect.gen(function* () {
       FROM (SELECT unnest(${batch}::text[]) AS card_id, unnest(${batch.map(hashOf)}::bigint[]) AS due_hash) h
       WHERE s.card_id = h.card_id`
   }
-  yield* sql`ALTER TABLE agent_strategies ALTER COLUMN due_hash SET NOT NULL`
 })

@@ -2,11 +2,13 @@
  * The agent loop: every `AGENT_INTERVAL`, decide for every card with a strategy, and in live mode
  * trade — from any number of replicas, never moving money twice.
  *
- * - Work is shared through PostgreSQL: a tick claims pages of due cards (`FOR UPDATE SKIP LOCKED`),
- *   moving each to its next due time in the claim and holding the page under a lease, decides
- *   them and stores the decisions in one statement. (card, interval) is unique, so a card is
- *   decided at most once per interval whichever replica takes it; the pages of a replica that
- *   dies are taken over when their lease ends.
+ * - Work is shared through PostgreSQL: a tick claims slices of cards (a range of the cards' hashes,
+ *   due in one stretch of the interval: `Schedule.ts`) once their window in the interval closed,
+ *   one row per slice under a lease (`FOR UPDATE SKIP LOCKED`), and before them pages of cards
+ *   whose strategy was just set or changed; it decides them and stores the decisions in one
+ *   statement. A steady tick writes no card's row. (card, interval) is unique, so a card is
+ *   decided at most once per interval whichever replica takes it; the slices and pages of a
+ *   replica that dies are taken over when their lease ends.
  * - Reads are per page: card and wallet balances in multicalls, prices once per tick from the
  *   market cache, the page's 28-day spending in one query. Memory is the pages in flight.
  * - Dry mode stores refills and rebalances as `dry-run`, and an idle decision (`none`, `hold`) as
@@ -16,6 +18,7 @@
  *   (`Tracker.ts`) follows every mined step to finality.
  */
 import { randomUUID } from "node:crypto"
+import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Duration, Effect, Either, Layer, Metric, Option } from "effect"
 import { formatUnits } from "viem"
 import { backgroundLoop } from "../lifecycle/BackgroundLoop.js"
@@ -57,6 +60,11 @@ const stored = (
   error,
   replica
 })
+
+/** Ends a claim once its decisions are stored, keeping the wallet addresses derived for its cards. */
+type Finish = (
+  wallets: ReadonlyArray<{ readonly cardId: string; readonly wallet: string }>
+) => Effect.Effect<void, SqlError>
 
 export interface TickSummary {
   readonly claimed: number
@@ -202,11 +210,11 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
       })
 
     /**
-     * Decides one claimed batch at `at`, stores it, moves the cards on from `now` and, live,
-     * executes the trades.
+     * Decides one claimed batch (a page of cards marked due, or a slice) at `at`, stores it, ends
+     * the claim and, live, executes the trades.
      */
     const runBatch = (
-      { cards, page }: { readonly cards: ReadonlyArray<ClaimedCard>; readonly page: string },
+      { cards, finish }: { readonly cards: ReadonlyArray<ClaimedCard>; readonly finish: Finish },
       at: number,
       markets: ReadonlyMap<string, MarketData>
     ) =>
@@ -263,7 +271,7 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
               .address(agentCard(card))
               .pipe(Effect.option, Effect.map(Option.map((address) => ({ cardId: card.cardId, wallet: address }))))
         )
-        yield* repo.finishPage(page, owner, derived.flatMap(Option.toArray))
+        yield* finish(derived.flatMap(Option.toArray))
         const trading = outcomes.flatMap((outcome) => {
           const id = outcome.row?.status === "executing" ? ids.get(outcome.card.cardId) : undefined
           return id === undefined ? [] : [{ id, sale: outcome.sale ?? Option.none() }]
@@ -276,10 +284,12 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
       })
 
     /**
-     * Claims and decides pages of the cards due now until none is left, with the market read once.
-     * The decisions are taken at `at` (default: when the tick starts): a tool can ask what the loop
-     * does at another instant, with today's cards. A tick longer than the interval is reported; it
-     * never overlaps itself on a card (a claimed card is due again only in its next interval).
+     * Claims and decides the cards due now until none is left, with the market read once: first
+     * the pages of cards marked due at once (a strategy just set or changed), then the slices
+     * whose window closed. `at` (default: when the tick starts) is the instant the decisions are
+     * taken at and the slices' windows closed by (the bench and the tests run intervals to come,
+     * or a tool an instant past, with today's cards; leases always follow the clock). A tick longer than the interval is
+     * reported; it never overlaps itself on a card (a slice is claimed once per window).
      */
     const tick = (at?: number) =>
       Effect.gen(function* () {
@@ -289,10 +299,9 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
         const tally = new Map<string, number>()
         // Read once per tick, and only once a card is due.
         const markets = yield* Effect.cached(marketsAt(decidedAt))
-        const decidePage = (claimed: { readonly cards: ReadonlyArray<ClaimedCard>; readonly page: string | null }) =>
+        const decideClaimed = (claimed: { readonly cards: ReadonlyArray<ClaimedCard>; readonly finish: Finish }) =>
           Effect.gen(function* () {
-            if (claimed.page === null) return false
-            const batch = yield* runBatch({ cards: claimed.cards, page: claimed.page }, decidedAt, yield* markets)
+            const batch = yield* runBatch(claimed, decidedAt, yield* markets)
             for (const [key, n] of batch.tally) tally.set(key, (tally.get(key) ?? 0) + n)
             summary = {
               claimed: summary.claimed + claimed.cards.length,
@@ -301,6 +310,13 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
             }
             return true
           })
+        const decidePage = (claimed: { readonly cards: ReadonlyArray<ClaimedCard>; readonly page: string | null }) =>
+          claimed.page === null
+            ? Effect.succeed(false)
+            : decideClaimed({
+                cards: claimed.cards,
+                finish: (wallets) => repo.finishPage(claimed.page!, owner, wallets)
+              })
         const lease = Effect.map(Clock.currentTimeMillis, (now) => ({
           owner,
           now: new Date(now),
@@ -308,25 +324,34 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
         }))
         // First the pages of replicas whose lease ended (they died or hung), one at a time: rare.
         while (yield* Effect.flatMap(lease, repo.takeOverPage).pipe(Effect.flatMap(decidePage))) {}
-        // Then the cards due when the tick started: those falling due meanwhile are the next tick's, so
-        // that a tick ends and a page is never a trickle of one or two cards.
-        const claimPage = Effect.flatMap(lease, ({ now, ...lease }) =>
-          repo.claimDue({
-            ...lease,
-            now: new Date(started),
-            // The next instant of each card's own grid after now, however far behind the loop fell.
-            after: now,
-            limit: settings.batch,
-            intervalMs,
-            spreadMs: jitterMs
-          })
+        // Then the cards marked due when the tick started (or by `at`, if later): those marked
+        // meanwhile are the next tick's.
+        const claimPage = Effect.flatMap(lease, ({ now: _, ...lease }) =>
+          repo.claimDue({ ...lease, now: new Date(Math.max(started, decidedAt)), limit: settings.batch })
         )
-        const pages = Effect.gen(function* () {
-          while (yield* Effect.flatMap(claimPage, decidePage)) {}
+        const slices = yield* repo.prepareSlices({
+          pageSize: settings.batch,
+          dueBy: new Date(decidedAt),
+          intervalMs
+        })
+        const claimSlice = Effect.flatMap(lease, (lease) =>
+          repo.claimSlice({ ...lease, slices, dueBy: decidedAt, intervalMs, spreadMs: jitterMs })
+        )
+        const decideSlice = ({ cards, slice }: Effect.Effect.Success<typeof claimSlice>) =>
+          slice === null
+            ? Effect.succeed(false)
+            : cards.length === 0
+              ? Effect.succeed(true) // done as claimed
+              : decideClaimed({ cards, finish: (wallets) => repo.finishSlice(slice, owner, wallets) })
+        // Once a claim finds nothing, the other pages in flight claim no more either.
+        const left = { pages: true, slices: true }
+        const claims = Effect.gen(function* () {
+          while (left.pages) if (!(yield* Effect.flatMap(claimPage, decidePage))) left.pages = false
+          while (left.slices) if (!(yield* Effect.flatMap(claimSlice, decideSlice))) left.slices = false
         })
         // Pages in flight side by side: one page's cards are decided while another waits for PostgreSQL.
         yield* Effect.all(
-          Array.from({ length: settings.pagesInFlight }, () => pages),
+          Array.from({ length: settings.pagesInFlight }, () => claims),
           {
             concurrency: "unbounded",
             discard: true

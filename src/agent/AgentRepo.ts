@@ -9,10 +9,11 @@
  */
 import { SqlClient, SqlSchema, type Statement as SqlStatement } from "@effect/sql"
 import { Effect, Schema } from "effect"
+import type { ParseError } from "effect/ParseResult"
 import { Address } from "../chain/Address.js"
 import { isUniqueViolation, repository, transactionally } from "../storage/Sql.js"
 import { DecisionAction, DecisionItem, DecisionStatus } from "./Api.js"
-import { hashOf } from "./Schedule.js"
+import { hashOf, sliceCount } from "./Schedule.js"
 
 export const StrategyRow = Schema.Struct({
   cardId: Schema.String,
@@ -55,6 +56,19 @@ export const ClaimedCard = Schema.Struct({
   wallet: Schema.NullOr(StoredAddress)
 })
 export type ClaimedCard = typeof ClaimedCard.Type
+
+/** A slice claimed for its window (`Schedule.sliceWindow`). */
+export interface SliceClaim {
+  readonly slices: number
+  readonly slice: number
+  readonly opensAt: Date
+}
+
+/** A slice claimed with its cards due in the window; none left to claim: `slice` is null. */
+export interface ClaimedSlice {
+  readonly slice: SliceClaim | null
+  readonly cards: ReadonlyArray<ClaimedCard>
+}
 
 /** What the loop stores of a decision. */
 export interface NewDecision {
@@ -224,35 +238,24 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
       }))
 
     /**
-     * Claims a page of up to `limit` cards due by `now` (other replicas skip them: SKIP LOCKED),
-     * moves each to its next due time after `after` and records the page under this replica's
-     * lease, in one statement: one write of each card's schedule row per interval. The next due
-     * time is `Schedule.nextDueAfter` computed here, from the card's stored hash (so that no
-     * second statement is needed to write it). The cards come back with the due time they were
-     * claimed for: the interval their decisions are keyed by.
+     * Claims a page of up to `limit` cards marked due by `now` (their strategy was just set or
+     * changed; other replicas skip them: SKIP LOCKED), clears their mark and records the page
+     * under this replica's lease, in one statement. The cards come back with the instant they
+     * were marked at: the key of that decision. Every other decision comes from the slices.
      */
     const claimDue = (request: {
       readonly owner: string
       readonly now: Date
-      readonly after: Date
       readonly leaseUntil: Date
       readonly limit: number
-      readonly intervalMs: number
-      readonly spreadMs: number
-    }) => {
-      const interval = Math.floor(request.intervalMs)
-      const spread = Math.floor(Math.min(request.spreadMs, request.intervalMs))
-      const afterMs = sql`floor(extract(epoch FROM GREATEST(${request.after}::timestamptz, due.due_at)) * 1000)::bigint`
-      const phase = spread <= 0 ? sql`0` : sql`(s.due_hash % ${spread})`
-      return sql`
+    }) =>
+      sql`
         WITH due AS (
           SELECT card_id, due_at FROM agent_strategies WHERE due_at <= ${request.now}
           ORDER BY due_at LIMIT ${request.limit}
           FOR UPDATE SKIP LOCKED
         ), claimed AS (
-          UPDATE agent_strategies s
-          SET due_at = 'epoch'::timestamptz
-                       + (${phase} + (div(${afterMs} - ${phase}, ${interval}) + 1) * ${interval}) * interval '1 millisecond'
+          UPDATE agent_strategies s SET due_at = NULL
           FROM due WHERE s.card_id = due.card_id
           RETURNING s.card_id, due.due_at, s.targets, s.weekly_spend_usd, s.time_zone, s.trade_after, s.wallet
         ), page AS (
@@ -262,6 +265,108 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
           RETURNING id
         )
         SELECT (SELECT id FROM page) AS page, ${claimedColumns("claimed")}`.pipe(Effect.flatMap(claimedPage))
+
+    /**
+     * The number of cards cut into slices of about `pageSize` (`Schedule.sliceCount`), and that
+     * slicing's rows, created when missing (never claimed yet: their window is before any).
+     * Rows of another slicing unused for two intervals (the number of cards doubled or halved)
+     * are deleted. Writes nothing while the slicing stays the same.
+     */
+    const prepareSlices = (request: { readonly pageSize: number; readonly dueBy: Date; readonly intervalMs: number }) =>
+      Effect.gen(function* () {
+        const [count] = yield* sql<{ cards: number }>`SELECT count(*)::int AS cards FROM agent_strategies`
+        const slices = sliceCount(count!.cards, request.pageSize)
+        yield* sql`
+          WITH stale AS (
+            DELETE FROM agent_slices WHERE slices <> ${slices}
+              AND opens_at < ${request.dueBy}::timestamptz - 2 * ${Math.floor(request.intervalMs)} * interval '1 millisecond'
+          )
+          INSERT INTO agent_slices (slices, slice, opens_at, owner, lease_until, done)
+          SELECT ${slices}, slice, '-infinity', '', '-infinity', true FROM generate_series(0, ${slices - 1}) slice
+          ON CONFLICT DO NOTHING`
+        return slices
+      })
+
+    const decodeSlice = Schema.decodeUnknown(Schema.Struct({ slice: Schema.Number, opensAt: Schema.DateFromSelf }))
+
+    /**
+     * Claims one slice of `slices` whose window closed by `dueBy` (`Schedule.sliceWindow`) and
+     * that nobody claimed for that window, or whose claim's lease ended before `now` unfinished (its
+     * replica died or hung): the slice is this replica's until `leaseUntil`. Other replicas skip a
+     * slice being claimed (SKIP LOCKED). In the same statement its cards are read by their hash
+     * range, each with its due time in the window: no card's row is written (a slice without any is
+     * done at once). Left out: cards marked
+     * due at once (`claimDue` takes them), and cards whose strategy changed at or after their due
+     * time in the window (decided when it changed, they are due again next interval). A slicing
+     * only the last interval before `dueBy` is claimed, however far behind the loop fell. None:
+     * `slice` is null.
+     */
+    const claimSlice = (request: {
+      readonly owner: string
+      readonly slices: number
+      readonly dueBy: number
+      readonly now: Date
+      readonly leaseUntil: Date
+      readonly intervalMs: number
+      readonly spreadMs: number
+    }) => {
+      const interval = Math.floor(request.intervalMs)
+      const spread = Math.floor(Math.min(request.spreadMs, request.intervalMs))
+      const instant = (ms: SqlStatement.Fragment) => sql`'epoch'::timestamptz + (${ms}) * interval '1 millisecond'`
+      /** The cards `s` of the slice `window` (its hashes and interval), each with its due time in it, and `joined`. */
+      const members = (window: string, joined: SqlStatement.Fragment = sql``) => sql`
+        FROM agent_strategies s
+        CROSS JOIN LATERAL (SELECT ${instant(sql`${sql.literal(window)}.base + ((s.due_hash * ${spread}) >> 32)`)} AS due_at) due
+        ${joined}
+        WHERE s.due_hash >= ${sql.literal(window)}.from_hash AND s.due_hash < ${sql.literal(window)}.to_hash
+          AND s.due_at IS NULL AND s.updated_at < due.due_at`
+      return sql`
+        WITH windows AS (
+          SELECT slice, hashes.from_hash, hashes.to_hash, phases.opens,
+                 (${request.dueBy}::bigint - phases.closes) / ${interval} * ${interval} AS base
+          FROM generate_series(0, ${request.slices - 1}) slice
+          CROSS JOIN LATERAL (SELECT (slice::bigint << 32) / ${request.slices} AS from_hash,
+                                     ((slice::bigint + 1) << 32) / ${request.slices} AS to_hash) hashes
+          CROSS JOIN LATERAL (SELECT (hashes.from_hash * ${spread}) >> 32 AS opens,
+                                     (hashes.to_hash * ${spread}) >> 32 AS closes) phases
+        ), open AS (
+          SELECT r.slice, ${instant(sql`w.base + w.opens`)} AS opens_at, w.from_hash, w.to_hash, w.base
+          FROM agent_slices r JOIN windows w ON w.slice = r.slice
+          WHERE r.slices = ${request.slices}
+            AND (r.opens_at < ${instant(sql`w.base + w.opens`)}
+                 OR (r.opens_at = ${instant(sql`w.base + w.opens`)} AND NOT r.done AND r.lease_until < ${request.now}))
+          ORDER BY w.base + w.opens, r.slice
+          LIMIT 1
+          FOR UPDATE OF r SKIP LOCKED
+        ), claimed AS (
+          UPDATE agent_slices r
+          SET opens_at = open.opens_at, owner = ${request.owner}, lease_until = ${request.leaseUntil},
+              -- A slice with no card due in its window is done at once.
+              done = NOT EXISTS (SELECT 1 ${members("open")})
+          FROM open WHERE r.slices = ${request.slices} AND r.slice = open.slice
+          RETURNING open.*
+        )
+        SELECT claimed.slice, claimed.opens_at, card.*
+        FROM claimed LEFT JOIN LATERAL (
+          SELECT s.card_id, c.address, c.created_at AS card_created_at, due.due_at, s.targets, s.weekly_spend_usd,
+                 s.time_zone, s.trade_after, s.wallet
+          ${members(
+            "claimed",
+            // Each card looked up by its key (see claimedColumns).
+            sql`CROSS JOIN LATERAL (SELECT address, created_at FROM cards WHERE id = s.card_id LIMIT 1) c`
+          )}
+        ) card ON true`.pipe(
+        Effect.flatMap(
+          (rows): Effect.Effect<ClaimedSlice, ParseError> =>
+            rows.length === 0
+              ? Effect.succeed({ slice: null, cards: [] })
+              : Effect.all({
+                  slice: Effect.map(decodeSlice(rows[0]), (slice) => ({ slices: request.slices, ...slice })),
+                  // An empty slice is its one row without a card.
+                  cards: decodeClaimed(rows.filter((row) => row.cardId !== null))
+                })
+        )
+      )
     }
 
     /**
@@ -288,6 +393,20 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
         return { page: String(page.id), cards }
       })
 
+    /** Runs `done` and keeps the wallet addresses derived for the cards decided (their first look). */
+    const keepingWallets = (
+      done: SqlStatement.Statement<unknown>,
+      wallets: ReadonlyArray<{ readonly cardId: string; readonly wallet: string }>
+    ) =>
+      wallets.length === 0
+        ? done.pipe(Effect.asVoid)
+        : sql`
+            WITH done AS (${done})
+            UPDATE agent_strategies s SET wallet = COALESCE(s.wallet, kept.wallet)
+            FROM (SELECT unnest(${wallets.map((w) => w.cardId)}::text[]) AS card_id,
+                         unnest(${wallets.map((w) => w.wallet)}::text[]) AS wallet) kept
+            WHERE s.card_id = kept.card_id`.pipe(Effect.asVoid)
+
     /**
      * The page's decisions are stored: its lease ends (unless another replica took the page over
      * meanwhile) and the wallet addresses derived for its cards are kept.
@@ -296,15 +415,20 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
       page: string,
       owner: string,
       wallets: ReadonlyArray<{ readonly cardId: string; readonly wallet: string }>
+    ) => keepingWallets(sql`DELETE FROM agent_pages WHERE id = ${page} AND owner = ${owner}`, wallets)
+
+    /** The slice's decisions are stored: done for its window (unless another replica took it over meanwhile). */
+    const finishSlice = (
+      slice: SliceClaim,
+      owner: string,
+      wallets: ReadonlyArray<{ readonly cardId: string; readonly wallet: string }>
     ) =>
-      wallets.length === 0
-        ? sql`DELETE FROM agent_pages WHERE id = ${page} AND owner = ${owner}`.pipe(Effect.asVoid)
-        : sql`
-            WITH done AS (DELETE FROM agent_pages WHERE id = ${page} AND owner = ${owner})
-            UPDATE agent_strategies s SET wallet = COALESCE(s.wallet, kept.wallet)
-            FROM (SELECT unnest(${wallets.map((w) => w.cardId)}::text[]) AS card_id,
-                         unnest(${wallets.map((w) => w.wallet)}::text[]) AS wallet) kept
-            WHERE s.card_id = kept.card_id`.pipe(Effect.asVoid)
+      keepingWallets(
+        sql`UPDATE agent_slices SET done = true
+            WHERE slices = ${slice.slices} AND slice = ${slice.slice} AND opens_at = ${slice.opensAt}
+              AND owner = ${owner}`,
+        wallets
+      )
 
     /** Each card's latest decision: what an idle decision is compared with before it is written. */
     const latestDecisions = SqlSchema.findAll({
@@ -529,6 +653,9 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
         claimDue,
         takeOverPage,
         finishPage,
+        prepareSlices,
+        claimSlice,
+        finishSlice,
         latestDecisions,
         insertDecisions,
         setTradeAfter,

@@ -1,7 +1,8 @@
 /**
  * The agent loop over thousands of cards: every due card decided once per interval, by one replica
  * or by two sharing the database, in a bounded number of SQL statements counted through the SQL
- * client; a replica that dies holding a page of cards loses it to another when its lease ends; a
+ * client, and a steady interval writing no card's row; a replica that dies holding a slice or a
+ * page of cards loses it to another when its lease ends; a
  * reconciler and a slow executor racing over an unsigned trade never both go ahead (a transfer under a
  * decision failed as unsigned would be refilled again the next interval).
  * Real PostgreSQL; the in-memory chain (the chain is not what these tests measure). Cards are
@@ -10,7 +11,7 @@
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import path from "node:path"
-import { SqlClient } from "@effect/sql"
+import { SqlClient, type Statement as SqlStatement } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { ConfigProvider, Context, Deferred, Effect, Either, Fiber, Layer, Logger, LogLevel, Redacted } from "effect"
 import { parseUnits } from "viem"
@@ -18,7 +19,7 @@ import { privateKeyToAccount } from "viem/accounts"
 import { AgentLoop } from "../../src/agent/AgentLoop.js"
 import { AgentRepo, type NewDecision } from "../../src/agent/AgentRepo.js"
 import { agentWalletKey } from "../../src/agent/ChainAgentWallet.js"
-import { nextDueAfter } from "../../src/agent/Schedule.js"
+import { phaseOf, sliceCount } from "../../src/agent/Schedule.js"
 import { Statement } from "../../src/cards/Statement.js"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
 import { AgentEventsLive, Events } from "../../src/events/Events.js"
@@ -38,8 +39,19 @@ const STATEMENTS_PER_100_CARDS = 2
 /** ...and per 100 cards whose decisions did not change (measured: 0.45 with the default page of 1,000). */
 const STEADY_STATEMENTS_PER_100_CARDS = 1
 const LEASE_MS = 2_000
-const INTERVAL_MS = 3_600_000
+/** Short, so that the intervals the tests tick through are minutes of the same market day. */
+const INTERVAL_MS = 60_000
+/** Cards per slice (the default page). */
+const PAGE = 1_000
+const SLICES = sliceCount(CARDS, PAGE)
 const PAGES_IN_FLIGHT = 2
+/**
+ * ...plus what a replica's tick sends whatever its cards: the look for pages to take over, the
+ * slicing (a count, its rows) and, per page in flight, one claim of cards due at once and one of a
+ * slice that find nothing (two replicas' pages in flight split the cards due at once unevenly: the
+ * first interval of the two-replica test sent 38-45 statements for 2,000 cards).
+ */
+const STATEMENTS_PER_TICK = 3 + 2 * PAGES_IN_FLIGHT
 
 const counter = new SqlCounter()
 const chain = InMemoryChain.layer()
@@ -81,9 +93,11 @@ const sqlOf = Effect.map(SqlClient.SqlClient, (sql) => ({
   sql
 }))
 
-/** Every seeded card due at `at` (the start of an interval). */
-const dueAt = (at: Date) =>
-  Effect.flatMap(sqlOf, ({ run, sql }) => run(sql`UPDATE agent_strategies SET due_at = ${at} RETURNING card_id`))
+/**
+ * The instant `k` intervals after `start`: a tick at it claims every slice for an interval none of
+ * the earlier ticks claimed (and past every card's change at `start`).
+ */
+const intervalsAfter = (start: number, k: number) => start + k * INTERVAL_MS
 
 /** Gives each card's agent wallet $25 of USD1 (and keeps its address): every interval decides a cash refill. */
 const fundWallets = (count: number) =>
@@ -111,10 +125,49 @@ const decisionsPerCard = Effect.flatMap(sqlOf, ({ run, sql }) =>
     FROM agent_decisions`)
 ).pipe(Effect.map((rows) => rows[0]!))
 
-const COUNTED_TABLES = ["agent_strategies", "agent_pages", "agent_decisions", "events"]
+/** Decisions of the slices (not keyed by a strategy's change at `changedAt`) off their card's grid. */
+const offGrid = (changedAt: Date) =>
+  Effect.flatMap(sqlOf, ({ run, sql }) =>
+    run(sql<{ cardId: string; dueAt: Date }>`
+      SELECT card_id, due_at FROM agent_decisions WHERE due_at <> ${changedAt}`)
+  ).pipe(
+    Effect.map((rows) =>
+      rows.filter(({ cardId, dueAt }) => (dueAt.getTime() - phaseOf(cardId, INTERVAL_MS)) % INTERVAL_MS !== 0)
+    )
+  )
 
 /**
- * Until the test ends, every row written to the agent's schedule, pages, decisions and events is counted
+ * The decisions of the cards a killed replica held, in the interval `where` picks: how many, by how
+ * many replicas; and how many the killed replica stored.
+ */
+const takenOver = (held: ReadonlyArray<{ readonly cardId: string }>, where: SqlStatement.Fragment) =>
+  Effect.flatMap(sqlOf, ({ run, sql }) =>
+    run(sql<{ n: number; replicas: number; killed: number }>`
+      SELECT count(*)::int AS n, count(DISTINCT replica)::int AS replicas,
+             count(*) FILTER (WHERE replica = 'killed-replica')::int AS killed
+      FROM agent_decisions WHERE card_id IN ${sql.in(held.map((card) => card.cardId))} AND ${where}`)
+  ).pipe(Effect.map((rows) => rows[0]!))
+
+/**
+ * `CARDS` cards set now, each with a funded wallet (a dry-run cash refill every interval), decided
+ * once at once by a replica; `next`: an instant of the interval after the next.
+ */
+const refilledOnce = Effect.gen(function* () {
+  yield* reset
+  const { sql } = yield* sqlOf
+  const repo = yield* AgentRepo
+  const seeded = new Date()
+  yield* Effect.orDie(seedAgentCards(sql, CARDS, seeded, { weeklySpendUsd: 0 }))
+  yield* fundWallets(CARDS)
+  const loop = yield* replica
+  expect(yield* loop.tick(seeded.getTime())).toMatchObject({ claimed: CARDS, stored: CARDS })
+  return { loop, next: intervalsAfter(seeded.getTime(), 2), repo, seeded, sql }
+})
+
+const COUNTED_TABLES = ["agent_strategies", "agent_pages", "agent_slices", "agent_decisions", "events"]
+
+/**
+ * Until the test ends, every row written to the agent's strategies, pages, slices, decisions and events is counted
  * by a trigger (per table and operation): what a tick writes, exactly.
  */
 const countRowWrites = Effect.flatMap(sqlOf, ({ run, sql }) =>
@@ -166,73 +219,93 @@ const counted = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 
 layer(Base, { excludeTestServices: true, timeout: "240 seconds" })("the agent loop at scale", (it) => {
   it.scoped(
-    `one replica: a tick over ${CARDS} due cards decides each once in at most ${STATEMENTS_PER_100_CARDS} statements per 100 cards; the next, with nothing changed, writes no decision or event in at most ${STEADY_STATEMENTS_PER_100_CARDS}`,
+    `one replica: a tick over ${CARDS} due cards decides each once in at most ${STATEMENTS_PER_100_CARDS} statements per 100 cards (and ${STATEMENTS_PER_TICK} per tick); the next interval, with nothing changed, writes no card's row, decision or event in at most ${STEADY_STATEMENTS_PER_100_CARDS}`,
     () =>
       Effect.gen(function* () {
         yield* reset
         const { sql } = yield* sqlOf
-        yield* Effect.orDie(seedAgentCards(sql, CARDS, new Date()))
+        const seeded = new Date()
+        yield* Effect.orDie(seedAgentCards(sql, CARDS, seeded))
         const loop = yield* replica
 
-        const first = yield* counted(loop.tick())
+        // Every strategy was just set: each card is due at once.
+        const first = yield* counted(loop.tick(seeded.getTime()))
         expect(first.result).toMatchObject({ claimed: CARDS, stored: CARDS })
         expect(yield* decisionsPerCard).toEqual({ cards: CARDS, decisions: CARDS, intervals: CARDS })
-        expect(first.statements).toBeLessThanOrEqual((CARDS / 100) * STATEMENTS_PER_100_CARDS)
+        expect(first.statements).toBeLessThanOrEqual((CARDS / 100) * STATEMENTS_PER_100_CARDS + STATEMENTS_PER_TICK)
 
         const [firstEvents] = yield* Effect.orDie(sql<{ n: number }>`SELECT count(*)::int AS n FROM events`)
         expect(firstEvents!.n).toBe(CARDS)
-        yield* dueAt(new Date())
         yield* countRowWrites
-        const before = Date.now()
-        const steady = yield* counted(loop.tick())
-        const after = Date.now()
+        // The next interval: every card due once more, by its slice.
+        const steady = yield* counted(loop.tick(intervalsAfter(seeded.getTime(), 2)))
         expect(steady.result).toMatchObject({ claimed: CARDS, stored: 0 })
         expect(yield* decisionsPerCard).toEqual({ cards: CARDS, decisions: CARDS, intervals: CARDS })
         const [events] = yield* Effect.orDie(sql<{ n: number }>`SELECT count(*)::int AS n FROM events`)
         expect(events!.n).toBe(CARDS)
-        // Nothing changed: each card's schedule row written once (its next due time), nothing else
-        // but the pages' own rows (claimed, then done).
-        expect(yield* rowWrites).toEqual([
-          { table: "agent_pages", op: "DELETE", n: CARDS / 1000 },
-          { table: "agent_pages", op: "INSERT", n: CARDS / 1000 },
-          { table: "agent_strategies", op: "UPDATE", n: CARDS }
-        ])
-        // The next due time the claim computed is the card's next instant of its own grid.
-        const schedule = yield* Effect.orDie(
-          sql<{ cardId: string; dueAt: Date }>`SELECT card_id, due_at FROM agent_strategies`
-        )
-        for (const { cardId, dueAt } of schedule) {
-          expect([before, after].map((t) => nextDueAfter(cardId, t, INTERVAL_MS, INTERVAL_MS))).toContain(
-            dueAt.getTime()
-          )
-        }
+        // Nothing changed: no card's row written, nothing else but each slice's one row (claimed, then done).
+        expect(yield* rowWrites).toEqual([{ table: "agent_slices", op: "UPDATE", n: 2 * SLICES }])
+        const [slices] = yield* Effect.orDie(sql<{ n: number }>`SELECT count(*)::int AS n FROM agent_slices`)
+        expect(slices!.n).toBe(SLICES)
         expect(steady.statements).toBeLessThanOrEqual((CARDS / 100) * STEADY_STATEMENTS_PER_100_CARDS)
+        // Another tick at that instant finds nothing due: each slice is done for its window.
+        expect(yield* loop.tick(intervalsAfter(seeded.getTime(), 2))).toMatchObject({ claimed: 0 })
       })
+  )
+
+  it.scoped("a strategy changed between intervals is decided at once, then with the others in its slice", () =>
+    Effect.gen(function* () {
+      const { loop, next, repo, seeded, sql } = yield* refilledOnce
+      expect(yield* loop.tick(next)).toMatchObject({ claimed: CARDS, stored: CARDS })
+
+      const changed = seededCardId(7)
+      yield* repo.upsertStrategy({
+        cardId: changed,
+        targets: { SPY: 1 },
+        weeklySpendUsd: 0,
+        timeZone: "America/New_York",
+        now: new Date()
+      })
+      // The same interval again: only the changed card is due, at once.
+      expect(yield* loop.tick(next)).toMatchObject({ claimed: 1, stored: 1 })
+      const [marks] = yield* Effect.orDie(
+        sql<{ n: number }>`SELECT count(*)::int AS n FROM agent_strategies WHERE due_at IS NOT NULL`
+      )
+      expect(marks!.n).toBe(0)
+      // The interval after: every card by its slice, the changed one once like the others.
+      expect(yield* loop.tick(intervalsAfter(seeded.getTime(), 3))).toMatchObject({ claimed: CARDS, stored: CARDS })
+      const [decided] = yield* Effect.orDie(
+        sql<{ n: number }>`SELECT count(*)::int AS n FROM agent_decisions WHERE card_id = ${changed}`
+      )
+      expect(decided!.n).toBe(4)
+      expect(yield* offGrid(seeded)).toEqual([{ cardId: changed, dueAt: expect.any(Date) }])
+    })
   )
 
   it.scoped(`two replicas over ${CARDS} cards for three intervals: every card decided exactly once per interval`, () =>
     Effect.gen(function* () {
       yield* reset
       const { sql } = yield* sqlOf
-      yield* Effect.orDie(seedAgentCards(sql, CARDS, new Date(), { weeklySpendUsd: 0 }))
+      const seeded = new Date()
+      yield* Effect.orDie(seedAgentCards(sql, CARDS, seeded, { weeklySpendUsd: 0 }))
       yield* fundWallets(CARDS)
       const replicas = [yield* replica, yield* replica]
       const busiest = yield* busiestPool
-      const start = Date.now()
-      for (const interval of [0, 1, 2]) {
-        yield* dueAt(new Date(start + interval * 3_600_000 - 3 * 3_600_000))
+      // The first interval: every card due at once (its strategy was just set); then by the slices.
+      for (const interval of [0, 2, 3]) {
         const { result, statements } = yield* counted(
           Effect.all(
-            replicas.map((loop) => loop.tick()),
+            replicas.map((loop) => loop.tick(intervalsAfter(seeded.getTime(), interval))),
             { concurrency: "unbounded" }
           )
         )
         // Each card is claimed by one replica, and decided (a dry-run cash refill) once.
         expect(result[0]!.claimed + result[1]!.claimed).toBe(CARDS)
         expect(result[0]!.stored + result[1]!.stored).toBe(CARDS)
-        expect(statements).toBeLessThanOrEqual((CARDS / 100) * STATEMENTS_PER_100_CARDS)
+        expect(statements).toBeLessThanOrEqual((CARDS / 100) * STATEMENTS_PER_100_CARDS + 2 * STATEMENTS_PER_TICK)
       }
       expect(yield* decisionsPerCard).toEqual({ cards: CARDS, decisions: 3 * CARDS, intervals: 3 * CARDS })
+      expect(yield* offGrid(seeded)).toEqual([])
       // Each replica's pages hold one connection at a time: the loop never queues for the pool behind
       // itself (on a loaded machine such waits ended in "Failed to acquire connection").
       expect(yield* busiest).toBeLessThanOrEqual(2 * PAGES_IN_FLIGHT)
@@ -242,7 +315,40 @@ layer(Base, { excludeTestServices: true, timeout: "240 seconds" })("the agent lo
     })
   )
 
-  it.scoped("a replica that dies holding a page of cards: another decides them once its lease ends", () =>
+  it.scoped("a replica that dies holding a slice of cards: another decides them once its lease ends", () =>
+    Effect.gen(function* () {
+      const { loop: survivor, next, repo, seeded, sql } = yield* refilledOnce
+      // What a replica killed mid-tick leaves: a slice claimed under its lease, nothing decided.
+      const slices = yield* repo.prepareSlices({ pageSize: PAGE, dueBy: new Date(next), intervalMs: INTERVAL_MS })
+      expect(slices).toBe(SLICES)
+      const now = Date.now()
+      const { cards: held } = yield* repo.claimSlice({
+        owner: "killed-replica",
+        slices,
+        dueBy: next,
+        now: new Date(now),
+        leaseUntil: new Date(now + LEASE_MS),
+        intervalMs: INTERVAL_MS,
+        spreadMs: INTERVAL_MS
+      })
+      expect(held.length).toBeGreaterThan(0)
+      expect((yield* survivor.tick(next)).claimed).toBe(CARDS - held.length)
+
+      yield* eventually(
+        "the killed replica's slice to be decided by the survivor",
+        Effect.zipRight(survivor.tick(next), decisionsPerCard),
+        (decided) => decided.decisions === 2 * CARDS
+      )
+      // Once per interval: each card once for its strategy's change, once in its slice's window.
+      expect(yield* decisionsPerCard).toEqual({ cards: CARDS, decisions: 2 * CARDS, intervals: 2 * CARDS })
+      expect(yield* offGrid(seeded)).toEqual([])
+      expect(yield* takenOver(held, sql`due_at <> ${seeded}`)).toEqual({ n: held.length, replicas: 1, killed: 0 })
+      // Done for this interval: another tick in it claims nothing.
+      expect((yield* survivor.tick(next)).claimed).toBe(0)
+    })
+  )
+
+  it.scoped("a replica that dies holding a page of cards due at once: another decides them once its lease ends", () =>
     Effect.gen(function* () {
       yield* reset
       const { sql } = yield* sqlOf
@@ -254,37 +360,26 @@ layer(Base, { excludeTestServices: true, timeout: "240 seconds" })("the agent lo
       const { cards: held } = yield* repo.claimDue({
         owner: "killed-replica",
         now: new Date(now),
-        after: new Date(now),
         leaseUntil: new Date(now + LEASE_MS),
-        limit: 200,
-        intervalMs: INTERVAL_MS,
-        spreadMs: INTERVAL_MS
+        limit: 200
       })
       expect(held).toHaveLength(200)
       const survivor = yield* replica
-      const first = yield* survivor.tick()
+      const first = yield* survivor.tick(seededDue.getTime())
       expect(first.claimed).toBe(400)
 
       yield* eventually(
         "the killed replica's cards to be decided by the survivor",
-        Effect.zipRight(survivor.tick(), decisionsPerCard),
+        Effect.zipRight(survivor.tick(seededDue.getTime()), decisionsPerCard),
         (decided) => decided.cards === 600
       )
-      // Once per interval: each card for the interval it was seeded due in. (Cards are spread over the
-      // interval: one whose next instant came while this waited is decided again, for that interval.)
-      const decided = yield* decisionsPerCard
-      expect(decided.decisions).toBe(decided.intervals)
+      // Once: each card for the instant its strategy was set.
+      expect(yield* decisionsPerCard).toEqual({ cards: 600, decisions: 600, intervals: 600 })
       const [seeded] = yield* Effect.orDie(sql<{ n: number; cards: number }>`
         SELECT count(*)::int AS n, count(DISTINCT card_id)::int AS cards FROM agent_decisions
         WHERE due_at = ${seededDue}`)
       expect(seeded).toEqual({ n: 600, cards: 600 })
-      const [taken] = yield* Effect.orDie(sql<{ n: number; replicas: number }>`
-        SELECT count(*)::int AS n, count(DISTINCT replica)::int AS replicas FROM agent_decisions
-        WHERE card_id IN ${sql.in(held.map((card) => card.cardId))} AND due_at = ${seededDue}`)
-      expect(taken).toEqual({ n: 200, replicas: 1 })
-      const [owners] = yield* Effect.orDie(sql<{ n: number }>`
-        SELECT count(*)::int AS n FROM agent_decisions WHERE replica = 'killed-replica'`)
-      expect(owners!.n).toBe(0)
+      expect(yield* takenOver(held, sql`due_at = ${seededDue}`)).toEqual({ n: 200, replicas: 1, killed: 0 })
     })
   )
   /** A seeded card's refill, stored as executing, nothing signed yet: what the reconciler finds of a slow executor. */

@@ -1,6 +1,6 @@
 /**
  * Many agent cards at once, for the scale tests and `bench/agent.ts`: `count` users, each with a
- * card and a strategy due at `dueAt`, written by PostgreSQL itself (generate_series) so that 100,000
+ * card and a strategy set (and due at once) at `dueAt`, written by PostgreSQL itself (generate_series) so that 100,000
  * cards take seconds. Card `i` is `bench-<i>`; its holder's address is derived from `i`. Such cards
  * are marked `issuer = 'bench'`; `clearAgentBench` removes them and everything of theirs.
  */
@@ -75,6 +75,8 @@ export const clearAgentBench = (sql: SqlClient.SqlClient) =>
     yield* sql`DELETE FROM agent_decisions WHERE card_id IN (${bench})`
     yield* sql`DELETE FROM agent_strategies WHERE card_id IN (${bench})`
     yield* sql`DELETE FROM agent_pages WHERE card_ids && ARRAY(${bench})`
+    // The slices' claims are not any card's: once cleared, the next tick claims every slice afresh.
+    yield* sql`DELETE FROM agent_slices`
     yield* sql`DELETE FROM events WHERE address IN (${benchAddresses})`
     yield* sql`DELETE FROM event_sequences WHERE address IN (${benchAddresses})`
     yield* sql`WITH gone AS (DELETE FROM cards WHERE issuer = 'bench' RETURNING address)
