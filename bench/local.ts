@@ -112,15 +112,15 @@ export interface LoadResult {
 
 const CONNECTIONS = 10
 
-/** `operation` run by 10 clients, each after its last, for `seconds`; one answered operation counts as one. */
+/** `operation` run by `clients` clients, each after its last, for `seconds`; one answered operation counts as one. */
 const clientLoad =
-  (operation: (client: number) => Promise<unknown>) =>
+  (operation: (client: number) => Promise<unknown>, clients = CONNECTIONS) =>
   async (seconds: number): Promise<LoadResult> => {
     const end = performance.now() + seconds * 1000
     let done = 0
     let failed = 0
     await Promise.all(
-      Array.from({ length: CONNECTIONS }, async (_, client) => {
+      Array.from({ length: clients }, async (_, client) => {
         while (performance.now() < end) {
           await operation(client).then(
             () => done++,
@@ -134,17 +134,15 @@ const clientLoad =
 
 /**
  * A devnet of its own for the `pay` route: start the service with `env` (configured on it), then
- * `load` pays orders with 10 funded payers, each a standard x402 client; `close` stops the devnet.
+ * `load` pays orders with `clients` (10) funded payers, each a standard x402 client; `close` stops the devnet.
  */
-export const payDevnet = async () => {
+export const payDevnet = async (clients = CONNECTIONS) => {
   const scope = Effect.runSync(Scope.make())
   const devnet = await Effect.runPromise(Scope.extend(startDevnet(), scope))
-  const fetches = (await Effect.runPromise(fundedPayers(devnet, CONNECTIONS))).map((payer) =>
-    payingFetch(payer, devnet)
-  )
+  const fetches = (await Effect.runPromise(fundedPayers(devnet, clients))).map((payer) => payingFetch(payer, devnet))
   return {
     env: chainEnv(devnet),
-    load: (baseUrl: string) => clientLoad((client) => servicePayment(baseUrl)(fetches[client]!)),
+    load: (baseUrl: string) => clientLoad((client) => servicePayment(baseUrl)(fetches[client]!), clients),
     close: () => Effect.runPromise(Scope.close(scope, Exit.void))
   }
 }

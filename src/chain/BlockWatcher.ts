@@ -5,7 +5,9 @@
  *
  * - The head (`eth_getBlockByNumber("latest")`: its number, hash, parent and transaction hashes, in
  *   one call) is polled every CHAIN_POLL_INTERVAL while something is awaited, every
- *   `idleMs` otherwise; a new wait brings the next poll to CHAIN_POLL_INTERVAL after the last one.
+ *   `idleMs` otherwise; a transaction the node took (`sent`, not `expect`: its block can only follow
+ *   the broadcast's answer) or a receipt asked for without `expect` brings the next poll to
+ *   CHAIN_POLL_INTERVAL after the last one.
  * - Every block after the last one read is covered, not only the latest: the missed ones by
  *   `eth_getBlockReceipts` each, or, when that costs more calls than there are transactions
  *   awaited (or the node lacks the method), by reading the awaited receipts by hash. The latest
@@ -193,6 +195,12 @@ export interface BlockWatcher {
    */
   readonly expect: (hash: Hash, sender: string, replaces?: Hash) => Effect.Effect<void>
   /**
+   * A node took a transaction `expect`ed before: an idle watcher looks (no sooner than
+   * CHAIN_POLL_INTERVAL after its last look). Not at `expect`: a look before the broadcast answered
+   * cannot find it, and on a node that mines on arrival (the devnet) its block is there once it has.
+   */
+  readonly sent: Effect.Effect<void>
+  /**
    * The first receipt of any of `hashes` (a transaction and its replacements) within `timeoutMs` of
    * wall-clock time; none past it. A hash not expected is read once directly first (timeout 0: only
    * that read).
@@ -239,6 +247,9 @@ export const blockWatcher = (
     /** The watcher pauses at the idle pace (nothing was awaited at its last look). */
     let idle = true
 
+    /** An idle watcher looks (paced from its last look: `pause`). */
+    const wakeIfIdle = Effect.suspend(() => (idle ? Queue.offer(wake, undefined) : Effect.void))
+
     const entryOf = (hash: Hash, sender: string | undefined) =>
       Effect.gen(function* () {
         const key = hash.toLowerCase()
@@ -254,9 +265,6 @@ export const blockWatcher = (
           forgetAt: Date.now() + options.forgetAfterMs
         }
         entries.set(key, entry)
-        // A watcher polling at the idle pace looks now; one already polling at CHAIN_POLL_INTERVAL
-        // needs no extra look (one per transaction would cost a call each).
-        if (idle) yield* Queue.offer(wake, undefined)
         return { entry, fresh: true }
       })
 
@@ -382,6 +390,9 @@ export const blockWatcher = (
     const receipt = (hashes: ReadonlyArray<Hash>, timeoutMs: number) =>
       Effect.gen(function* () {
         const watched = yield* Effect.forEach(hashes, (hash) => entryOf(hash, undefined))
+        // A watcher polling at the idle pace looks now; one already polling at CHAIN_POLL_INTERVAL
+        // needs no extra look (one per transaction would cost a call each).
+        if (watched.some(({ fresh }) => fresh)) yield* wakeIfIdle
         const held = watched.map(({ entry }) => entry)
         const first = held.find((entry) => entry.found !== undefined)
         if (first !== undefined) return Option.some(first.found!)
@@ -432,6 +443,7 @@ export const blockWatcher = (
 
     return {
       expect,
+      sent: wakeIfIdle,
       receipt,
       overdue: (sender) => {
         const who = sender.toLowerCase()

@@ -227,10 +227,15 @@ export const rpcPool = (
           const deadline = Date.now() + timeoutMs
           const order = ranked()
           const hedgeMs = Math.max(1, Math.floor(timeoutMs / (order.length + 1)))
-          /** The calls still running: when each started, and how to abandon it. */
-          const running = new Map<Endpoint, { readonly started: number; readonly abandon: AbortController }>()
+          /**
+           * The calls still running: when each started, and how to abandon it (none for an endpoint
+           * alone: its call takes the caller's signal, there is no other call to abandon it for).
+           */
+          const running = new Map<Endpoint, { readonly started: number; readonly abandon?: AbortController }>()
           let next = 0
-          let lastError: unknown = new RpcUnreachable(`no endpoint of the chain in use (${timeoutMs} ms)`)
+          // Made when needed: an error's stack is captured where it is made, on every read otherwise.
+          let lastError: unknown
+          const failure = () => lastError ?? new RpcUnreachable(`no endpoint of the chain in use (${timeoutMs} ms)`)
           let hedge: ReturnType<typeof setTimeout> | undefined
           let settled = false
           const settle = (finish: () => void) => {
@@ -239,27 +244,27 @@ export const rpcPool = (
             signal?.removeEventListener("abort", onAbort)
             for (const [slow, { started, abandon }] of running) {
               if (Date.now() - started >= hedgeMs) unreachable(slow)
-              abandon.abort()
+              abandon?.abort()
             }
             finish()
           }
-          const onAbort = () => settle(() => reject(lastError))
-          if (signal?.aborted === true) return reject(lastError)
+          const onAbort = () => settle(() => reject(failure()))
+          if (signal?.aborted === true) return reject(failure())
           signal?.addEventListener("abort", onAbort)
           const launch = () => {
             clearTimeout(hedge)
             const remaining = deadline - Date.now()
             if (settled) return
             if (next >= order.length || remaining <= 0) {
-              if (running.size === 0) settle(() => reject(lastError))
+              if (running.size === 0) settle(() => reject(failure()))
               return
             }
             const endpoint = order[next++]!
             if (next > 1) endpoint.metrics.failover()
-            const abandon = new AbortController()
-            running.set(endpoint, { started: Date.now(), abandon })
+            const abandon = order.length > 1 ? new AbortController() : undefined
+            running.set(endpoint, { started: Date.now(), ...(abandon === undefined ? {} : { abandon }) })
             clientOf(endpoint)
-              .request<A>(method, params, abandon.signal, remaining)
+              .request<A>(method, params, abandon?.signal ?? signal, remaining)
               .then(
                 (answer) => {
                   if (settled) return

@@ -124,7 +124,8 @@ export const transactions = ({ chainId, reads, read, writes, fees, queueOf, watc
           if (lowFee.test(text)) return Effect.succeed<Broadcast>({ _tag: "Refused", stale: "fees", text })
         }
         return Effect.fail(new ChainError({ message: `broadcast: ${text}`, cause }))
-      })
+      }),
+      Effect.tap((sent) => (sent._tag === "Sent" ? watcher().sent : Effect.void))
     )
 
   /** The call signed by `signer` with `nonce` and `fee`. */
@@ -175,7 +176,8 @@ export const transactions = ({ chainId, reads, read, writes, fees, queueOf, watc
           if (lowFee.test(text)) return Effect.succeed("underpriced" as const)
         }
         return Effect.fail(new ChainError({ message: `resend: ${text}`, cause }))
-      })
+      }),
+      Effect.tap((sent) => (sent === "sent" ? watcher().sent : Effect.void))
     )
 
   /** Simulates, signs, records and broadcasts one call from the signer's queue. */

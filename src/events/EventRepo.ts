@@ -7,7 +7,7 @@
  * are dense, never reused once committed, and commit in id order. The NOTIFY sent with them is
  * delivered at commit, so a replica that is told about id N can read every id up to N.
  */
-import { SqlClient, SqlSchema } from "@effect/sql"
+import { SqlClient, SqlSchema, type Statement } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { repository } from "../storage/Sql.js"
 import type { StoredEventType } from "./Api.js"
@@ -38,36 +38,38 @@ export class EventRepo extends Effect.Service<EventRepo>()("app/EventRepo", {
     const sql = yield* SqlClient.SqlClient
 
     /**
-     * Stores events in one statement, numbered per user in the order given, and notifies the
-     * replicas (once per user, with the newest id). Events of an address that is not a user (a
-     * payer who never signed in) are not stored. Runs in the caller's transaction when there is one.
+     * The CTEs that store events, numbered per user in the order given, and notify the replicas
+     * (once per user, with the newest id), for a statement of the caller's: only when `onlyIf` holds
+     * (a condition on the statement's other CTEs), and only once the statement reads `notified`
+     * (a SELECT in a WITH runs only when referenced). Events of an address that is not a user (a
+     * payer who never signed in) are not stored.
      */
+    const publishing = (rows: ReadonlyArray<NewEventRow>, onlyIf: Statement.Fragment = sql`true`) =>
+      sql`input AS (
+            SELECT e.value ->> 'address' AS address, e.value ->> 'type' AS type, e.value -> 'data' AS data, e.n
+            FROM json_array_elements(${JSON.stringify(rows)}::json) WITH ORDINALITY AS e(value, n)
+            WHERE EXISTS (SELECT 1 FROM users u WHERE u.address = e.value ->> 'address') AND ${onlyIf}
+          ), taken AS (
+            INSERT INTO event_sequences AS s (address, last_id)
+            SELECT address, count(*) FROM input GROUP BY address ORDER BY address
+            ON CONFLICT (address) DO UPDATE SET last_id = s.last_id + EXCLUDED.last_id
+            RETURNING address, last_id
+          ), numbered AS (
+            SELECT i.address, i.type, i.data,
+                   t.last_id - count(*) OVER (PARTITION BY i.address)
+                     + row_number() OVER (PARTITION BY i.address ORDER BY i.n) AS id
+            FROM input i JOIN taken t USING (address)
+          ), stored AS (
+            INSERT INTO events (address, id, type, data, created_at)
+            SELECT address, id, type, data, clock_timestamp() FROM numbered
+            RETURNING address, id
+          ), notified AS (
+            SELECT pg_notify(${EVENTS_CHANNEL}, 'e ' || address || ' ' || max(id)) FROM stored GROUP BY address
+          )`
+
+    /** Stores events in one statement (`publishing`); runs in the caller's transaction when there is one. */
     const publish = (rows: ReadonlyArray<NewEventRow>) =>
-      rows.length === 0
-        ? Effect.void
-        : sql`
-            WITH input AS (
-              SELECT e.value ->> 'address' AS address, e.value ->> 'type' AS type, e.value -> 'data' AS data, e.n
-              FROM json_array_elements(${JSON.stringify(rows)}::json) WITH ORDINALITY AS e(value, n)
-              WHERE EXISTS (SELECT 1 FROM users u WHERE u.address = e.value ->> 'address')
-            ), taken AS (
-              INSERT INTO event_sequences AS s (address, last_id)
-              SELECT address, count(*) FROM input GROUP BY address ORDER BY address
-              ON CONFLICT (address) DO UPDATE SET last_id = s.last_id + EXCLUDED.last_id
-              RETURNING address, last_id
-            ), numbered AS (
-              SELECT i.address, i.type, i.data,
-                     t.last_id - count(*) OVER (PARTITION BY i.address)
-                       + row_number() OVER (PARTITION BY i.address ORDER BY i.n) AS id
-              FROM input i JOIN taken t USING (address)
-            ), stored AS (
-              INSERT INTO events (address, id, type, data, created_at)
-              SELECT address, id, type, data, clock_timestamp() FROM numbered
-              RETURNING address, id
-            )
-            SELECT pg_notify(${EVENTS_CHANNEL}, 'e ' || address || ' ' || max(id)) FROM stored GROUP BY address`.pipe(
-            Effect.asVoid
-          )
+      rows.length === 0 ? Effect.void : sql`WITH ${publishing(rows)} SELECT count(*) FROM notified`.pipe(Effect.asVoid)
 
     /** The user's newest id (0 before any) and whether the event after `after` is still stored. */
     const position = SqlSchema.single({
@@ -143,15 +145,18 @@ export class EventRepo extends Effect.Service<EventRepo>()("app/EventRepo", {
         Effect.map((rows) => new Map(rows.map((row) => [row.sessionId, { expired: row.expired }])))
       )
 
-    return repository("EventRepo", {
-      publish,
-      position,
-      after,
-      lastIds,
-      openStream,
-      closeStream,
-      heartbeat,
-      liveSessions
-    })
+    return {
+      ...repository("EventRepo", {
+        publish,
+        position,
+        after,
+        lastIds,
+        openStream,
+        closeStream,
+        heartbeat,
+        liveSessions
+      }),
+      publishing
+    }
   })
 }) {}

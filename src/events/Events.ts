@@ -5,6 +5,7 @@
  * stores the state only and the stream adds the card when it sends the event (card data stays
  * encrypted at rest).
  */
+import type { Statement } from "@effect/sql"
 import { Effect, Layer, Schema } from "effect"
 import { AgentEvents } from "../agent/AgentEvents.js"
 import { DecisionItem, Strategy } from "../agent/Api.js"
@@ -52,7 +53,11 @@ export class Events extends Effect.Service<Events>()("app/Events", {
 
     const publish = (address: Address, event: NewEvent) => publishAll([{ address, event }])
 
-    return { publish, publishAll }
+    /** An event as CTEs of the writer's own statement, stored only when `onlyIf` holds (`EventRepo.publishing`). */
+    const publishing = (address: Address, event: NewEvent, onlyIf: Statement.Fragment) =>
+      repo.publishing([{ address, type: event.type, data: stored(event) }], onlyIf)
+
+    return { publish, publishAll, publishing }
   }),
   dependencies: [EventRepo.Default]
 }) {}

@@ -281,13 +281,14 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
      */
     const settleReserved = (
       settlementId: number,
-      orderId: string,
+      order: OrderRow,
       payload: PaymentPayload,
       requirements: PaymentRequirements,
       payer: Address,
       verifiedStillHolds: boolean
     ) =>
       Effect.gen(function* () {
+        const orderId = order.id
         const record = (tx: BroadcastRecord) =>
           Effect.gen(function* () {
             const now = new Date(yield* Clock.currentTimeMillis)
@@ -323,7 +324,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
               )
             : settled
         if (outcome._tag === "Pending") return yield* countSettlement("deferred").pipe(Effect.as(inProgress))
-        const recorded = yield* Effect.exit(finish({ id: settlementId, orderId, payer }, outcome))
+        const recorded = yield* Effect.exit(finish({ id: settlementId, orderId, payer }, outcome, order))
         // The receipt proves the transfer, recorded or not (the reconciler records it then).
         if (outcome._tag === "Settled") return outcome satisfies SettlementAnswer
         return Exit.isSuccess(recorded)
@@ -340,7 +341,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
             Effect.as(inProgress)
           )
         ),
-        Effect.withSpan("Merchant.settleReserved", { attributes: { "order.id": orderId } })
+        Effect.withSpan("Merchant.settleReserved", { attributes: { "order.id": order.id } })
       )
 
     const pay = traced("Merchant.pay")(function* (id: string, header: Option.Option<string>) {
@@ -353,14 +354,14 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       // The payer's settlements before the check, read with the order (one statement): unchanged at
       // the reservation, the check's simulated transfer still holds when the relayer signs it
       // (`verifiedStillHolds`).
-      const { settlements, unsettled, ...order } =
+      const { newest, unsettled, ...order } =
         processor.recordsBeforeBroadcast && Option.isSome(signedBy)
           ? yield* loadWith(id, (now) =>
               repo.loadOrderForPayer({ id, now, payer: signedBy.value, asset: usd1.address })
             )
-          : { ...(yield* load(id)), settlements: undefined, unsettled: undefined }
+          : { ...(yield* load(id)), newest: undefined, unsettled: undefined }
       const settlementsBefore =
-        settlements === undefined || unsettled === undefined ? Option.none() : Option.some({ settlements, unsettled })
+        newest === undefined || unsettled === undefined ? Option.none() : Option.some({ newest, unsettled })
       if (Option.isNone(decoded)) {
         if (order.status === "paid")
           return { order: toOrder(order), receipt: Option.none(), inProgress: false } satisfies PaidOrder
@@ -431,10 +432,10 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
           const { settlementId, others } = reserved.value
           const verifiedStillHolds = Option.exists(
             settlementsBefore,
-            (before) => before.unsettled === 0 && others.unsettled === 0 && others.settlements === before.settlements
+            (before) => before.unsettled === 0 && others.unsettled === 0 && others.newest === before.newest
           )
           const settling = yield* Effect.forkDaemon(
-            restore(settleReserved(settlementId, id, payload, requirements, payer, verifiedStillHolds)).pipe(
+            restore(settleReserved(settlementId, order, payload, requirements, payer, verifiedStillHolds)).pipe(
               Effect.ensuring(untrack(id))
             )
           )

@@ -4,7 +4,7 @@
  * settlement per order, the one use per authorization, the relayer's journal of transactions);
  * split by caller, each half would restate the others' invariants.
  */
-import { SqlClient, type SqlError, SqlSchema } from "@effect/sql"
+import { SqlClient, type SqlError, SqlSchema, type Statement } from "@effect/sql"
 import { Array as Arr, Effect, Request, RequestResolver, Schema } from "effect"
 import { Address } from "../chain/Address.js"
 import { isUniqueViolation, repository, transactionally } from "../storage/Sql.js"
@@ -24,6 +24,9 @@ export const OrderRow = Schema.Struct({
   paidAt: Schema.NullOr(Schema.DateFromSelf)
 })
 export type OrderRow = typeof OrderRow.Type
+
+/** Built once: a schema made per call compiles its decoder per call (~25 µs a time). */
+const decodeOrderRows = Schema.decodeUnknown(Schema.Array(OrderRow))
 
 const SettlementStatus = Schema.Literal("pending", "broadcast", "succeeded", "failed")
 
@@ -113,9 +116,26 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
     })
 
     /**
-     * The order as `loadOrder` has it, with the payer's settlements of the asset as they stand: how
-     * many, and how many are unsettled (`pending`, `broadcast`); one statement. Read before a
-     * payment is verified, compared with what its reservation finds (see `Merchant.pay`).
+     * The payer's settlements of the asset as they stand (`payerSettlements`): the newest one's id
+     * (0 before any), how many are unsettled (`pending`, `broadcast`) and their amount. Where the
+     * balance is counted (the relayer's payments), a payer's reservations take turns (`reserve`),
+     * so their ids grow in the order they commit: an unchanged newest id means none was added.
+     * Through indexes (migration 0019): a read costs the same whatever the payer's history.
+     */
+    const payerSettlements = (payer: string, asset: string) =>
+      sql`SELECT (SELECT COALESCE(max(id), 0) FROM settlements
+                  WHERE payer = ${payer} AND lower(payload->'accepted'->>'asset') = ${asset})::text AS newest,
+                 (SELECT count(*) FROM settlements
+                  WHERE payer = ${payer} AND status IN ('pending', 'broadcast')
+                    AND lower(payload->'accepted'->>'asset') = ${asset})::int AS unsettled,
+                 (SELECT COALESCE(sum(amount_atomic), 0) FROM settlements
+                  WHERE payer = ${payer} AND status IN ('pending', 'broadcast')
+                    AND lower(payload->'accepted'->>'asset') = ${asset}) AS unsettled_amount`
+
+    /**
+     * The order as `loadOrder` has it, with the payer's settlements of the asset as they stand
+     * (`payerSettlements`); one statement. Read before a payment is verified, compared with what
+     * its reservation finds (see `Merchant.pay`).
      */
     const loadOrderForPayer = SqlSchema.findOne({
       Request: Schema.Struct({
@@ -124,16 +144,11 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
         payer: Schema.String,
         asset: Schema.String
       }),
-      Result: Schema.Struct({ ...OrderLoaded.fields, settlements: Schema.Number, unsettled: Schema.Number }),
+      Result: Schema.Struct({ ...OrderLoaded.fields, newest: Schema.NumberFromString, unsettled: Schema.Number }),
       execute: ({ id, now, payer, asset }) =>
         sql`WITH ${orderDue(id, now)}
-            SELECT found.*, counted.settlements, counted.unsettled
-            FROM found CROSS JOIN (
-              SELECT count(*)::int AS settlements,
-                     (count(*) FILTER (WHERE status IN ('pending', 'broadcast')))::int AS unsettled
-              FROM settlements
-              WHERE payer = ${payer} AND lower(payload->'accepted'->>'asset') = ${asset.toLowerCase()}
-            ) counted`
+            SELECT found.*, counted.newest, counted.unsettled
+            FROM found CROSS JOIN (${payerSettlements(payer, asset.toLowerCase())}) counted`
     })
 
     /**
@@ -170,20 +185,13 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
           settlementId: string | null
           status: OrderStatus | null
           overdrawn: boolean
-          others: number
+          othersNewest: string
           othersUnsettled: number
         }>`
-          WITH mine AS (
-            SELECT amount_atomic, status FROM settlements
-            WHERE payer = ${row.payer} AND lower(payload->'accepted'->>'asset') = ${asset}
-          ), committed AS (
-            SELECT COALESCE(sum(amount_atomic) FILTER (WHERE status IN ('pending', 'broadcast')), 0) AS amount,
-                   count(*)::int AS others,
-                   (count(*) FILTER (WHERE status IN ('pending', 'broadcast')))::int AS unsettled
-            FROM mine
-          ), covered AS (
+          WITH committed AS (${payerSettlements(row.payer, asset)}), covered AS (
             SELECT ${row.balance?.toString() ?? null}::numeric IS NULL
-                OR ${row.balance?.toString() ?? null}::numeric - amount >= ${row.amountAtomic.toString()}::numeric AS ok
+                OR ${row.balance?.toString() ?? null}::numeric - unsettled_amount >= ${row.amountAtomic.toString()}::numeric
+                AS ok
             FROM committed
           ), moved AS (
             UPDATE orders SET status = 'settling'
@@ -200,13 +208,13 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
           SELECT (SELECT id FROM settlement) AS settlement_id,
                  (SELECT status FROM orders WHERE id = ${row.orderId}) AS status,
                  NOT (SELECT ok FROM covered) AS overdrawn,
-                 (SELECT others FROM committed) AS others,
+                 (SELECT newest FROM committed) AS others_newest,
                  (SELECT unsettled FROM committed) AS others_unsettled`
         if (result?.settlementId != null) {
           return {
             _tag: "Reserved" as const,
             settlementId: Number(result.settlementId),
-            others: { settlements: result.others, unsettled: result.othersUnsettled }
+            others: { newest: Number(result.othersNewest), unsettled: result.othersUnsettled }
           }
         }
         return result?.status === "open" && result.overdrawn
@@ -485,23 +493,23 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
           UPDATE orders o SET status = CASE WHEN o.expires_at > ${now} THEN 'open' ELSE 'expired' END,
                  payer = NULL, tx = NULL, paid_at = NULL
           FROM undone WHERE o.id = undone.order_id AND o.status = 'paid'
-          RETURNING o.*`.pipe(
-        Effect.flatMap((rows) => Schema.decodeUnknown(Schema.Array(OrderRow))(rows)),
-        Effect.map(Arr.head)
-      )
+          RETURNING o.*`.pipe(Effect.flatMap(decodeOrderRows), Effect.map(Arr.head))
 
     /**
      * Moves an unfinished settlement to a final state and its order with it, in one statement:
      * succeeded pays the settling order (payer, transaction, time), failed reopens it. Idempotent: a
      * settlement already final changes nothing. Answers the order as this call left it, none when
-     * the outcome was recorded before.
+     * the outcome was recorded before. `alsoWhenPaid`: CTEs of the caller's that the same statement
+     * runs (and reads, as `notified`) under the condition it is given, which holds only when this
+     * call paid the order (the payer's event: `Events.publishing`).
      */
     const finishSettlement = (
       id: number,
       outcome:
         | { readonly status: "succeeded"; readonly txHash: string }
         | { readonly status: "failed"; readonly txHash: string | null; readonly errorReason: string },
-      now: Date
+      now: Date,
+      alsoWhenPaid?: (paidNow: Statement.Fragment) => Statement.Fragment
     ) =>
       (outcome.status === "succeeded"
         ? sql`WITH done AS (
@@ -509,10 +517,12 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
                        updated_at = ${now}
                 WHERE id = ${id} AND status IN ('pending', 'broadcast')
                 RETURNING order_id, payer
-              )
-              UPDATE orders o SET status = 'paid', payer = done.payer, tx = ${outcome.txHash}, paid_at = ${now}
-              FROM done WHERE o.id = done.order_id AND o.status = 'settling'
-              RETURNING o.*`
+              ), paid AS (
+                UPDATE orders o SET status = 'paid', payer = done.payer, tx = ${outcome.txHash}, paid_at = ${now}
+                FROM done WHERE o.id = done.order_id AND o.status = 'settling'
+                RETURNING o.*
+              )${alsoWhenPaid === undefined ? sql`` : sql`, ${alsoWhenPaid(sql`EXISTS (SELECT 1 FROM paid)`)}`}
+              SELECT paid.* FROM paid${alsoWhenPaid === undefined ? sql`` : sql` LEFT JOIN (SELECT count(*) FROM notified) n ON true`}`
         : sql`WITH done AS (
                 UPDATE settlements SET status = 'failed', tx_hash = COALESCE(${outcome.txHash}, tx_hash),
                        error_reason = ${outcome.errorReason}, updated_at = ${now}
@@ -521,10 +531,7 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
               )
               UPDATE orders o SET status = 'open' FROM done WHERE o.id = done.order_id AND o.status = 'settling'
               RETURNING o.*`
-      ).pipe(
-        Effect.flatMap((rows) => Schema.decodeUnknown(Schema.Array(OrderRow))(rows)),
-        Effect.map(Arr.head)
-      )
+      ).pipe(Effect.flatMap(decodeOrderRows), Effect.map(Arr.head))
 
     /** This replica is alive (database time, so replicas' clocks need not agree); forgets long-dead ones. */
     const heartbeat = (replica: string) =>

@@ -20,6 +20,9 @@ import { OrderRepo, type OrderRow } from "./OrderRepo.js"
 import type { SettleOutcome } from "./PaymentProcessor.js"
 import { Reason } from "./X402.js"
 
+/** What a payment's event tells of its order, known to the request that reserved it. */
+export type PaidOrderFacts = Pick<OrderRow, "id" | "amountMicros" | "description">
+
 export const settlementOutcomes = Effect.gen(function* () {
   const repo = yield* OrderRepo
   const chain = yield* ChainClient
@@ -60,32 +63,45 @@ export const settlementOutcomes = Effect.gen(function* () {
           )
         : Effect.void
 
-  /** The payer's `payment` event (a payer who is a user), in the transaction that records the payment. */
-  const publishPayment = (paid: Option.Option<OrderRow>) =>
-    Option.match(paid, {
-      onNone: () => Effect.void,
-      onSome: (order) =>
-        events.publish(order.payer!, {
-          type: "payment",
-          data: activityItem({ ...order, type: "payment", at: order.paidAt!, tx: order.tx! })
-        })
-    })
+  /** The payer's `payment` event (a payer who is a user) of an order paid at `paidAt` by `tx`. */
+  const paymentEvent = (order: PaidOrderFacts, paidAt: Date, tx: string) =>
+    ({
+      type: "payment",
+      data: activityItem({ ...order, type: "payment", at: paidAt, tx })
+    }) as const
 
   /**
    * A final state for a settlement and its order; idempotent. Whoever records it (the paying
-   * request or the reconciler) says so once.
+   * request or the reconciler) says so once. A payment records the payer's event with it, in one
+   * transaction; in one statement when the caller knows the order (`order`: the paying request).
    */
   const finish = (
     settlement: { readonly id: number; readonly orderId: string; readonly payer: Address },
-    outcome: SettleOutcome
+    outcome: SettleOutcome,
+    order?: PaidOrderFacts
   ) =>
     Effect.gen(function* () {
       const now = new Date(yield* Clock.currentTimeMillis)
       const recorded =
         outcome._tag === "Settled"
-          ? yield* repo
-              .finishSettlement(settlement.id, { status: "succeeded", txHash: outcome.transaction }, now)
-              .pipe(Effect.tap(publishPayment), repo.withTransaction)
+          ? order === undefined
+            ? yield* repo
+                .finishSettlement(settlement.id, { status: "succeeded", txHash: outcome.transaction }, now)
+                .pipe(
+                  Effect.tap((paid) =>
+                    Option.match(paid, {
+                      onNone: () => Effect.void,
+                      onSome: (row) => events.publish(row.payer!, paymentEvent(row, row.paidAt!, row.tx!))
+                    })
+                  ),
+                  repo.withTransaction
+                )
+            : yield* repo.finishSettlement(
+                settlement.id,
+                { status: "succeeded", txHash: outcome.transaction },
+                now,
+                (paidNow) => events.publishing(settlement.payer, paymentEvent(order, now, outcome.transaction), paidNow)
+              )
           : outcome._tag === "Rejected"
             ? yield* repo.finishSettlement(
                 settlement.id,
