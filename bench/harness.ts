@@ -489,7 +489,31 @@ export interface Outcome {
   readonly wallMs: number
 }
 
-/** Runs `total` operations on `concurrency` workers, each taking the next index when it is free. */
+/**
+ * How long one operation may take before it counts as failed: a server that stops answering (the
+ * reference's facilitator once left a gap in its relayer's nonces, and every later transfer queued
+ * behind it on the devnet) fails its run instead of holding the bench forever.
+ */
+const OPERATION_LIMIT_MS = 60_000
+
+class OperationTimedOut extends Error {}
+
+const withinLimit = (operation: Promise<unknown>) => {
+  let timer: NodeJS.Timeout | undefined
+  const limit = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new OperationTimedOut(`no answer within ${OPERATION_LIMIT_MS / 1000} s`)),
+      OPERATION_LIMIT_MS
+    )
+  })
+  return Promise.race([operation, limit]).finally(() => clearTimeout(timer))
+}
+
+/**
+ * Runs `total` operations on `concurrency` workers, each taking the next index when it is free; an
+ * operation past OPERATION_LIMIT_MS counts as failed (it is left to settle or not in the background)
+ * and no further operation starts.
+ */
 export const runConcurrently = async (
   concurrency: number,
   total: number,
@@ -505,11 +529,13 @@ export const runConcurrently = async (
       for (let index = next++; index < total; index = next++) {
         const began = performance.now()
         try {
-          await operation(worker, index)
+          await withinLimit(operation(worker, index))
           latencies.push(performance.now() - began)
         } catch (error) {
           failures++
           if (samples.size < 3) samples.add(error instanceof Error ? error.message : String(error))
+          // A server that stopped answering would fail every later operation the same way, slowly.
+          if (error instanceof OperationTimedOut) next = total
         }
       }
     })
