@@ -296,6 +296,28 @@ export const EvmChain = Layer.scoped(
       )
     }
 
+    /**
+     * One `aggregate3` of `calls` at `blockTag` (one `eth_call`), its answers read by `interpret`:
+     * answers it cannot read (it throws) are a ChainError named `what`, as a failed call is.
+     */
+    const aggregated = <A>(
+      what: string,
+      calls: ReadonlyArray<{ readonly target: Address; readonly allowFailure: boolean; readonly callData: Hex }>,
+      blockTag: "pending" | "latest",
+      interpret: (answers: ReadonlyArray<{ readonly success: boolean; readonly returnData: Hex }>) => A
+    ) =>
+      read<Hex>(what, "eth_call", [{ to: MULTICALL3_ADDRESS, data: aggregate3.encode([calls]) }, blockTag]).pipe(
+        Effect.flatMap((result) =>
+          Effect.try({
+            try: () =>
+              interpret(
+                (aggregate3.decode(result) as unknown as [ReadonlyArray<{ success: boolean; returnData: Hex }>])[0]
+              ),
+            catch: (cause) => new ChainError({ message: `${what}: ${errorText(cause)}`, cause })
+          })
+        )
+      )
+
     const transferCheck = (authorization: TransferAuthorization, signature: Hex) => {
       const token = usd1.address
       const calls = [
@@ -308,29 +330,18 @@ export const EvmChain = Layer.scoped(
         { target: token, allowFailure: true, callData: transferCall(authorization, signature).data }
       ]
       // "pending": the transactions already sent count, and the block time is the next block's.
-      return read<Hex>("transfer check", "eth_call", [
-        { to: MULTICALL3_ADDRESS, data: aggregate3.encode([calls]) },
-        "pending"
-      ]).pipe(
-        Effect.flatMap((result) =>
-          Effect.try({
-            try: (): TransferCheck => {
-              const [[state, balance, transfer]] = aggregate3.decode(result) as unknown as [
-                ReadonlyArray<{ readonly success: boolean; readonly returnData: Hex }>
-              ]
-              return {
-                used: authorizationStateOf.decode(state!.returnData)[0] as boolean,
-                balance: balanceOfCall.decode(balance!.returnData)[0] as bigint,
-                refusal: transfer!.success
-                  ? Option.none()
-                  : Option.some(decodedRevert(transfer!.returnData) ?? "the transfer reverts without a reason")
-              }
-            },
-            catch: (cause) => new ChainError({ message: `transfer check: ${errorText(cause)}`, cause })
-          })
-        ),
-        Effect.withSpan("ChainClient.transferCheck")
-      )
+      return aggregated(
+        "transfer check",
+        calls,
+        "pending",
+        ([state, balance, transfer]): TransferCheck => ({
+          used: authorizationStateOf.decode(state!.returnData)[0] as boolean,
+          balance: balanceOfCall.decode(balance!.returnData)[0] as bigint,
+          refusal: transfer!.success
+            ? Option.none()
+            : Option.some(decodedRevert(transfer!.returnData) ?? "the transfer reverts without a reason")
+        })
+      ).pipe(Effect.withSpan("ChainClient.transferCheck"))
     }
 
     const balanceOf = (token: Address, owner: Address) =>
@@ -428,54 +439,38 @@ export const EvmChain = Layer.scoped(
         ]),
         ...unknownDecimals.map((feed) => ({ target: feed, allowFailure: true, callData: decimalsCall.encode([]) }))
       ]
-      return read<Hex>("feeds (multicall)", "eth_call", [
-        { to: MULTICALL3_ADDRESS, data: aggregate3.encode([calls]) },
-        "latest"
-      ]).pipe(
-        Effect.flatMap((result) =>
-          Effect.try({
-            try: () => {
-              const [answers] = aggregate3.decode(result) as unknown as [
-                ReadonlyArray<{ readonly success: boolean; readonly returnData: Hex }>
-              ]
-              unknownDecimals.forEach((feed, i) => {
-                const answer = answers[2 * tokens.length + i]!
-                if (answer.success && answer.returnData.length === 66) {
-                  feedDecimals.set(feed, Number(decimalsCall.decode(answer.returnData)[0]))
-                }
-              })
-              return tokens.map(({ feed }, i): Either.Either<FeedState, string> => {
-                const round = answers[2 * i]!
-                const paused = answers[2 * i + 1]!
-                const decimals = feedDecimals.get(feed)
-                if (!round.success || round.returnData.length < 2 + 64 * 5) {
-                  return Either.left(`latestRoundData(): ${decodedRevert(round.returnData) ?? "no answer"}`)
-                }
-                if (decimals === undefined) return Either.left("decimals(): no answer")
-                if (!paused.success && paused.returnData !== "0x") {
-                  return Either.left(`paused(): ${decodedRevert(paused.returnData) ?? "reverted"}`)
-                }
-                const [, answer, , updatedAt] = latestRoundDataCall.decode(round.returnData) as unknown as [
-                  bigint,
-                  bigint,
-                  bigint,
-                  bigint
-                ]
-                return Either.right({
-                  round: { answer, decimals, updatedAt },
-                  // no such function, or no code: no pause flag
-                  paused:
-                    paused.success &&
-                    paused.returnData.length === 66 &&
-                    Boolean(pausedCall.decode(paused.returnData)[0])
-                })
-              })
-            },
-            catch: (cause) => new ChainError({ message: `feeds (multicall): ${errorText(cause)}`, cause })
+      return aggregated("feeds (multicall)", calls, "latest", (answers) => {
+        unknownDecimals.forEach((feed, i) => {
+          const answer = answers[2 * tokens.length + i]!
+          if (answer.success && answer.returnData.length === 66) {
+            feedDecimals.set(feed, Number(decimalsCall.decode(answer.returnData)[0]))
+          }
+        })
+        return tokens.map(({ feed }, i): Either.Either<FeedState, string> => {
+          const round = answers[2 * i]!
+          const paused = answers[2 * i + 1]!
+          const decimals = feedDecimals.get(feed)
+          if (!round.success || round.returnData.length < 2 + 64 * 5) {
+            return Either.left(`latestRoundData(): ${decodedRevert(round.returnData) ?? "no answer"}`)
+          }
+          if (decimals === undefined) return Either.left("decimals(): no answer")
+          if (!paused.success && paused.returnData !== "0x") {
+            return Either.left(`paused(): ${decodedRevert(paused.returnData) ?? "reverted"}`)
+          }
+          const [, answer, , updatedAt] = latestRoundDataCall.decode(round.returnData) as unknown as [
+            bigint,
+            bigint,
+            bigint,
+            bigint
+          ]
+          return Either.right({
+            round: { answer, decimals, updatedAt },
+            // no such function, or no code: no pause flag
+            paused:
+              paused.success && paused.returnData.length === 66 && Boolean(pausedCall.decode(paused.returnData)[0])
           })
-        ),
-        Effect.withSpan("ChainClient.feedStates", { attributes: { "chain.tokens": tokens.length } })
-      )
+        })
+      }).pipe(Effect.withSpan("ChainClient.feedStates", { attributes: { "chain.tokens": tokens.length } }))
     }
 
     const blockTime = chainCall("latest block", () => publicClient.getBlock()).pipe(

@@ -113,15 +113,29 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address, RECONCILE_INTERVAL: "500 m
    * A burst of BURST whose `poisoned` payments meet the trigger `create` makes (`drop` removes it
    * after the burst, whatever happens), checked exactly-once.
    */
-  const burstUnderTrigger = <E, R>(
-    create: Effect.Effect<unknown, E, R>,
-    drop: Effect.Effect<unknown, E, R>,
+  /**
+   * A burst of BURST payments (those `poisoned` picks marked in `journal_poison`) while the trigger
+   * `name` runs `check` (plpgsql) `timing` each row of `table`, letting through the rows it does not
+   * end itself; the trigger is dropped after.
+   */
+  const burstUnderTrigger = (
+    trigger: { readonly name: string; readonly timing: string; readonly table: string; readonly check: string },
     poisoned: (index: number) => boolean
   ) =>
     Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const { name, timing, table, check } = trigger
       yield* setUp
-      yield* create
-      const outcome = yield* burst(BURST, poisoned).pipe(Effect.ensuring(Effect.orDie(drop)))
+      yield* sql.unsafe(`
+        CREATE OR REPLACE FUNCTION ${name}() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          ${check}
+          RETURN NEW;
+        END $$;
+        CREATE OR REPLACE TRIGGER ${name} ${timing} ON ${table} FOR EACH ROW EXECUTE FUNCTION ${name}();`)
+      const outcome = yield* burst(BURST, poisoned).pipe(
+        Effect.ensuring(Effect.orDie(sql.unsafe(`DROP TRIGGER ${name} ON ${table}`)))
+      )
       exactlyOnce(outcome)
       return outcome
     })
@@ -151,21 +165,17 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address, RECONCILE_INTERVAL: "500 m
     "a batch whose journal statement fails sends none of it and leaves no nonce gap",
     () =>
       Effect.gen(function* () {
-        const sql = yield* SqlClient.SqlClient
         // The statement that journals a poisoned order's transaction fails whole.
         const outcome = yield* burstUnderTrigger(
-          sql`
-            CREATE OR REPLACE FUNCTION refuse_poisoned() RETURNS trigger LANGUAGE plpgsql AS $$
-            BEGIN
-              IF EXISTS (SELECT 1 FROM settlements s JOIN journal_poison p ON p.order_id = s.order_id
-                         WHERE s.id = NEW.settlement_id) THEN
-                RAISE EXCEPTION 'journal refused for the test';
-              END IF;
-              RETURN NEW;
-            END $$;
-            CREATE OR REPLACE TRIGGER refuse_poisoned BEFORE INSERT ON relayed_transactions
-              FOR EACH ROW EXECUTE FUNCTION refuse_poisoned();`,
-          sql`DROP TRIGGER refuse_poisoned ON relayed_transactions`,
+          {
+            name: "refuse_poisoned",
+            timing: "BEFORE INSERT",
+            table: "relayed_transactions",
+            check: `IF EXISTS (SELECT 1 FROM settlements s JOIN journal_poison p ON p.order_id = s.order_id
+                               WHERE s.id = NEW.settlement_id) THEN
+                      RAISE EXCEPTION 'journal refused for the test';
+                    END IF;`
+          },
           (index) => index % 10 === 3
         )
         // nothing of a poisoned order was journaled or sent: it is open again
@@ -190,21 +200,17 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address, RECONCILE_INTERVAL: "500 m
     "a payment decided inside a batch: its nonce is filled, the batch's later payments are mined",
     () =>
       Effect.gen(function* () {
-        const sql = yield* SqlClient.SqlClient
         // A poisoned settlement is not moved to broadcast: its entry is "decided", the batch's others written.
         const outcome = yield* burstUnderTrigger(
-          sql`
-            CREATE OR REPLACE FUNCTION decide_poisoned() RETURNS trigger LANGUAGE plpgsql AS $$
-            BEGIN
-              IF OLD.status = 'pending' AND NEW.status = 'broadcast'
-                 AND EXISTS (SELECT 1 FROM journal_poison p WHERE p.order_id = NEW.order_id) THEN
-                RETURN NULL;
-              END IF;
-              RETURN NEW;
-            END $$;
-            CREATE OR REPLACE TRIGGER decide_poisoned BEFORE UPDATE ON settlements
-              FOR EACH ROW EXECUTE FUNCTION decide_poisoned();`,
-          sql`DROP TRIGGER decide_poisoned ON settlements`,
+          {
+            name: "decide_poisoned",
+            timing: "BEFORE UPDATE",
+            table: "settlements",
+            check: `IF OLD.status = 'pending' AND NEW.status = 'broadcast'
+                       AND EXISTS (SELECT 1 FROM journal_poison p WHERE p.order_id = NEW.order_id) THEN
+                      RETURN NULL;
+                    END IF;`
+          },
           (index) => index % 2 === 0
         )
         for (const order of outcome.orders) {
