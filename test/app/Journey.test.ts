@@ -305,7 +305,13 @@ layer(
 
       yield* tabToAndEnter("the development key's button", (element) => element.text === "Use a development key")
       yield* promise(() => page.locator("#siwe-message").waitFor())
-      // The message is shown and the sign button has the focus: Enter signs.
+      // The message is shown and the sign button takes the focus once it is enabled (an effect after
+      // the render that shows it): Enter signs. Waiting fails the test if the focus never arrives.
+      yield* promise(() =>
+        page.waitForFunction("document.activeElement?.textContent?.trim() === 'Sign and sign in'", undefined, {
+          timeout: 10_000
+        })
+      )
       expect((yield* focused).text).toBe("Sign and sign in")
       yield* enter
       yield* promise(() => page.waitForURL(`${ORIGIN}/app/identity`))
