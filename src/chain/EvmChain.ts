@@ -360,7 +360,7 @@ export const EvmChain = Layer.scoped(
           ]).pipe(
             Effect.flatMap((result) =>
               Effect.try({
-                try: () => balancesRead(result),
+                try: () => balancesRead(result, chunk.length),
                 catch: (cause) => new ChainError({ message: `balances (multicall): ${errorText(cause)}`, cause })
               })
             )

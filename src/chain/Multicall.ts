@@ -2,7 +2,7 @@
  * Bulk reads through a Multicall3-compatible `aggregate3`: where the contract is, how many calls go
  * into one `eth_call`, and the reshaping of a flat result into rows. Pure.
  */
-import { decodeFunctionResult, encodeFunctionData, type Hex, hexToBigInt, multicall3Abi } from "viem"
+import type { Hex } from "viem"
 import type { Address } from "./Address.js"
 
 /** Multicall3's canonical address, the same on most EVM chains; the embedded devnet places ours there. */
@@ -20,29 +20,80 @@ export const rowsOf = <A>(flat: ReadonlyArray<A>, rows: number, width: number): 
   Array.from({ length: rows }, (_, i) => flat.slice(i * width, (i + 1) * width))
 
 /** `balanceOf(address)`'s selector. */
-const BALANCE_OF = "0x70a08231"
+const BALANCE_OF = "70a08231"
+/** `aggregate3((address,bool,bytes)[])`'s selector. */
+const AGGREGATE3 = "0x82ad56cb"
+const ADDRESS = /^0x[0-9a-fA-F]{40}$/
+/** Bytes of one `(address target, bool allowFailure, bytes callData)` whose call data is a `balanceOf`. */
+const BALANCE_READ_BYTES = 192
+
+const word = (n: number) => n.toString(16).padStart(64, "0")
+const addressWord = (address: Address, role: string) => {
+  if (!ADDRESS.test(address)) throw new Error(`a balance read's ${role} is not an address: ${address}`)
+  return address.slice(2).toLowerCase().padStart(64, "0")
+}
+/** allowFailure false, the call data's offset in its tuple (3 words in) and its length (36 bytes). */
+const READ_FIXED_WORDS = `${word(0)}${word(0x60)}${word(36)}`
+/** The 36 bytes of call data padded to 64. */
+const CALL_DATA_PADDING = "0".repeat(56)
 
 /**
- * One `aggregate3` of `balanceOf(owner)` reads, every read required to succeed. Each read's calldata
- * is the selector and the padded address, written directly: encoding it through the ABI, as a
- * generic multicall does, cost more CPU than the rest of an agent tick's work per card.
+ * One `aggregate3` of `balanceOf(owner)` reads, every read required to succeed, in the ABI's
+ * encoding written directly: through the generic ABI encoder (and its decoder for the answer) the
+ * multicall was a third of an agent replica's CPU per card on a real chain (issue 23's profile).
+ * `test/chain/Multicall.test.ts` checks the bytes against the ABI's.
  */
-export const balanceReads = (reads: ReadonlyArray<{ readonly token: Address; readonly owner: Address }>): Hex =>
-  encodeFunctionData({
-    abi: multicall3Abi,
-    functionName: "aggregate3",
-    args: [
-      reads.map(({ token, owner }) => ({
-        target: token,
-        allowFailure: false,
-        callData: `${BALANCE_OF}${owner.slice(2).toLowerCase().padStart(64, "0")}` as Hex
-      }))
-    ]
-  })
+export const balanceReads = (reads: ReadonlyArray<{ readonly token: Address; readonly owner: Address }>): Hex => {
+  const parts: Array<string> = [AGGREGATE3, word(0x20), word(reads.length)]
+  for (let i = 0; i < reads.length; i++) parts.push(word(reads.length * 32 + i * BALANCE_READ_BYTES))
+  for (const { token, owner } of reads) {
+    parts.push(
+      addressWord(token, "token"),
+      READ_FIXED_WORDS,
+      BALANCE_OF,
+      addressWord(owner, "owner"),
+      CALL_DATA_PADDING
+    )
+  }
+  return parts.join("") as Hex
+}
 
-/** The balances an `aggregate3` of `balanceReads` returned, in order; throws on a read that returned no uint256. */
-export const balancesRead = (result: Hex): ReadonlyArray<bigint> =>
-  decodeFunctionResult({ abi: multicall3Abi, functionName: "aggregate3", data: result }).map(({ returnData }, i) => {
-    if (returnData.length !== 66) throw new Error(`balanceOf read ${i} returned ${returnData}, not a uint256`)
-    return hexToBigInt(returnData)
-  })
+const HEX = /^0x(?:[0-9a-fA-F]{2})*$/
+/** A word's value where the ABI puts a length or an offset: below 2^48, or the answer is malformed. */
+const SMALL_WORD = /^0{52}/
+
+/**
+ * The balances an `aggregate3` of `count` `balanceReads` returned, in order, read from the ABI's
+ * encoding directly (offsets followed, every one bounds-checked). Throws on an answer that is not
+ * that: another number of results, a failed call, a read that returned no uint256 (no contract at
+ * the token's address), or bytes that end early.
+ */
+export const balancesRead = (result: Hex, count: number): ReadonlyArray<bigint> => {
+  if (!HEX.test(result)) throw new Error("the multicall's answer is not hex bytes")
+  const bytes = (result.length - 2) / 2
+  const wordAt = (at: number) => {
+    if (!Number.isSafeInteger(at) || at < 0 || at + 32 > bytes)
+      throw new Error(`the multicall's answer (${bytes} bytes) ends before byte ${at + 32}`)
+    return result.slice(2 + at * 2, 2 + at * 2 + 64)
+  }
+  const smallAt = (at: number) => {
+    const value = wordAt(at)
+    if (!SMALL_WORD.test(value))
+      throw new Error(`the multicall's answer has an offset or length out of range at byte ${at}`)
+    return Number.parseInt(value.slice(52), 16)
+  }
+  const array = smallAt(0)
+  const results = smallAt(array)
+  if (results !== count) throw new Error(`the multicall answered ${results} results for ${count} reads`)
+  const heads = array + 32
+  const balances = new Array<bigint>(count)
+  for (let i = 0; i < count; i++) {
+    const element = heads + smallAt(heads + i * 32)
+    if (smallAt(element) !== 1) throw new Error(`balanceOf read ${i} failed`)
+    const returned = element + smallAt(element + 32)
+    const length = smallAt(returned)
+    if (length !== 32) throw new Error(`balanceOf read ${i} returned ${length} bytes, not a uint256`)
+    balances[i] = BigInt(`0x${wordAt(returned + 32)}`)
+  }
+  return balances
+}
