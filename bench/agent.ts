@@ -65,9 +65,11 @@ interface Replica {
 const startReplica = (env: Record<string, string>) =>
   Effect.gen(function* () {
     const child = yield* Effect.acquireRelease(
-      Effect.sync(
-        () =>
-          spawn(process.execPath, ["--expose-gc", "--import", "tsx", path.join(repoRoot, "bench", "agentReplica.ts")], {
+      Effect.sync(() => {
+        const child = spawn(
+          process.execPath,
+          ["--expose-gc", "--import", "tsx", path.join(repoRoot, "bench", "agentReplica.ts")],
+          {
             cwd: repoRoot,
             env: {
               PATH: process.env.PATH ?? "",
@@ -79,8 +81,13 @@ const startReplica = (env: Record<string, string>) =>
               ...env
             },
             stdio: ["pipe", "pipe", "inherit"]
-          }) as ChildProcess
-      ),
+          }
+        ) as ChildProcess
+        // A replica that died has closed its stdin: a write's EPIPE is not the news, its exit is
+        // (`answer` reports it, and its configuration becomes a failed row).
+        child.stdin!.on("error", () => {})
+        return child
+      }),
       // Asked to exit, so that its statements have ended before the next configuration clears the
       // tables (a replica killed mid-statement leaves its backend running into the clearing);
       // killed if it does not exit within a minute.
