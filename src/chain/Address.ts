@@ -3,6 +3,9 @@ import { getAddress } from "viem"
 
 export type Address = `0x${string}`
 
+/** An address's shape: 0x and 20 bytes of hex, in any letter case (the checksum is `Address`'s check). */
+export const ADDRESS_PATTERN = /^0x[0-9a-fA-F]{40}$/
+
 const isSingleCase = (hex: string) => hex === hex.toLowerCase() || hex === hex.toUpperCase()
 
 /**
@@ -10,9 +13,7 @@ const isSingleCase = (hex: string) => hex === hex.toLowerCase() || hex === hex.t
  * checksum form. A mixed-case input whose checksum is wrong is refused, as EIP-55 intends.
  */
 export const Address = Schema.transformOrFail(
-  Schema.String.pipe(
-    Schema.pattern(/^0x[0-9a-fA-F]{40}$/, { message: () => "must be a 0x-prefixed 20-byte hex address" })
-  ),
+  Schema.String.pipe(Schema.pattern(ADDRESS_PATTERN, { message: () => "must be a 0x-prefixed 20-byte hex address" })),
   Schema.TemplateLiteral("0x", Schema.String),
   {
     strict: true,

@@ -3,7 +3,7 @@
  * into one `eth_call`, and the reshaping of a flat result into rows. Pure.
  */
 import type { Hex } from "viem"
-import type { Address } from "./Address.js"
+import { ADDRESS_PATTERN, type Address } from "./Address.js"
 
 /** Multicall3's canonical address, the same on most EVM chains; the embedded devnet places ours there. */
 export const MULTICALL3_ADDRESS: Address = "0xcA11bde05977b3631167028862bE2a173976CA11"
@@ -23,13 +23,12 @@ export const rowsOf = <A>(flat: ReadonlyArray<A>, rows: number, width: number): 
 const BALANCE_OF = "70a08231"
 /** `aggregate3((address,bool,bytes)[])`'s selector. */
 const AGGREGATE3 = "0x82ad56cb"
-const ADDRESS = /^0x[0-9a-fA-F]{40}$/
 /** Bytes of one `(address target, bool allowFailure, bytes callData)` whose call data is a `balanceOf`. */
 const BALANCE_READ_BYTES = 192
 
 const word = (n: number) => n.toString(16).padStart(64, "0")
 const addressWord = (address: Address, role: string) => {
-  if (!ADDRESS.test(address)) throw new Error(`a balance read's ${role} is not an address: ${address}`)
+  if (!ADDRESS_PATTERN.test(address)) throw new Error(`a balance read's ${role} is not an address: ${address}`)
   return address.slice(2).toLowerCase().padStart(64, "0")
 }
 /** allowFailure false, the call data's offset in its tuple (3 words in) and its length (36 bytes). */

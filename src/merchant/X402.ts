@@ -5,7 +5,7 @@
  */
 import { Either, Option, Schema } from "effect"
 import { getAddress } from "viem"
-import type { Address } from "../chain/Address.js"
+import { ADDRESS_PATTERN, type Address } from "../chain/Address.js"
 import type { TransferAuthorization } from "../chain/ChainClient.js"
 import { jsonDeeperThan, MAX_JSON_DEPTH, unstorableText } from "../http/RequestBody.js"
 import { parseHttpUrl } from "../runtime/HttpUrl.js"
@@ -51,7 +51,7 @@ const DecimalInteger = Schema.String.pipe(
   Schema.pattern(/^\d{1,78}$/),
   Schema.filter((text) => BigInt(text) <= MAX_UINT256 || "must fit in 256 bits")
 )
-const HexAddress = Schema.String.pipe(Schema.pattern(/^0x[0-9a-fA-F]{40}$/))
+const HexAddress = Schema.String.pipe(Schema.pattern(ADDRESS_PATTERN))
 
 export const ResourceInfo = Schema.Struct({
   url: Schema.String,

@@ -37,27 +37,15 @@ describe("bulk balance reads", () => {
   it("each read is the ABI's balanceOf(owner) to its token, all required, in order", () =>
     fc.assert(
       fc.property(fc.array(read, { maxLength: 20 }), (reads) => {
-        const { args } = decodeFunctionData({ abi: multicall3Abi, data: balanceReads(reads) })
-        expect(args[0]).toEqual(
-          reads.map(({ token, owner }) => ({
-            target: token,
-            allowFailure: false,
-            callData: encodeFunctionData({ abi: erc20Abi, functionName: "balanceOf", args: [owner] })
-          }))
-        )
+        const calls = reads.map(({ token, owner }) => ({
+          target: token,
+          allowFailure: false,
+          callData: encodeFunctionData({ abi: erc20Abi, functionName: "balanceOf", args: [owner] })
+        }))
+        expect(decodeFunctionData({ abi: multicall3Abi, data: balanceReads(reads) }).args[0]).toEqual(calls)
         // Byte for byte the ABI encoder's output.
         expect(balanceReads(reads)).toBe(
-          encodeFunctionData({
-            abi: multicall3Abi,
-            functionName: "aggregate3",
-            args: [
-              reads.map(({ token, owner }) => ({
-                target: token,
-                allowFailure: false,
-                callData: encodeFunctionData({ abi: erc20Abi, functionName: "balanceOf", args: [owner] })
-              }))
-            ]
-          })
+          encodeFunctionData({ abi: multicall3Abi, functionName: "aggregate3", args: [calls] })
         )
       })
     ))
