@@ -9,7 +9,8 @@
 import { HttpApi, OpenApi } from "@effect/platform"
 import { AccountApi, SignInApi } from "./account/Api.js"
 import { AgentApi, StrategyApi } from "./agent/Api.js"
-import { StatementApi } from "./cards/Api.js"
+import { AuthorizationsApi, CardNetworkApi, CardSandboxApi } from "./authorizations/Api.js"
+import { CardApi, StatementApi } from "./cards/Api.js"
 import { DevnetApi } from "./devnet/Api.js"
 import { EventsApi, StreamEvent } from "./events/Api.js"
 import { HealthApi } from "./health/Api.js"
@@ -36,6 +37,9 @@ export class CoreApi extends HttpApi.make("api")
   .add(KycSandboxApi)
   .add(MarketApi)
   .add(StatementApi)
+  .add(CardApi)
+  .add(AuthorizationsApi)
+  .add(CardNetworkApi)
   .add(StrategyApi)
   .add(EventsApi)
   .addError(BadRequest.wire)
@@ -48,8 +52,8 @@ export class CoreApi extends HttpApi.make("api")
   .annotate(OpenApi.Version, SERVICE_VERSION)
   .annotate(
     OpenApi.Description,
-    "The backend of a payment-card app: wallet sign-in (EIP-4361), an identity check that issues the card, the " +
-      "card statement, an agent that keeps the card funded from a stock-token portfolio, US market hours, and a " +
+    "The backend of a payment-card app: wallet sign-in (EIP-4361), an identity check that issues the card, card " +
+      "payments at merchants authorized in real time from the card wallet's USD1, the card statement, an agent that keeps the card funded from a stock-token portfolio, US market hours, and a " +
       "demo merchant paid over x402. Every error body is `{ error, code }`; every time is milliseconds since epoch."
   )
   // The event stream's frames, which the text/event-stream response refers to.
@@ -66,7 +70,7 @@ export class AgentEnabledApi extends CoreApi.add(AgentApi) {}
 export class Api extends MerchantEnabledApi.add(AgentApi) {}
 
 /**
- * Every group, the embedded devnet's faucet too: what the typed client and the request metrics know
- * (App.ts adds the devnet group to the API in force only while the embedded devnet runs).
+ * Every group, the embedded devnet's faucet and the sandbox card network too: what the typed client
+ * and the request metrics know (App.ts adds those groups to the API in force only while they run).
  */
-export class ClientApi extends Api.add(DevnetApi) {}
+export class ClientApi extends Api.add(DevnetApi).add(CardSandboxApi) {}

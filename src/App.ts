@@ -17,18 +17,25 @@ import { AgentLoop, AgentLoopLive } from "./agent/AgentLoop.js"
 import { AgentHttpLive, StrategyHttpLive } from "./agent/Http.js"
 import { WebAppLive } from "./app/WebApp.js"
 import { Auth } from "./auth/Auth.js"
+import { CardSandboxApi } from "./authorizations/Api.js"
+import { networkName } from "./authorizations/AuthorizationSettings.js"
+import { Authorizations } from "./authorizations/Authorizations.js"
+import { BalanceFollowerLive } from "./authorizations/BalanceFollower.js"
+import { CardNetwork } from "./authorizations/CardNetwork.js"
+import { AuthorizationsHttpLive, CardNetworkHttpLive, CardSandboxHttpLive } from "./authorizations/Http.js"
 import { Cards } from "./cards/Cards.js"
-import { StatementHttpLive } from "./cards/Http.js"
+import { CardHttpLive, StatementHttpLive } from "./cards/Http.js"
 import { Statement } from "./cards/Statement.js"
 import { ChainClient } from "./chain/ChainClient.js"
-import { withDevnet } from "./devnet/Api.js"
+import { DevnetApi } from "./devnet/Api.js"
 import { DevnetHttpLive } from "./devnet/Http.js"
 import { EventStreams } from "./events/EventStreams.js"
-import { AgentEventsLive, Events, KycEventsLive } from "./events/Events.js"
+import { AgentEventsLive, AuthorizationEventsLive, Events, KycEventsLive } from "./events/Events.js"
 import { CloseEventStreamsFirst, EventsHttpLive } from "./events/Http.js"
 import { HealthHttpLive } from "./health/Http.js"
 import { LandingLive } from "./http/Landing.js"
 import { metricsRoute } from "./http/MetricsRoute.js"
+import { withGroupWhen } from "./http/OptionalGroup.js"
 import { RateLimiter } from "./http/RateLimit.js"
 import { normalizeErrors, serveApi } from "./http/Server.js"
 import { KycHttpLive, KycSandboxHttpLive, KycWebhookHttpLive } from "./kyc/Http.js"
@@ -49,7 +56,15 @@ import { SERVICE_NAME, SERVICE_VERSION } from "./runtime/ServiceInfo.js"
 import { DatabasePool } from "./storage/Database.js"
 
 /** Paths of the parts that exist only when configured, and what switches them on. */
-const switchedOff = (config: AppSettings): ReadonlyArray<readonly [RegExp, string]> => [
+const switchedOff = (config: AppSettings, cardSandbox: boolean): ReadonlyArray<readonly [RegExp, string]> => [
+  ...(cardSandbox
+    ? []
+    : [
+        [
+          /^\/sandbox\/card-network(\/|$)/,
+          "the sandbox card network is off: /sandbox/card-network/* exists with CARD_NETWORK=sandbox"
+        ] as const
+      ]),
   ...(config.agentMode === "off"
     ? [
         [
@@ -75,7 +90,9 @@ const OutagesLive = Layer.unwrapEffect(
 /** The error normaliser (`normalizeErrors`), knowing which parts of this app are switched off. */
 const ErrorNormalizerLive = HttpApiBuilder.middleware(
   Api,
-  Effect.map(AppConfig, (config) => normalizeErrors(switchedOff(config)))
+  Effect.zipWith(AppConfig, networkName, (config, network) =>
+    normalizeErrors(switchedOff(config, network === "sandbox"))
+  )
 )
 
 /** The domain services, each with its own repositories; the ports they use come from outside. */
@@ -92,7 +109,8 @@ const DomainLive = Layer.mergeAll(
       Kyc.Default.pipe(Layer.provide(KycEventsLive)),
       SandboxDeskLive,
       Statement.Default,
-      Market.Default
+      Market.Default,
+      Authorizations.Default.pipe(Layer.provide(AuthorizationEventsLive))
     )
   ),
   Layer.provideMerge(Layer.merge(Cards.Default, Events.Default)),
@@ -108,11 +126,16 @@ const CoreLive = Layer.mergeAll(
   KycSandboxHttpLive,
   MarketHttpLive,
   StatementHttpLive,
+  CardHttpLive,
+  AuthorizationsHttpLive,
+  CardNetworkHttpLive,
+  CardSandboxHttpLive,
   StrategyHttpLive,
   DevnetHttpLive,
   EventsHttpLive,
   ErrorNormalizerLive,
   MarketRefreshLive,
+  BalanceFollowerLive,
   RetentionLive.pipe(Layer.provide(Retention.Default))
 )
 
@@ -132,11 +155,14 @@ const ApiLive = Layer.unwrapEffect(
     const merchant = Option.isSome(config.merchantPayTo)
     const agent = config.agentMode !== "off"
     const devnet = Option.isSome((yield* ChainClient).faucet)
+    const cardSandbox = (yield* networkName) === "sandbox"
     const served = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(
       api: HttpApi.HttpApi<Id, Groups, E, R>
     ) =>
       HttpApiBuilder.api(
-        withDevnet(api, devnet).annotate(OpenApi.Servers, [{ url: config.apiUrl, description: "API_URL" }])
+        withGroupWhen(withGroupWhen(api, DevnetApi, devnet), CardSandboxApi, cardSandbox).annotate(OpenApi.Servers, [
+          { url: config.apiUrl, description: "API_URL" }
+        ])
       )
     // With the merchant on, /ready also asks it (stuck settlements): the one Merchant, shared.
     const core = merchant ? CoreLive.pipe(Layer.provide(Merchant.Default)) : CoreLive
@@ -205,6 +231,7 @@ const StartupSummary = Layer.scopedDiscard(
     const server = yield* HttpServer.HttpServer
     const chain = yield* ChainClient
     const kyc = yield* KycProvider
+    const cardNetwork = yield* CardNetwork
     const developmentSecrets = yield* Effect.flatMap(Secrets, (secrets) => secrets.development)
     const rpcUrl = yield* Config.option(Config.string("CHAIN_RPC_URL"))
     const url = urlOf(server.address)
@@ -217,6 +244,7 @@ const StartupSummary = Layer.scopedDiscard(
         merchant: Option.isSome(config.merchantPayTo) ? "on" : "off",
         agent: config.agentMode,
         identityProvider: kyc.name,
+        cardNetwork: cardNetwork.name,
         developmentSecrets: developmentSecrets.length === 0 ? "none" : developmentSecrets.join(", ")
       })
     )

@@ -9,7 +9,8 @@
  * | `PriceFeed`        | the registry tokens' on-chain feeds and pause flags                   |
  * | `PaymentProcessor` | `FACILITATOR_URL`'s facilitator, else our relayer                      |
  * | `KycProvider`      | `KYC_PROVIDER`: the built-in sandbox, or Didit                         |
- * | `CardIssuer`       | the local issuer                                                      |
+ * | `CardNetwork`      | `CARD_NETWORK`: the built-in sandbox network, or Lithic                 |
+ * | `CardIssuer`       | the card network's issuer: the local one with the sandbox, Lithic's API |
  * | `Secrets`          | `CARD_DATA_KEY` and named secrets, else development files in DATA_DIR |
  * | `AgentWallet`      | one wallet per card on the chain, keys derived from `AGENT_WALLET_SEED` |
  *
@@ -23,6 +24,11 @@ import type { SqlClient } from "@effect/sql"
 import { Config, Effect, Layer, Option } from "effect"
 import type { AgentWallet } from "./agent/AgentWallet.js"
 import { ChainAgentWallet } from "./agent/ChainAgentWallet.js"
+import { networkName } from "./authorizations/AuthorizationSettings.js"
+import type { CardNetwork } from "./authorizations/CardNetwork.js"
+import { LithicIssuer } from "./authorizations/LithicIssuer.js"
+import { ConfiguredCardNetwork } from "./authorizations/Networks.js"
+import type { SandboxNetworkKey } from "./authorizations/SandboxNetwork.js"
 import { type CardIssuer, LocalCardIssuer } from "./cards/CardIssuer.js"
 import type { ChainClient } from "./chain/ChainClient.js"
 import { ChainDeployment, DeployedTokens } from "./chain/Deployment.js"
@@ -44,6 +50,7 @@ export type Ports =
   | PriceFeed
   | PaymentProcessor
   | KycProvider
+  | CardNetwork
   | CardIssuer
   | Secrets
   | AgentWallet
@@ -54,6 +61,8 @@ export interface PortLayers {
   readonly priceFeed: Layer.Layer<PriceFeed, unknown, ChainClient | TokenRegistry>
   readonly paymentProcessor: Layer.Layer<PaymentProcessor, unknown, ChainClient>
   readonly kycProvider: Layer.Layer<KycProvider, unknown, AppConfig | KycConfig | Secrets | SqlClient.SqlClient>
+  /** The card network; the sandbox network also provides the key its terminal signs with. */
+  readonly cardNetwork: Layer.Layer<CardNetwork | SandboxNetworkKey, unknown, AppConfig | Secrets>
   readonly cardIssuer: Layer.Layer<CardIssuer, unknown>
   readonly secrets: Layer.Layer<Secrets, unknown, AppConfig>
   readonly agentWallet: Layer.Layer<AgentWallet, unknown, ChainClient | TokenRegistry | Secrets>
@@ -74,12 +83,18 @@ const ConfiguredKycProvider = Layer.unwrapEffect(
   Effect.map(KycConfig, (config) => (config.provider === "didit" ? DiditProviderLive : SandboxProviderLive))
 )
 
+/** The card network's issuer: Lithic's API with `CARD_NETWORK=lithic`, the local one with the sandbox. */
+const ConfiguredCardIssuer = Layer.unwrapEffect(
+  Effect.map(networkName, (network) => (network === "lithic" ? LithicIssuer : LocalCardIssuer))
+)
+
 const defaults: PortLayers = {
   chain: ConfiguredChain,
   priceFeed: PriceFeed.onchain,
   paymentProcessor: ConfiguredPaymentProcessor,
   kycProvider: ConfiguredKycProvider,
-  cardIssuer: LocalCardIssuer,
+  cardNetwork: ConfiguredCardNetwork,
+  cardIssuer: ConfiguredCardIssuer,
   secrets: Secrets.layer,
   agentWallet: ChainAgentWallet
 }
@@ -91,6 +106,7 @@ export const portsLayer = (overrides: Partial<PortLayers> = {}) => {
     ports.priceFeed,
     ports.paymentProcessor,
     ports.kycProvider,
+    ports.cardNetwork,
     ports.cardIssuer,
     ports.agentWallet
   ).pipe(Layer.provideMerge(ports.chain), Layer.provideMerge(ports.secrets), Layer.provide(KycConfig.layer))

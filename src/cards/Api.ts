@@ -1,7 +1,52 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../auth/Api.js"
+import { ApiError } from "../http/ApiError.js"
 import { pageQuery } from "../http/QueryParams.js"
+import { Card } from "./Card.js"
+
+export class CardNotFound extends ApiError(
+  "CardNotFound",
+  "CARD_NOT_FOUND",
+  404,
+  "No card is issued to the signed-in user (pass the identity check first), or the sandbox network knows no " +
+    "such authorization."
+) {}
+
+/** A merchant category code (ISO 18245): four digits. */
+export const Mcc = Schema.String.pipe(
+  Schema.pattern(/^\d{4}$/, { message: () => "must be a merchant category code: four digits, like 5812" })
+)
+
+/** A limit in USD: whole cents, from 0 (nothing passes) to 1,000,000,000. */
+const UsdLimit = Schema.Number.pipe(
+  Schema.filter(
+    (usd) =>
+      (Number.isFinite(usd) && usd >= 0 && usd <= 1e9 && Math.abs(Math.round(usd * 100) - usd * 100) < 1e-6) ||
+      "must be a USD amount from 0 to 1000000000 in whole cents"
+  )
+)
+
+export class CardControls extends Schema.Class<CardControls>("CardControls")({
+  frozen: Schema.Boolean.annotations({ description: "a frozen card declines every authorization (card_frozen)" }),
+  perTransactionUsd: Schema.NullOr(Schema.Number).annotations({ description: "the largest authorization; null: none" }),
+  dailyUsd: Schema.NullOr(Schema.Number).annotations({
+    description: "approved in a UTC day, at most; null: no limit"
+  }),
+  monthlyUsd: Schema.NullOr(Schema.Number).annotations({
+    description: "approved in a UTC calendar month, at most; null: no limit"
+  }),
+  blockedMcc: Schema.Array(Mcc).annotations({ description: "merchant category codes the card declines" })
+}) {}
+
+export const ControlsUpdate = Schema.Struct({
+  frozen: Schema.optional(Schema.Boolean),
+  perTransactionUsd: Schema.optional(Schema.NullOr(UsdLimit)),
+  dailyUsd: Schema.optional(Schema.NullOr(UsdLimit)),
+  monthlyUsd: Schema.optional(Schema.NullOr(UsdLimit)),
+  blockedMcc: Schema.optional(Schema.Array(Mcc).pipe(Schema.maxItems(200)))
+}).annotations({ identifier: "CardControlsUpdate" })
+export type ControlsUpdate = typeof ControlsUpdate.Type
 
 export class ActivityItem extends Schema.Class<ActivityItem>("ActivityItem")({
   id: Schema.String.annotations({ description: "cursor for `before`" }),
@@ -14,6 +59,38 @@ export class ActivityItem extends Schema.Class<ActivityItem>("ActivityItem")({
   tx: Schema.String
 }) {}
 
+export const CardActivityStatus = Schema.Literal("pending", "settled", "reversed", "expired").annotations({
+  description:
+    "pending: held, or cleared by the network and not yet debited from the card wallet; settled: debited; " +
+    "reversed: the merchant released it; expired: the hold lapsed"
+})
+
+export const CardMerchant = Schema.Struct({
+  name: Schema.String,
+  categoryCode: Mcc.annotations({ description: "ISO 18245 merchant category code" }),
+  city: Schema.NullOr(Schema.String),
+  country: Schema.String
+}).annotations({ identifier: "CardMerchant" })
+
+export class CardActivityItem extends Schema.Class<CardActivityItem>("CardActivityItem")({
+  id: Schema.String.annotations({ description: "cursor for `before`" }),
+  type: Schema.Literal("card_payment", "card_refund").annotations({
+    description: "card_payment: the card paid a merchant through the card network; card_refund: a merchant's refund"
+  }),
+  at: Schema.Number.annotations({ description: "ms since epoch" }),
+  usd: Schema.Number.annotations({
+    description: "positive; a payment's cleared amount once cleared, else what is held for it"
+  }),
+  description: Schema.String.annotations({ description: "the merchant's name" }),
+  status: CardActivityStatus,
+  merchant: CardMerchant,
+  tx: Schema.optional(Schema.String).annotations({ description: "the debit's or refund's transaction, once on chain" })
+}) {}
+
+/** A statement item: the seed's x402 payments and agent refills, and card payments and refunds. */
+export const StatementItem = Schema.Union(ActivityItem, CardActivityItem).annotations({ identifier: "StatementItem" })
+export type StatementItem = typeof StatementItem.Type
+
 const ActivityQuery = pageQuery({
   items: "items",
   id: /^[A-Za-z0-9_:-]{1,80}$/,
@@ -21,15 +98,58 @@ const ActivityQuery = pageQuery({
   beforeDescription: "the id of the last item of the previous page: answers the items after it"
 })
 
+export class CardApi extends HttpApiGroup.make("card")
+  .add(
+    HttpApiEndpoint.get("controls", "/card/controls")
+      .addSuccess(CardControls)
+      .addError(CardNotFound.wire)
+      .annotate(OpenApi.Summary, "The card's controls")
+      .annotate(
+        OpenApi.Description,
+        "Whether the card is frozen, its limits in USD and the merchant categories it declines."
+      )
+  )
+  .add(
+    HttpApiEndpoint.put("setControls", "/card/controls")
+      .setPayload(ControlsUpdate)
+      .addSuccess(CardControls)
+      .addError(CardNotFound.wire)
+      .annotate(OpenApi.Summary, "Set the card's controls")
+      .annotate(
+        OpenApi.Description,
+        "Changes the fields given and keeps the others: `frozen`, the per-transaction, daily (UTC day) and monthly " +
+          "(UTC month) limits in USD (null removes a limit) and `blockedMcc`, the merchant category codes to decline. " +
+          "The next authorization is decided on them."
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("replace", "/card/replace")
+      .addSuccess(Card)
+      .addError(CardNotFound.wire)
+      .annotate(OpenApi.Summary, "Replace a lost card")
+      .annotate(
+        OpenApi.Description,
+        "Issues a new number, expiry and CVV for the same card (its balance, controls, strategy and statement stay); " +
+          "the old number then declines card_canceled."
+      )
+  )
+  .middleware(Authentication)
+  .annotate(OpenApi.Title, "Card")
+  .annotate(
+    OpenApi.Description,
+    "The holder's controls over the card: freeze, limits, merchant categories, replacement."
+  ) {}
+
 export class StatementApi extends HttpApiGroup.make("statement")
   .add(
     HttpApiEndpoint.get("activity", "/me/activity")
       .setUrlParams(ActivityQuery)
-      .addSuccess(Schema.Array(ActivityItem))
+      .addSuccess(Schema.Array(StatementItem))
       .annotate(OpenApi.Summary, "Card statement")
       .annotate(
         OpenApi.Description,
-        "The card statement, newest first: payments and agent refills. `?limit=` (1-200, default 50), " +
+        "The card statement, newest first: x402 payments, agent refills, card payments at merchants (pending, " +
+          "settled, reversed or expired, with the merchant) and card refunds. `?limit=` (1-200, default 50), " +
           "`?before=<id>` for the page after the item with that id."
       )
   )
@@ -37,5 +157,6 @@ export class StatementApi extends HttpApiGroup.make("statement")
   .annotate(OpenApi.Title, "Card statement")
   .annotate(
     OpenApi.Description,
-    "What moved on the signed-in user's card: settled payments to the merchant and the agent's executed refills."
+    "What moved on the signed-in user's card: settled x402 payments, the agent's executed refills, and card payments " +
+      "and refunds from the card network."
   ) {}

@@ -7,7 +7,7 @@
  * issuer is another Layer for `CardIssuer`; a failure there is a defect (the identity-provider
  * webhook then answers 500 and is retried).
  */
-import { randomBytes, randomInt } from "node:crypto"
+import { randomInt, randomUUID } from "node:crypto"
 import { Context, Effect, Layer, Redacted, Ref } from "effect"
 import type { Address } from "../chain/Address.js"
 import { withCheckDigit } from "./Luhn.js"
@@ -28,6 +28,8 @@ export interface CardIssuerShape {
     readonly holder: string
     readonly now: number
   }) => Effect.Effect<IssuedCard>
+  /** Closes a card the holder replaced (a lost card): the issuer's network then refuses it too. */
+  readonly retire: (issuerRef: string) => Effect.Effect<void>
 }
 
 export class CardIssuer extends Context.Tag("app/CardIssuer")<CardIssuer, CardIssuerShape>() {}
@@ -60,8 +62,11 @@ export const LocalCardIssuer = Layer.succeed(
         number: Redacted.make(localCardNumber()),
         cvv: Redacted.make(randomDigits(3)),
         expiry: expiryAfter(now),
-        issuerRef: `local_${randomBytes(12).toString("hex")}`
-      }))
+        // The sandbox card network names cards by this token, as a processor would (a UUID).
+        issuerRef: randomUUID()
+      })),
+    // The sandbox network reads the card table itself: a replaced face declines card_canceled.
+    retire: () => Effect.void
   })
 )
 
@@ -87,9 +92,10 @@ export const FixedCardIssuer = (faces: ReadonlyArray<CardFace>) =>
               number: Redacted.make(face.number),
               cvv: Redacted.make(face.cvv),
               expiry: face.expiry,
-              issuerRef: `fixed_${face.number.slice(-4)}`
+              issuerRef: `fixed_${face.number}`
             }
-          })
+          }),
+        retire: () => Effect.void
       })
     )
   )

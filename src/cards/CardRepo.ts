@@ -31,8 +31,35 @@ export type NewCardRow = {
   readonly last4: string
   readonly expiry: string
   readonly documentHash: Uint8Array
+  readonly numberHash: Uint8Array
   readonly createdAt: Date
 }
+
+/** A new face for a card: the replaced one moves to `card_replaced_faces`. */
+export type NewFace = Pick<NewCardRow, "issuerRef" | "numberSealed" | "cvvSealed" | "last4" | "expiry" | "numberHash">
+
+/** A face the network may present, found by its number's hash: the card's own, or one it replaced. */
+export const FaceRow = Schema.Struct({
+  cardId: Schema.String,
+  issuerRef: Schema.String,
+  last4: Schema.String,
+  expiry: Schema.String,
+  cvvSealed: Schema.Uint8ArrayFromSelf,
+  replaced: Schema.Boolean
+})
+export type FaceRow = typeof FaceRow.Type
+
+const Micros = Schema.NullOr(Schema.BigInt)
+
+/** The holder's controls as stored: limits in millionths of a dollar, null for none. */
+export const ControlsRow = Schema.Struct({
+  frozen: Schema.Boolean,
+  perTransactionMicros: Micros,
+  dailyMicros: Micros,
+  monthlyMicros: Micros,
+  blockedMcc: Schema.Array(Schema.String)
+})
+export type ControlsRow = typeof ControlsRow.Type
 
 export class CardRepo extends Effect.Service<CardRepo>()("app/CardRepo", {
   effect: Effect.gen(function* () {
@@ -75,6 +102,79 @@ export class CardRepo extends Effect.Service<CardRepo>()("app/CardRepo", {
         Effect.map((rows) => rows.length === 1)
       )
 
-    return repository("CardRepo", { findByAddress, findRef, holderOfDocument, hasCard, insertIfAbsent })
+    const faceByNumberHash = SqlSchema.findOne({
+      Request: Schema.Uint8ArrayFromSelf,
+      Result: FaceRow,
+      execute: (hash) => sql`
+        SELECT id AS card_id, issuer_ref, last4, expiry, cvv_sealed, false AS replaced FROM cards WHERE number_hash = ${hash}
+        UNION ALL
+        SELECT card_id, issuer_ref, last4, expiry, cvv_sealed, true FROM card_replaced_faces WHERE number_hash = ${hash}
+        LIMIT 1`
+    })
+
+    const controls = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: ControlsRow,
+      execute: (address) => sql`
+        SELECT frozen, per_transaction_micros, daily_micros, monthly_micros, blocked_mcc FROM cards WHERE address = ${address}`
+    })
+
+    /** Sets the controls; the row is locked while an authorization decides on it, so they apply to the next one. */
+    const updateControls = SqlSchema.findOne({
+      Request: Schema.Struct({ address: Schema.String, controls: Schema.typeSchema(ControlsRow) }),
+      Result: ControlsRow,
+      execute: ({ address, controls: next }) => sql`
+        UPDATE cards SET frozen = ${next.frozen}, per_transaction_micros = ${next.perTransactionMicros},
+          daily_micros = ${next.dailyMicros}, monthly_micros = ${next.monthlyMicros},
+          blocked_mcc = ${next.blockedMcc}::text[]
+        WHERE address = ${address}
+        RETURNING frozen, per_transaction_micros, daily_micros, monthly_micros, blocked_mcc`
+    })
+
+    /**
+     * Moves the card's face to the replaced faces and gives it `face`, in one statement, with the
+     * row locked; the old issuer ref, answered.
+     */
+    const replaceFace = (address: string, face: NewFace, at: Date) =>
+      sql<{ oldIssuerRef: string }>`
+        WITH old AS (
+          SELECT id, issuer, issuer_ref, number_hash, number_sealed, cvv_sealed, last4, expiry
+          FROM cards WHERE address = ${address} FOR UPDATE
+        ), kept AS (
+          INSERT INTO card_replaced_faces
+            (issuer, issuer_ref, card_id, number_hash, number_sealed, cvv_sealed, last4, expiry, replaced_at)
+          SELECT issuer, issuer_ref, id, number_hash, number_sealed, cvv_sealed, last4, expiry, ${at} FROM old
+        )
+        UPDATE cards c SET issuer_ref = ${face.issuerRef}, number_hash = ${face.numberHash},
+          number_sealed = ${face.numberSealed}, cvv_sealed = ${face.cvvSealed}, last4 = ${face.last4},
+          expiry = ${face.expiry}
+        FROM old WHERE c.id = old.id
+        RETURNING old.issuer_ref AS old_issuer_ref`.pipe(Effect.map((rows) => rows[0]?.oldIssuerRef))
+
+    /** Cards issued before numbers were hashed, with their sealed numbers (filled at start-up). */
+    const withoutNumberHash = sql<{ id: string; numberSealed: Uint8Array }>`
+      SELECT id, number_sealed FROM cards WHERE number_hash IS NULL
+      UNION ALL
+      SELECT card_id, number_sealed FROM card_replaced_faces WHERE number_hash IS NULL`
+
+    const setNumberHash = (id: string, sealed: Uint8Array, hash: Uint8Array) =>
+      Effect.zipRight(
+        sql`UPDATE cards SET number_hash = ${hash} WHERE id = ${id} AND number_sealed = ${sealed}`,
+        sql`UPDATE card_replaced_faces SET number_hash = ${hash} WHERE card_id = ${id} AND number_sealed = ${sealed}`
+      )
+
+    return repository("CardRepo", {
+      findByAddress,
+      findRef,
+      holderOfDocument,
+      hasCard,
+      insertIfAbsent,
+      faceByNumberHash,
+      controls,
+      updateControls,
+      replaceFace,
+      withoutNumberHash: () => withoutNumberHash,
+      setNumberHash
+    })
   })
 }) {}

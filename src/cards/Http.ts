@@ -3,6 +3,7 @@ import { Effect, Layer } from "effect"
 import { Api } from "../Api.js"
 import { CurrentUser } from "../auth/Api.js"
 import { AuthenticationLive } from "../auth/Http.js"
+import { Cards } from "./Cards.js"
 import { Statement } from "./Statement.js"
 
 export const StatementHttpLive = HttpApiBuilder.group(Api, "statement", (handlers) =>
@@ -13,3 +14,15 @@ export const StatementHttpLive = HttpApiBuilder.group(Api, "statement", (handler
     )
   })
 ).pipe(Layer.provide([Statement.Default, AuthenticationLive]))
+
+export const CardHttpLive = HttpApiBuilder.group(Api, "card", (handlers) =>
+  Effect.gen(function* () {
+    const cards = yield* Cards
+    return handlers
+      .handle("controls", () => Effect.flatMap(CurrentUser, (user) => cards.controls(user.address)))
+      .handle("setControls", ({ payload }) =>
+        Effect.flatMap(CurrentUser, (user) => cards.updateControls(user.address, payload))
+      )
+      .handle("replace", () => Effect.flatMap(CurrentUser, (user) => cards.replace(user.address)))
+  })
+).pipe(Layer.provide(AuthenticationLive))

@@ -5,12 +5,12 @@
  */
 
 import { SqlClient, SqlSchema, type Statement as SqlStatement } from "@effect/sql"
-import { Effect, Option, Schema } from "effect"
+import { Clock, Effect, Option, Schema } from "effect"
 import { Address } from "../chain/Address.js"
 import { ChainClient } from "../chain/ChainClient.js"
 import { DEFAULT_PAGE_SIZE } from "../http/QueryParams.js"
 import { traced } from "../observability/Traced.js"
-import { ActivityItem } from "./Api.js"
+import { ActivityItem, CardActivityItem, type StatementItem } from "./Api.js"
 
 const ItemRow = Schema.Struct({
   id: Schema.String,
@@ -20,6 +20,37 @@ const ItemRow = Schema.Struct({
   description: Schema.String,
   tx: Schema.String
 })
+
+/** Any statement row: the card network's items carry a status and a merchant, and a transaction only once on chain. */
+const StatementRow = Schema.Struct({
+  ...ItemRow.fields,
+  type: Schema.Literal("payment", "refill", "card_payment", "card_refund"),
+  tx: Schema.NullOr(Schema.String),
+  status: Schema.NullOr(Schema.Literal("pending", "settled", "reversed", "expired")),
+  merchantMcc: Schema.NullOr(Schema.String),
+  merchantCity: Schema.NullOr(Schema.String),
+  merchantCountry: Schema.NullOr(Schema.String)
+})
+type StatementRow = typeof StatementRow.Type
+
+const statementItem = (row: StatementRow): StatementItem =>
+  row.type === "payment" || row.type === "refill"
+    ? activityItem({ ...row, type: row.type, tx: row.tx ?? "" })
+    : new CardActivityItem({
+        id: row.id,
+        type: row.type,
+        at: row.at.getTime(),
+        usd: Number(row.amountMicros) / 1_000_000,
+        description: row.description,
+        status: row.status ?? "pending",
+        merchant: {
+          name: row.description,
+          categoryCode: row.merchantMcc ?? "0000",
+          city: row.merchantCity,
+          country: row.merchantCountry ?? ""
+        },
+        ...(row.tx === null ? {} : { tx: row.tx })
+      })
 
 /** A statement item from its stored facts; USD amounts are kept in millionths. */
 export const activityItem = (row: {
@@ -58,15 +89,38 @@ export class Statement extends Effect.Service<Statement>()("app/Statement", {
       WHERE d.action = 'refill' AND d.status = 'executed' AND ${where}`
 
     const page = SqlSchema.findAll({
-      Request: Schema.Struct({ address: Schema.String, limit: Schema.Number, before: Schema.NullOr(Schema.String) }),
-      Result: ItemRow,
+      Request: Schema.Struct({
+        address: Schema.String,
+        limit: Schema.Number,
+        before: Schema.NullOr(Schema.String),
+        now: Schema.DateFromSelf
+      }),
+      Result: StatementRow,
       // A cursor that is not one of the caller's items yields an empty page, never another's data.
-      execute: ({ address, limit, before }) => sql`
+      // A card payment shows what was cleared once cleared, else what is held; a hold past its
+      // expiry (CARD_HOLD_TTL) that nothing cleared has expired.
+      execute: ({ address, limit, before, now }) => sql`
         WITH items AS (
-          SELECT id, 'payment' AS type, paid_at AS at, amount_micros, description, tx, payer AS owner
+          SELECT id, 'payment' AS type, paid_at AS at, amount_micros, description, tx,
+                 NULL AS status, NULL AS merchant_mcc, NULL AS merchant_city, NULL AS merchant_country
           FROM orders WHERE payer = ${address} AND status = 'paid'
           UNION ALL
-          ${refills(sql`c.address = ${address}`)}
+          SELECT id, type, at, amount_micros, description, tx, NULL, NULL, NULL, NULL
+          FROM (${refills(sql`c.address = ${address}`)}) r
+          UNION ALL
+          SELECT 'card-' || id, 'card_payment', created_at,
+                 CASE WHEN cleared_micros > 0 THEN cleared_micros ELSE approved_micros END,
+                 merchant_name, NULL,
+                 CASE WHEN status = 'pending' AND cleared_micros = 0 AND hold_expires_at <= ${now} THEN 'expired'
+                      ELSE status END,
+                 merchant_mcc, merchant_city, merchant_country
+          FROM card_authorizations WHERE address = ${address} AND approved
+          UNION ALL
+          SELECT CASE kind WHEN 'refund' THEN 'card-refund-' ELSE 'card-post-' END || id,
+                 CASE kind WHEN 'refund' THEN 'card_refund' ELSE 'card_payment' END, created_at, amount_micros,
+                 merchant_name, NULL, 'pending', merchant_mcc, merchant_city, merchant_country
+          FROM card_network_events
+          WHERE address = ${address} AND (kind = 'refund' OR (kind = 'clearing' AND authorization_id IS NULL))
         ),
         cursor AS (SELECT at, id FROM items WHERE id = ${before})
         SELECT items.* FROM items
@@ -79,10 +133,13 @@ export class Statement extends Effect.Service<Statement>()("app/Statement", {
       address: Address,
       query: { readonly limit?: number; readonly before?: string }
     ) {
-      const rows = yield* page({ address, limit: query.limit ?? DEFAULT_PAGE_SIZE, before: query.before ?? null }).pipe(
-        Effect.orDie
-      )
-      return rows.map(activityItem)
+      const rows = yield* page({
+        address,
+        limit: query.limit ?? DEFAULT_PAGE_SIZE,
+        before: query.before ?? null,
+        now: new Date(yield* Clock.currentTimeMillis)
+      }).pipe(Effect.orDie)
+      return rows.map(statementItem)
     })
 
     const refillRow = SqlSchema.findOne({

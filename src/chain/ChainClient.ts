@@ -214,6 +214,15 @@ export interface ChainClientShape {
     tokens: ReadonlyArray<Address>
   ) => Effect.Effect<ReadonlyArray<ReadonlyArray<bigint>>, ChainError>
   /**
+   * Every address that sent or received USD1 in blocks `fromBlock` to `toBlock` (both included),
+   * once each: the parties of the token's `Transfer` logs (the zero address for a mint or a burn),
+   * so that whoever keeps balances reads again only those that may have changed.
+   */
+  readonly usd1TransferParties: (
+    fromBlock: bigint,
+    toBlock: bigint
+  ) => Effect.Effect<ReadonlyArray<Address>, ChainError>
+  /**
    * In one read: whether the authorization's nonce is used, the payer's USD1, and whether relaying
    * the transfer now would revert. The simulated transfer is the token's own check of everything,
    * the signature included (an EOA's, or a contract wallet's through ERC-1271).

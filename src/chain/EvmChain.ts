@@ -24,6 +24,7 @@ import {
   isAddressEqual,
   parseAbiItem,
   parseEventLogs,
+  toEventSelector,
   toHex
 } from "viem"
 import type { Address } from "./Address.js"
@@ -72,10 +73,27 @@ const IDLE_POLL_MS = 1_000
 const UNAWAITED_FORGOTTEN_MS = 2 * RECEIPT_TIMEOUT_MS
 /** A node's words for a JSON-RPC method it does not have. */
 const noSuchMethod = /method not found|not supported|does not exist|unsupported|not available|unknown method/i
-/** Multicall chunks read at once. */
-const BALANCE_READS_IN_FLIGHT = 4
+/** Chunks of one bulk read (a multicall's, a range of logs') asked at once. */
+const CHUNKS_IN_FLIGHT = 4
 /** The longest a broadcast may take: longer than a read, as a node may check a transaction first. */
 const BROADCAST_TIMEOUT_MS = 10_000
+/** ERC-20 `Transfer(address indexed from, address indexed to, uint256 value)`: topic 0 of its logs. */
+const TRANSFER_TOPIC = toEventSelector("Transfer(address,address,uint256)")
+/** Blocks per `eth_getLogs`: providers refuse wider ranges (many cap them at 2,000 to 10,000 blocks). */
+export const LOG_BLOCKS_PER_CALL = 2_000n
+
+/** `fromBlock` to `toBlock` (both included) as consecutive ranges of at most `size` blocks. */
+export const blockRanges = (
+  fromBlock: bigint,
+  toBlock: bigint,
+  size: bigint
+): ReadonlyArray<readonly [bigint, bigint]> => {
+  const ranges: Array<readonly [bigint, bigint]> = []
+  for (let from = fromBlock; from <= toBlock; from += size) {
+    ranges.push([from, toBlock < from + size - 1n ? toBlock : from + size - 1n])
+  }
+  return ranges
+}
 
 export const EvmChain = Layer.scoped(
   ChainClient,
@@ -365,12 +383,36 @@ export const EvmChain = Layer.scoped(
               })
             )
           ),
-        { concurrency: BALANCE_READS_IN_FLIGHT }
+        { concurrency: CHUNKS_IN_FLIGHT }
       ).pipe(
         Effect.map((results) => rowsOf(results.flat(), owners.length, tokens.length)),
         Effect.withSpan("ChainClient.balances", { attributes: { owners: owners.length, tokens: tokens.length } })
       )
     }
+
+    /** The parties of the USD1 `Transfer` logs of the blocks, one `eth_getLogs` per LOG_BLOCKS_PER_CALL blocks. */
+    const usd1TransferParties = (fromBlock: bigint, toBlock: bigint) =>
+      Effect.forEach(
+        blockRanges(fromBlock, toBlock, LOG_BLOCKS_PER_CALL),
+        ([from, to]) =>
+          read<ReadonlyArray<{ readonly topics: ReadonlyArray<Hex> }>>("USD1 transfer logs", "eth_getLogs", [
+            { address: usd1.address, topics: [TRANSFER_TOPIC], fromBlock: toHex(from), toBlock: toHex(to) }
+          ]).pipe(
+            Effect.flatMap((logs) =>
+              Effect.try({
+                // topics 1 and 2: the indexed `from` and `to`, each an address in a 32-byte word
+                try: () => logs.flatMap(({ topics }) => [1, 2].map((i) => getAddress(`0x${topics[i]!.slice(26)}`))),
+                catch: (cause) => new ChainError({ message: `USD1 transfer logs: ${errorText(cause)}`, cause })
+              })
+            )
+          ),
+        { concurrency: CHUNKS_IN_FLIGHT }
+      ).pipe(
+        Effect.map((parties): ReadonlyArray<Address> => [...new Set(parties.flat())]),
+        Effect.withSpan("ChainClient.usd1TransferParties", {
+          attributes: { "chain.from_block": String(fromBlock), "chain.to_block": String(toBlock) }
+        })
+      )
 
     const authorizationState = (authorizer: Address, nonce: Hex) =>
       read<Hex>("authorizationState", "eth_call", [
@@ -512,6 +554,7 @@ export const EvmChain = Layer.scoped(
       transferCheck,
       balanceOf,
       balances,
+      usd1TransferParties,
       authorizationState,
       authorizationUsedIn,
       authorizationSigned,

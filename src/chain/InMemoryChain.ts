@@ -2,9 +2,9 @@
  * An in-memory chain for tests and demos: a `ChainClient` and a `TokenRegistry` with no process
  * behind them. State lives in memory; signatures are checked for real (EOA signers only: a
  * contract wallet's signature is refused), block time is effect's `Clock` (so `TestClock` drives
- * it), and every transaction is "mined" at once. The demo exchange trades by the contract's own
- * rules (Exchange.ts) from 10,000,000 USD1 of liquidity. `InMemoryChain` itself is the control a
- * test uses to mint tokens, set feed prices and pause tokens.
+ * it), and every transaction (a mint too) is "mined" at once, in a block of its own. The demo
+ * exchange trades by the contract's own rules (Exchange.ts) from 10,000,000 USD1 of liquidity.
+ * `InMemoryChain` itself is the control a test uses to mint tokens, set feed prices and pause tokens.
  *
  *     layer(testServer({ ports: { chain: InMemoryChain.layer() } }))(...)
  *
@@ -103,6 +103,26 @@ const moved = (state: State, transfers: ReadonlyArray<TokenTransfer>): Either.Ei
 }
 
 /**
+ * `state` with a block of its own holding `transfers` (mints, from the zero address), as a faucet's
+ * transaction would be: whoever follows the blocks' transfers (the card balance follower) sees them.
+ */
+const withMintBlock = (state: State, transfers: ReadonlyArray<TokenTransfer>): State => {
+  const blockNumber = BigInt(state.receipts.size + 1)
+  const hash = keccak256(toHex(`in-memory mint in block ${blockNumber}`))
+  return {
+    ...state,
+    receipts: new Map(state.receipts).set(hash, {
+      hash,
+      status: "success",
+      outOfGas: false,
+      transfers,
+      blockNumber,
+      blockHash: hash
+    })
+  }
+}
+
+/**
  * What a transaction does when mined on `state` at `blockTime`: its transfers and any other change
  * (`andThen`), or its revert reason.
  */
@@ -150,7 +170,7 @@ export interface InMemoryChainShape {
   readonly tokens: ReadonlyArray<StockToken>
   /** The demo exchange's address (it holds the USD1 it pays for sold tokens). */
   readonly exchange: Address
-  /** Creates tokens out of nothing (USD1 or a stock token). */
+  /** Creates tokens out of nothing (USD1 or a stock token), in a block of its own, even while the token is paused. */
   readonly mint: (token: Address, to: Address, amount: bigint) => Effect.Effect<void>
   /** A token's balance. */
   readonly balanceOf: (token: Address, owner: Address) => Effect.Effect<bigint>
@@ -159,7 +179,7 @@ export interface InMemoryChainShape {
   /** Starts a new feed round for the stock `symbol` at `price` USD, stamped with the current block time. */
   readonly setPrice: (symbol: string, price: number) => Effect.Effect<void>
   readonly setPaused: (symbol: string, paused: boolean) => Effect.Effect<void>
-  /** Every transfer made by a transaction so far, oldest first. */
+  /** Every transfer mined so far (mints included), oldest first. */
   readonly transfers: Effect.Effect<ReadonlyArray<TokenTransfer & { readonly hash: Hash }>>
 }
 
@@ -384,6 +404,15 @@ const make = (options: InMemoryChainOptions) =>
         Effect.map(Ref.get(state), (current) =>
           owners.map((owner) => tokens.map((token) => balanceIn(current, token, owner)))
         ),
+      usd1TransferParties: (fromBlock, toBlock) =>
+        Effect.map(Ref.get(state), (current) => [
+          ...new Set(
+            [...current.receipts.values()]
+              .filter(({ blockNumber }) => blockNumber >= fromBlock && blockNumber <= toBlock)
+              .flatMap(({ transfers }) => transfers.filter((transfer) => isAddressEqual(transfer.token, usd1.address)))
+              .flatMap(({ from, to }) => [getAddress(from), getAddress(to)])
+          )
+        ]),
       authorizationState: (authorizer, nonce) =>
         Effect.map(Ref.get(state), (current) => current.authorizations.has(key(authorizer, nonce))),
       authorizationUsedIn: (authorizer, nonce) =>
@@ -428,26 +457,24 @@ const make = (options: InMemoryChainOptions) =>
       account,
       endpoints: Effect.succeed([]),
       faucet: Option.some({
-        // Mints like the devnet's faucet (a paused token refuses); gas does not exist here.
+        // Mints like the devnet's faucet (a paused token refuses), in a block; gas does not exist here.
         fund: (to, grant) =>
           Effect.flatten(
-            Ref.modify(state, (current) =>
-              Either.match(
-                moved(
-                  current,
-                  [{ token: usd1.address, amount: grant.usd1 }, ...grant.tokens]
-                    .filter(({ amount }) => amount > 0n)
-                    .map(({ token, amount }) => ({ token, from: zeroAddress, to, value: amount }))
-                ),
-                {
-                  onLeft: (reason): readonly [Effect.Effect<void, ChainError>, State] => [
-                    Effect.fail(new ChainError({ message: `faucet: ${reason}` })),
-                    current
-                  ],
-                  onRight: (funded): readonly [Effect.Effect<void, ChainError>, State] => [Effect.void, funded]
-                }
-              )
-            )
+            Ref.modify(state, (current) => {
+              const mints = [{ token: usd1.address, amount: grant.usd1 }, ...grant.tokens]
+                .filter(({ amount }) => amount > 0n)
+                .map(({ token, amount }) => ({ token, from: zeroAddress, to, value: amount }))
+              return Either.match(moved(current, mints), {
+                onLeft: (reason): readonly [Effect.Effect<void, ChainError>, State] => [
+                  Effect.fail(new ChainError({ message: `faucet: ${reason}` })),
+                  current
+                ],
+                onRight: (funded): readonly [Effect.Effect<void, ChainError>, State] => [
+                  Effect.void,
+                  withMintBlock(funded, mints)
+                ]
+              })
+            })
           )
       })
     })
@@ -457,7 +484,11 @@ const make = (options: InMemoryChainOptions) =>
       tokens,
       exchange,
       mint: (token, to, amount) =>
-        Ref.update(state, (current) => withBalance(current, token, to, balanceIn(current, token, to) + amount)),
+        Ref.update(state, (current) =>
+          withMintBlock(withBalance(current, token, to, balanceIn(current, token, to) + amount), [
+            { token, from: zeroAddress, to, value: amount }
+          ])
+        ),
       balanceOf: (token, owner) => Effect.map(Ref.get(state), (current) => balanceIn(current, token, owner)),
       transactionCount: (sender) =>
         Effect.map(Ref.get(state), (current) => current.nonces.get(sender.toLowerCase()) ?? 0),

@@ -4,7 +4,7 @@
  * service runs its embedded devnet (a chain that can mint): elsewhere `/devnet/*` is not served and
  * not in the OpenAPI document.
  */
-import { type HttpApi, HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../auth/Api.js"
 import { Address } from "../chain/Address.js"
@@ -36,13 +36,3 @@ export class DevnetApi extends HttpApiGroup.make("devnet")
     OpenApi.Description,
     "Only while the service runs its embedded devnet (CHAIN_RPC_URL unset): test funds for development keys."
   ) {}
-
-/**
- * The API with the devnet group when the embedded devnet runs. Typed as holding it either way, as
- * its handlers' layer (DevnetHttpLive) is always provided and registers them only then.
- */
-export const withDevnet = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(
-  api: HttpApi.HttpApi<Id, Groups, E, R>,
-  devnet: boolean
-): HttpApi.HttpApi<Id, Groups | typeof DevnetApi, E, R> =>
-  devnet ? api.add(DevnetApi) : (api as HttpApi.HttpApi<Id, Groups | typeof DevnetApi, E, R>)

@@ -7,6 +7,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/p
 import { Schema } from "effect"
 import { DecisionItem, Strategy } from "../agent/Api.js"
 import { Authentication } from "../auth/Api.js"
+import { CardAuthorization } from "../authorizations/Api.js"
 import { ActivityItem } from "../cards/Api.js"
 import { Card } from "../cards/Card.js"
 import { ApiError } from "../http/ApiError.js"
@@ -95,6 +96,13 @@ export const StreamEvent = Schema.Union(
   frame("refill", ActivityItem, "The agent refilled the card: the statement item, as GET /me/activity shows it."),
   frame("decision", DecisionItem, "The agent stored a decision for the card, or one ended: as GET /agent/decisions."),
   frame("strategy", Strategy, "The card's strategy was set (by any session of the user): as GET /strategy."),
+  frame(
+    "authorization",
+    CardAuthorization,
+    "The card network asked about a payment and it was approved or declined (with its reason), or an authorization " +
+      "changed (an increment, a reversal, a clearing, an expiry): as GET /card/authorizations. `availableUsd` is " +
+      "what the card could spend right after the decision."
+  ),
   Schema.Struct({ event: Schema.Literal("close"), data: CloseEvent }).annotations({
     identifier: "CloseFrame",
     description: "The server ends the stream and says why (no id)."

@@ -9,6 +9,8 @@ import type { Statement } from "@effect/sql"
 import { Effect, Layer, Schema } from "effect"
 import { AgentEvents } from "../agent/AgentEvents.js"
 import { DecisionItem, Strategy } from "../agent/Api.js"
+import { CardAuthorization } from "../authorizations/Api.js"
+import { AuthorizationEvents } from "../authorizations/AuthorizationEvents.js"
 import { ActivityItem } from "../cards/Api.js"
 import type { Address } from "../chain/Address.js"
 import { KycEvents } from "../kyc/KycEvents.js"
@@ -21,10 +23,12 @@ export type NewEvent =
   | { readonly type: "payment" | "refill"; readonly data: ActivityItem }
   | { readonly type: "decision"; readonly data: typeof DecisionItem.Type }
   | { readonly type: "strategy"; readonly data: Strategy }
+  | { readonly type: "authorization"; readonly data: CardAuthorization }
 
 const encodeActivity = Schema.encodeSync(ActivityItem)
 const encodeDecision = Schema.encodeSync(DecisionItem)
 const encodeStrategy = Schema.encodeSync(Strategy)
+const encodeAuthorization = Schema.encodeSync(CardAuthorization)
 
 /** The JSON the event stores: its data as the API encodes it. */
 const stored = (event: NewEvent): unknown => {
@@ -38,6 +42,8 @@ const stored = (event: NewEvent): unknown => {
       return encodeDecision(event.data)
     case "strategy":
       return encodeStrategy(event.data)
+    case "authorization":
+      return encodeAuthorization(event.data)
   }
 }
 
@@ -54,7 +60,7 @@ export class Events extends Effect.Service<Events>()("app/Events", {
     const publish = (address: Address, event: NewEvent) => publishAll([{ address, event }])
 
     /** An event as CTEs of the writer's own statement, stored only when `onlyIf` holds (`EventRepo.publishing`). */
-    const publishing = (address: Address, event: NewEvent, onlyIf: Statement.Fragment) =>
+    const publishing = (address: Address, event: NewEvent, onlyIf?: Statement.Fragment) =>
       repo.publishing([{ address, type: event.type, data: stored(event) }], onlyIf)
 
     return { publish, publishAll, publishing }
@@ -73,5 +79,15 @@ export const KycEventsLive = Layer.effect(
   KycEvents,
   Effect.map(Events, (events) =>
     KycEvents.of({ stateChanged: (address, kyc) => events.publish(address, { type: "kyc", data: { kyc } }) })
+  )
+)
+
+/** The card authorizations' port: a decision or a change of one is its holder's `authorization` event. */
+export const AuthorizationEventsLive = Layer.effect(
+  AuthorizationEvents,
+  Effect.map(Events, (events) =>
+    AuthorizationEvents.of({
+      publishing: (address, authorization) => events.publishing(address, { type: "authorization", data: authorization })
+    })
   )
 )

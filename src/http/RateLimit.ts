@@ -25,12 +25,13 @@ const SYNC_EVERY = "1 second"
 /** Windows older than this are dropped from the table by whichever replica writes a new one. */
 const RETAINED_MS = 10 * WINDOW_MS
 
-export type RateLimitName = "signin" | "orders" | "faucet"
+export type RateLimitName = "signin" | "orders" | "faucet" | "cardSandbox"
 
 const rateLimitSettings = Config.all({
   signin: Config.integer("RATE_LIMIT_SIGNIN").pipe(Config.withDefault(30)),
   orders: Config.integer("RATE_LIMIT_ORDERS").pipe(Config.withDefault(60)),
   faucet: Config.integer("RATE_LIMIT_FAUCET").pipe(Config.withDefault(5)),
+  cardSandbox: Config.integer("RATE_LIMIT_CARD_SANDBOX").pipe(Config.withDefault(120)),
   trustProxy: Config.boolean("TRUST_PROXY").pipe(Config.withDefault(false))
 })
 

@@ -20,6 +20,12 @@
  * | `chain_rpc_endpoint_latency_seconds` | gauge | `endpoint`, `host` (mean of the recent probes; several endpoints only) |
  * | `chain_rpc_requests_total` | counter | `endpoint`, `host`, `outcome` (`answered`, `unreachable`) |
  * | `chain_rpc_failovers_total` | counter | – (reads that went on to the next endpoint) |
+ * | `card_balance_follower_block` | gauge | – (the block up to which the card wallets' balances are followed, as this replica last saw it) |
+ * | `card_balance_follower_checked_timestamp_seconds` | gauge | – (when the follower last checked them, Unix time: alert on its age above CARD_BALANCE_MAX_AGE) |
+ * | `card_balance_refreshes_total` | counter | `reason` (`start`, `schedule`, `behind`, `went-back`) |
+ * | `card_authorizations_total` | counter | `decision` (`approved`, `declined`), `reason` (a decline reason, or `none`) |
+ * | `card_authorization_decision_seconds` | histogram | – (a card-network request's answer, stand-ins included) |
+ * | `card_authorization_stand_ins_total` | counter | `cause` (`deadline`: past CARD_AUTHORIZATION_BUDGET, `failure`: a fault of ours or the database's) |
  *
  * Beside them: Effect's runtime metrics (`effect_fiber_*`) and the process's own (ProcessMetrics.ts).
  */
@@ -98,6 +104,28 @@ const rpcFailovers = Metric.counter("chain_rpc_failovers_total", {
   incremental: true
 })
 
+const balanceFollowerBlock = Metric.gauge("card_balance_follower_block", {
+  description: "The block up to which the card wallets' USD1 balances are followed, as this replica last saw it"
+})
+const balanceFollowerChecked = Metric.gauge("card_balance_follower_checked_timestamp_seconds", {
+  description: "When the card wallets' USD1 balances were last checked against the chain's head (Unix time)"
+})
+const balanceRefreshes = Metric.counter("card_balance_refreshes_total", {
+  description: "Full reads of every card wallet's USD1 balance by this replica, by reason"
+})
+
+const cardAuthorizations = Metric.counter("card_authorizations_total", {
+  description: "Card authorization requests answered, by decision and decline reason"
+})
+const cardAuthorizationDecision = Metric.histogram(
+  "card_authorization_decision_seconds",
+  MetricBoundaries.exponential({ start: 0.001, factor: 2, count: 12 }),
+  "Time to answer a card network's authorization request"
+)
+const cardAuthorizationStandIns = Metric.counter("card_authorization_stand_ins_total", {
+  description: "Card authorizations answered with the configured stand-in, by cause"
+})
+
 /**
  * One chain endpoint's series, labelled by its position and host (an RPC URL's path and
  * credentials often hold an API key: they are never a label). Label arrays are made once.
@@ -157,6 +185,16 @@ export const relayerGasMetrics = (relayer: string) => {
 }
 
 export const countLostAgentTransaction = Metric.increment(lostAgentTransactions)
+
+/** The card balance follower's view: its block and when it was checked. */
+export const setBalanceFollower = (block: bigint, checkedAt: Date) =>
+  Effect.all([
+    Metric.set(balanceFollowerBlock, Number(block)),
+    Metric.set(balanceFollowerChecked, checkedAt.getTime() / 1000)
+  ])
+
+export const countBalanceRefresh = (reason: string) =>
+  Metric.increment(Metric.tagged(balanceRefreshes, "reason", reason))
 
 export const countKycTransition = (from: string, to: string) =>
   Metric.increment(Metric.tagged(Metric.tagged(kycTransitions, "from", from), "to", to))
@@ -311,3 +349,16 @@ export const metricsScrape = (pool: Pick<DatabasePool["Type"], "usage">) => {
     return prometheusText(yield* Metric.snapshot) + processText()
   })
 }
+
+export const countAuthorization = (approved: boolean, reason: string | null) =>
+  Metric.increment(
+    Metric.taggedWithLabels(cardAuthorizations, [
+      MetricLabel.make("decision", approved ? "approved" : "declined"),
+      MetricLabel.make("reason", reason ?? "none")
+    ])
+  )
+
+export const recordAuthorizationDecision = (seconds: number) => Metric.update(cardAuthorizationDecision, seconds)
+
+export const countAuthorizationStandIn = (cause: "deadline" | "failure") =>
+  Metric.increment(Metric.tagged(cardAuthorizationStandIns, "cause", cause))

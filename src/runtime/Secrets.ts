@@ -24,6 +24,7 @@ const VERSION = 0x01
 const PURPOSES = {
   cardData: "card-data/aes-256-gcm/v1",
   documentHash: "kyc/document-hash/v1",
+  cardNumberHash: "card-number/hmac-sha256/v1",
   sandboxDocument: "kyc-sandbox/document/aes-256-gcm/v1"
 } as const
 export type KeyPurpose = keyof typeof PURPOSES

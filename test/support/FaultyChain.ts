@@ -34,6 +34,7 @@ export const FaultyChain = Layer.scopedContext(
       verifyMessage: gated(client.verifyMessage),
       transferCheck: gated(client.transferCheck),
       balanceOf: gated(client.balanceOf),
+      usd1TransferParties: gated(client.usd1TransferParties),
       authorizationState: gated(client.authorizationState),
       authorizationUsedIn: gated(client.authorizationUsedIn),
       usd1DomainSeparator: Effect.zipRight(open.await, client.usd1DomainSeparator),

@@ -23,6 +23,8 @@ export const FACES: Readonly<Record<string, ReadonlyArray<string>>> = {
   // AgentEvents.ts: the port through which the agent tells what it did, implemented by events/.
   agent: ["Api.ts", "Agent.ts", "AgentEvents.ts"],
   app: ["WebApp.ts"],
+  // AuthorizationEvents.ts: the port through which a decision is told, implemented by events/.
+  authorizations: ["Api.ts", "AuthorizationEvents.ts"],
   // Http.ts: the authentication middleware every group that needs a session is built with.
   auth: ["Api.ts", "Auth.ts", "Http.ts"],
   cards: ["Api.ts", "Cards.ts", "Card.ts", "Statement.ts", "CardIssuer.ts"],

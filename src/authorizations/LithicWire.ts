@@ -1,0 +1,322 @@
+/**
+ * Lithic's wire format, both ways: the Auth Stream Access (ASA) request it POSTs for each
+ * authorization and the answer it expects, and the Events API's `card_transaction.updated` webhook
+ * that carries the rest of a transaction's life. Pure: schemas, decoding to the port's messages, and
+ * encoding them (the sandbox network sends what Lithic would). docs/cards.md names the sources.
+ *
+ * Where Lithic's documentation is silent, the reading is ours and stated here and in docs/cards.md:
+ * - an ASA request whose `token` names an authorization already decided is an incremental
+ *   authorization, and its amount is the increment (as in ISO 8583 incremental authorizations);
+ * - an `AUTHORIZATION_ADVICE` event sets the authorization's amount to the event's amount;
+ * - a transaction whose `status` is `SETTLED` after a clearing holds nothing any more.
+ * Amounts are cents on the wire (credits may be negative) and millionths of a dollar inside.
+ */
+import { randomUUID } from "node:crypto"
+import { Either, ParseResult, Schema } from "effect"
+import type {
+  AuthorizationRequest,
+  Channel,
+  LifecycleEvent,
+  Merchant,
+  NetworkMessage,
+  Outcome,
+  TransactionUpdate
+} from "./CardNetwork.js"
+import type { DeclineReason } from "./Decide.js"
+
+const MICROS_PER_CENT = 10_000n
+
+export const centsToMicros = (cents: number): bigint => BigInt(Math.abs(Math.trunc(cents))) * MICROS_PER_CENT
+/** Cents of an amount in millionths, rounded down (the network counts whole cents). */
+export const microsToCents = (micros: bigint): number => Number(micros / MICROS_PER_CENT)
+
+const Cents = Schema.Number.pipe(Schema.int(), Schema.between(-1e12, 1e12))
+const Token = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100))
+const Text = Schema.String.pipe(Schema.maxLength(200))
+
+const WireMerchant = Schema.Struct({
+  descriptor: Text,
+  mcc: Schema.String.pipe(Schema.pattern(/^\d{4}$/, { message: () => "merchant.mcc must be four digits" })),
+  city: Schema.optional(Schema.NullOr(Text)),
+  country: Schema.String.pipe(Schema.pattern(/^[A-Z]{2,3}$/, { message: () => "merchant.country must be ISO 3166-1" })),
+  state: Schema.optional(Schema.NullOr(Text)),
+  acceptor_id: Schema.optional(Schema.NullOr(Text))
+})
+
+const Amount = Schema.Struct({ amount: Cents, currency: Schema.optional(Schema.String) })
+
+/** The fields of an ASA request this service reads (Lithic's `CardAuthorization`); the rest pass by. */
+export const AsaRequest = Schema.Struct({
+  event_type: Schema.optional(Schema.Literal("card_authorization.approval_request")),
+  token: Token,
+  status: Schema.optional(Schema.String),
+  created: Schema.optional(Schema.String),
+  amount: Schema.optional(Cents),
+  amounts: Schema.optional(Schema.Struct({ cardholder: Amount })),
+  card: Schema.Struct({ token: Token, last_four: Schema.optional(Schema.String) }),
+  merchant: WireMerchant,
+  pos: Schema.optional(
+    Schema.Struct({
+      entry_mode: Schema.optional(Schema.Struct({ card: Schema.optional(Schema.String) }))
+    })
+  )
+})
+export type AsaRequest = typeof AsaRequest.Type
+
+const EventType = Schema.String
+const WireEvent = Schema.Struct({
+  token: Token,
+  type: EventType,
+  amount: Schema.optional(Cents),
+  amounts: Schema.optional(Schema.Struct({ cardholder: Amount })),
+  created: Schema.optional(Schema.String)
+})
+
+/** The Events API's `card_transaction.updated`: the whole transaction with its events. */
+export const TransactionUpdated = Schema.Struct({
+  event_type: Schema.Literal("card_transaction.updated"),
+  token: Token,
+  card_token: Token,
+  status: Schema.String,
+  merchant: WireMerchant,
+  events: Schema.Array(WireEvent).pipe(Schema.maxItems(1000))
+})
+export type TransactionUpdated = typeof TransactionUpdated.Type
+
+const Inbound = Schema.Union(TransactionUpdated, AsaRequest)
+const decodeInbound = Schema.decodeUnknownEither(Schema.parseJson(Inbound), { errors: "first" })
+
+const merchantOf = (wire: typeof WireMerchant.Type): Merchant => ({
+  name: wire.descriptor.trim(),
+  mcc: wire.mcc,
+  city: wire.city?.trim() || null,
+  country: wire.country
+})
+
+const cardholderCents = (message: {
+  readonly amount?: number | undefined
+  readonly amounts?: { readonly cardholder: { readonly amount: number } } | undefined
+}) => message.amounts?.cardholder.amount ?? message.amount
+
+/** What a lifecycle event means here; none for the events an ASA answer already decided or that move nothing. */
+const lifecycleType = (type: string): LifecycleEvent["type"] | undefined => {
+  switch (type) {
+    case "AUTHORIZATION_ADVICE":
+      return "adjustment"
+    case "AUTHORIZATION_REVERSAL":
+      return "reversal"
+    case "AUTHORIZATION_EXPIRY":
+      return "expiry"
+    case "CLEARING":
+      return "clearing"
+    case "RETURN":
+    case "FINANCIAL_CREDIT_AUTHORIZATION":
+      return "refund"
+    default:
+      return undefined
+  }
+}
+
+/** Reads a verified body: an ASA request or a transaction update; the reason when it is not one. */
+export const readMessage = (body: string, messageId: string): Either.Either<NetworkMessage, string> =>
+  Either.flatMap(
+    Either.mapLeft(decodeInbound(body), (error) => ParseResult.TreeFormatter.formatErrorSync(error).split("\n")[0]!),
+    (wire): Either.Either<NetworkMessage, string> => {
+      if ("event_type" in wire && wire.event_type === "card_transaction.updated") {
+        const events = wire.events.flatMap((event): ReadonlyArray<LifecycleEvent> => {
+          const type = lifecycleType(event.type)
+          const cents = cardholderCents(event) ?? 0
+          return type === undefined ? [] : [{ id: event.token, type, amount: centsToMicros(cents) }]
+        })
+        const update: TransactionUpdate = {
+          kind: "update",
+          messageId,
+          authorizationId: wire.token,
+          cardToken: wire.card_token,
+          merchant: merchantOf(wire.merchant),
+          settled: wire.status === "SETTLED",
+          events
+        }
+        return Either.right(update)
+      }
+      const asa = wire as AsaRequest
+      const cents = cardholderCents(asa)
+      if (cents === undefined) return Either.left("the request carries no amount")
+      if (asa.status !== undefined && !["AUTHORIZATION", "FINANCIAL_AUTHORIZATION"].includes(asa.status)) {
+        return Either.left(`status ${asa.status} is not an authorization this issuer decides`)
+      }
+      const request: AuthorizationRequest = {
+        kind: "authorization",
+        messageId,
+        authorizationId: asa.token,
+        cardToken: asa.card.token,
+        amount: centsToMicros(cents),
+        merchant: merchantOf(asa.merchant),
+        channel: asa.pos?.entry_mode?.card === "NOT_PRESENT" ? "online" : "in_person"
+      }
+      return Either.right(request)
+    }
+  )
+
+/** Lithic's ASA result for a decline reason: the closest of its fixed codes (any but APPROVED declines). */
+export const asaResult = (reason: DeclineReason | null): string => {
+  switch (reason) {
+    case null:
+      return "APPROVED"
+    case "card_frozen":
+    case "card_canceled":
+    case "card_expired":
+      return "CARD_PAUSED"
+    case "limit_exceeded":
+      return "VELOCITY_EXCEEDED"
+    case "merchant_category_blocked":
+      return "UNAUTHORIZED_MERCHANT"
+    case "insufficient_funds":
+    case "funds_unknown":
+    case "stand_in":
+      return "INSUFFICIENT_FUNDS"
+  }
+}
+
+/** The ASA response body: the result, the request's token, and the balance for the terminal. */
+export const asaResponse = (request: AuthorizationRequest, outcome: Outcome) => ({
+  token: request.authorizationId,
+  result: asaResult(outcome.approved ? null : outcome.reason),
+  ...(outcome.balance !== null && outcome.available !== null
+    ? { balance: { amount: microsToCents(outcome.balance), available: microsToCents(outcome.available) } }
+    : {})
+})
+
+export const AsaResponse = Schema.Struct({ token: Schema.String, result: Schema.String })
+
+// -------------------------------------------------------------------------------------------------
+// What the sandbox network sends, as Lithic sends it
+
+export interface SandboxCard {
+  readonly token: string
+  readonly lastFour: string
+}
+
+const wireMerchant = (merchant: Merchant) => ({
+  acceptor_id: "SANDBOX0000001",
+  city: merchant.city,
+  country: merchant.country,
+  descriptor: merchant.name,
+  mcc: merchant.mcc,
+  state: null
+})
+
+/** An ASA request in Lithic's current format, with every field its `CardAuthorization` requires. */
+export const asaRequestBody = (input: {
+  readonly token: string
+  readonly card: SandboxCard
+  readonly cents: number
+  readonly merchant: Merchant
+  readonly channel: Channel
+  readonly created: Date
+}) => {
+  const money = { amount: input.cents, currency: "USD" }
+  const present = input.channel === "in_person"
+  return {
+    event_type: "card_authorization.approval_request",
+    token: input.token,
+    status: "AUTHORIZATION",
+    created: input.created.toISOString().replace(/\.\d{3}Z$/, "Z"),
+    transaction_initiator: "CARDHOLDER",
+    network: "VISA",
+    acquirer_fee: 0,
+    amount: input.cents,
+    authorization_amount: input.cents,
+    settled_amount: 0,
+    cash_amount: 0,
+    cardholder_currency: "USD",
+    merchant_amount: input.cents,
+    merchant_currency: "USD",
+    amounts: {
+      cardholder: { ...money, conversion_rate: "1.000000" },
+      hold: money,
+      merchant: money,
+      settlement: null
+    },
+    avs: { address: "", zipcode: "", address_on_file_match: "NOT_PRESENT" },
+    card: {
+      token: input.card.token,
+      last_four: input.card.lastFour,
+      memo: "",
+      spend_limit: 0,
+      spend_limit_duration: "TRANSACTION",
+      state: "OPEN",
+      type: "VIRTUAL"
+    },
+    merchant: wireMerchant(input.merchant),
+    pos: {
+      entry_mode: {
+        card: present ? "PRESENT" : "NOT_PRESENT",
+        cardholder: present ? "PRESENT" : "NOT_PRESENT",
+        pan: present ? "CONTACTLESS" : "ECOMMERCE",
+        pin_entered: false
+      },
+      terminal: {
+        attended: present,
+        card_retention_capable: false,
+        on_premise: present,
+        operator: present ? "CARDHOLDER" : "UNKNOWN",
+        partial_approval_capable: false,
+        pin_capability: "NOT_CAPABLE",
+        type: present ? "POS" : "ECOMMERCE"
+      }
+    },
+    name_validation: null,
+    service_location: null,
+    token_info: null
+  }
+}
+
+/** The Lithic event type of a lifecycle event the sandbox sends. */
+const wireEventType: Record<LifecycleEvent["type"], string> = {
+  adjustment: "AUTHORIZATION_ADVICE",
+  reversal: "AUTHORIZATION_REVERSAL",
+  expiry: "AUTHORIZATION_EXPIRY",
+  clearing: "CLEARING",
+  refund: "RETURN"
+}
+
+/** A `card_transaction.updated` webhook body for a transaction and its events so far. */
+export const transactionUpdatedBody = (input: {
+  readonly token: string
+  readonly cardToken: string
+  readonly status: "PENDING" | "SETTLED" | "VOIDED" | "EXPIRED"
+  readonly merchant: Merchant
+  readonly events: ReadonlyArray<{ readonly id: string; readonly type: LifecycleEvent["type"]; readonly cents: number }>
+  readonly at: Date
+}) => {
+  const created = input.at.toISOString().replace(/\.\d{3}Z$/, "Z")
+  return {
+    event_type: "card_transaction.updated",
+    token: input.token,
+    card_token: input.cardToken,
+    status: input.status,
+    result: "APPROVED",
+    created,
+    updated: created,
+    merchant: wireMerchant(input.merchant),
+    events: input.events.map((event) => {
+      const credit = event.type === "refund"
+      const money = { amount: credit ? -event.cents : event.cents, currency: "USD" }
+      return {
+        token: event.id,
+        type: wireEventType[event.type],
+        amount: money.amount,
+        amounts: { cardholder: { ...money, conversion_rate: "1.000000" }, merchant: money, settlement: null },
+        created,
+        detailed_results: ["APPROVED"],
+        effective_polarity: credit ? "CREDIT" : "DEBIT",
+        result: "APPROVED",
+        rule_results: []
+      }
+    })
+  }
+}
+
+/** A new network id, as Lithic's (a UUID). */
+export const networkToken = (): string => randomUUID()
