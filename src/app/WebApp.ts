@@ -4,14 +4,16 @@
  * same screen), and the built files under `/app/assets/`, gzipped when the browser accepts it.
  *
  * The page learns from a JSON data block (not a script) which parts are on: the merchant, the
- * agent, and whether the service runs its embedded devnet (then, and only then, the app offers a
- * development key). Its policy (`APP_PAGE_CSP`) runs only the app's own files, loads and connects
- * to nothing but this origin, and forbids framing; `nosniff` comes with every response of the service.
+ * agent, the sandbox card network (its terminal), and whether the service runs its embedded devnet
+ * (then, and only then, the app offers a development key). Its policy (`APP_PAGE_CSP`) runs only
+ * the app's own files, loads and connects to nothing but this origin, and forbids framing;
+ * `nosniff` comes with every response of the service.
  */
 import { readdirSync, readFileSync } from "node:fs"
 import path from "node:path"
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, Option } from "effect"
+import { networkName } from "../authorizations/AuthorizationSettings.js"
 import { ChainClient } from "../chain/ChainClient.js"
 import { APP_PAGE_CSP } from "../http/PageSecurity.js"
 import { AppConfig } from "../runtime/Config.js"
@@ -68,6 +70,8 @@ export interface PageConfig {
   readonly merchant: boolean
   readonly agent: string
   readonly chainId: number
+  /** The sandbox card network runs (CARD_NETWORK=sandbox): the terminal screen can swipe cards. */
+  readonly cardSandbox: boolean
 }
 
 /** The page with its configuration in a JSON data block (`<` escaped, so the block cannot be closed early). */
@@ -107,6 +111,7 @@ export const WebAppLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function* () {
     const config = yield* AppConfig
     const chain = yield* ChainClient
+    const cardSandbox = (yield* networkName) === "sandbox"
     const build = yield* Effect.tryPromise(async () => {
       const { dir, built } = await ensureWebBuild()
       return { dir, built, assets: readAssets(dir), page: readFileSync(path.join(dir, "index.html"), "utf8") }
@@ -121,7 +126,8 @@ export const WebAppLive = HttpApiBuilder.Router.use((router) =>
           devnet: Option.isSome(chain.faucet),
           merchant: Option.isSome(config.merchantPayTo),
           agent: config.agentMode,
-          chainId: chain.chainId
+          chainId: chain.chainId,
+          cardSandbox
         }),
         {
           contentType: "text/html; charset=utf-8",

@@ -81,7 +81,8 @@ export const authorizationItem = (row: StoredAuthorization, now: number) =>
   new CardAuthorization({
     id: row.id,
     at: row.createdAt.getTime(),
-    amountUsd: usd(row.approved ? row.approvedMicros : row.requestedMicros),
+    // A declined or wholly reversed authorization shows what was asked.
+    amountUsd: usd(row.approved && row.status !== "reversed" ? row.approvedMicros : row.requestedMicros),
     approved: row.approved,
     ...(row.reason === null ? {} : { reason: row.reason as DeclineReason }),
     status: shownStatus(row, now),

@@ -35,6 +35,30 @@ const STAND_IN_RECORD_ATTEMPTS = Schedule.exponential("200 millis", 2).pipe(
   Schedule.upTo("10 minutes")
 )
 
+/**
+ * One at a time per card on this replica: requests for a busy card wait here, not holding a pooled
+ * connection while they wait for the card's row lock (a burst on one card would otherwise take the
+ * whole pool). Across replicas the row lock is what serializes them.
+ */
+const perCard = () => {
+  const locks = new Map<string, { readonly lock: Effect.Semaphore; users: number }>()
+  return <A, E, R>(card: string, effect: Effect.Effect<A, E, R>) =>
+    Effect.acquireUseRelease(
+      Effect.sync(() => {
+        const entry = locks.get(card) ?? { lock: Effect.unsafeMakeSemaphore(1), users: 0 }
+        entry.users += 1
+        locks.set(card, entry)
+        return entry
+      }),
+      (entry) => entry.lock.withPermits(1)(effect),
+      (entry) =>
+        Effect.sync(() => {
+          entry.users -= 1
+          if (entry.users === 0) locks.delete(card)
+        })
+    )
+}
+
 const outcomeOf = (decision: Decision, balance: bigint | undefined): Outcome =>
   decision.approved
     ? { approved: true, reason: null, available: decision.availableAfter, balance: balance ?? null }
@@ -65,6 +89,7 @@ export class Authorizations extends Effect.Service<Authorizations>()("app/Author
     const atomicPerMicro = 10n ** BigInt(Math.max(0, usd1Decimals - 6))
     const maxBalanceAgeMs = Duration.toMillis(maxAge)
     const holdTtlMs = Duration.toMillis(settings.holdTtl)
+    const oneAtATime = perCard()
 
     /** Stores a row and the event that tells its holder, in one statement. */
     const tell = (card: { readonly address: LockedCard["address"] }, item: CardAuthorization) =>
@@ -122,80 +147,83 @@ export class Authorizations extends Effect.Service<Authorizations>()("app/Author
 
     /** Decides and stores, in one transaction with the card's row locked. */
     const decideAndStore = (request: AuthorizationRequest) =>
-      repo.withTransaction(
-        Effect.gen(function* () {
-          const found = yield* repo.lockCard({ cardToken: request.cardToken })
-          // A token the network should never send us: nothing to hold against, nothing to store.
-          if (Option.isNone(found)) {
-            yield* Effect.logWarning("card network asked about a card this issuer does not know")
-            return { approved: false, reason: "card_canceled", available: null, balance: null } satisfies Outcome
-          }
-          const card = found.value
-          yield* Effect.annotateCurrentSpan("card.id", card.id)
-          const now = yield* Clock.currentTimeMillis
-          const { dayStart, monthStart } = limitWindows(now)
-          const position = yield* repo.position({
-            card,
-            authorizationId: request.authorizationId,
-            messageId: request.messageId,
-            now: new Date(now),
-            dayStart: new Date(dayStart),
-            monthStart: new Date(monthStart),
-            atomicPerMicro
-          })
-          const standing = {
-            state: card.canceled ? ("canceled" as const) : ("active" as const),
-            expiry: card.expiry,
-            controls: {
-              frozen: card.frozen,
-              perTransaction: card.perTransactionMicros,
-              daily: card.dailyMicros,
-              monthly: card.monthlyMicros,
-              blockedMcc: card.blockedMcc
+      oneAtATime(
+        request.cardToken,
+        repo.withTransaction(
+          Effect.gen(function* () {
+            const found = yield* repo.lockCard({ cardToken: request.cardToken })
+            // A token the network should never send us: nothing to hold against, nothing to store.
+            if (Option.isNone(found)) {
+              yield* Effect.logWarning("card network asked about a card this issuer does not know")
+              return { approved: false, reason: "card_canceled", available: null, balance: null } satisfies Outcome
             }
-          }
-          const funds = {
-            balance: position.balance,
-            balanceCheckedAt: position.balanceCheckedAt,
-            held: position.held,
-            clearedPending: position.clearedPending
-          }
-          if (Option.isSome(position.existing)) {
-            const existing = position.existing.value
-            // The same message again (a re-delivery, or sent concurrently): the same answer.
-            if (existing.messageId === request.messageId) return storedOutcome(existing)
-            return yield* increment(request, card, existing, position.increment, {
-              decision: existing.approved
-                ? decide({
-                    card: standing,
-                    funds,
-                    spent: position.spent,
-                    request: {
-                      amount: request.amount,
-                      total: existing.approvedMicros + request.amount,
-                      mcc: request.merchant.mcc,
-                      at: now
-                    },
-                    maxBalanceAgeMs
-                  })
-                : // An increment of a declined authorization is declined for the same reason.
-                  { approved: false, reason: existing.reason as DeclineReason, available: undefined },
-              balance: position.balance,
-              now
+            const card = found.value
+            yield* Effect.annotateCurrentSpan("card.id", card.id)
+            const now = yield* Clock.currentTimeMillis
+            const { dayStart, monthStart } = limitWindows(now)
+            const position = yield* repo.position({
+              card,
+              authorizationId: request.authorizationId,
+              messageId: request.messageId,
+              now: new Date(now),
+              dayStart: new Date(dayStart),
+              monthStart: new Date(monthStart),
+              atomicPerMicro
             })
-          }
-          const decision = decide({
-            card: standing,
-            funds,
-            spent: position.spent,
-            request: { amount: request.amount, total: request.amount, mcc: request.merchant.mcc, at: now },
-            maxBalanceAgeMs
+            const standing = {
+              state: card.canceled ? ("canceled" as const) : ("active" as const),
+              expiry: card.expiry,
+              controls: {
+                frozen: card.frozen,
+                perTransaction: card.perTransactionMicros,
+                daily: card.dailyMicros,
+                monthly: card.monthlyMicros,
+                blockedMcc: card.blockedMcc
+              }
+            }
+            const funds = {
+              balance: position.balance,
+              balanceCheckedAt: position.balanceCheckedAt,
+              held: position.held,
+              clearedPending: position.clearedPending
+            }
+            if (Option.isSome(position.existing)) {
+              const existing = position.existing.value
+              // The same message again (a re-delivery, or sent concurrently): the same answer.
+              if (existing.messageId === request.messageId) return storedOutcome(existing)
+              return yield* increment(request, card, existing, position.increment, {
+                decision: existing.approved
+                  ? decide({
+                      card: standing,
+                      funds,
+                      spent: position.spent,
+                      request: {
+                        amount: request.amount,
+                        total: existing.approvedMicros + request.amount,
+                        mcc: request.merchant.mcc,
+                        at: now
+                      },
+                      maxBalanceAgeMs
+                    })
+                  : // An increment of a declined authorization is declined for the same reason.
+                    { approved: false, reason: existing.reason as DeclineReason, available: undefined },
+                balance: position.balance,
+                now
+              })
+            }
+            const decision = decide({
+              card: standing,
+              funds,
+              spent: position.spent,
+              request: { amount: request.amount, total: request.amount, mcc: request.merchant.mcc, at: now },
+              maxBalanceAgeMs
+            })
+            const outcome = outcomeOf(decision, position.balance)
+            const row = newRow(request, card, now, outcome)
+            yield* repo.insertAuthorization(row, tell(card, itemOf(row, now)))
+            return outcome
           })
-          const outcome = outcomeOf(decision, position.balance)
-          const row = newRow(request, card, now, outcome)
-          yield* repo.insertAuthorization(row, tell(card, itemOf(row, now)))
-          return outcome
-        })
+        )
       )
 
     /** A further amount on an authorization already decided: an increment, answered and stored once. */
@@ -313,54 +341,57 @@ export class Authorizations extends Effect.Service<Authorizations>()("app/Author
     /** A transaction's later events, each applied once, with its card's row locked. */
     const update = traced("Authorizations.update")(function* (message: TransactionUpdate) {
       yield* Effect.annotateCurrentSpan({ "authorization.id": message.authorizationId })
-      yield* repo.withTransaction(
-        Effect.gen(function* () {
-          const found = yield* repo.lockCard({ cardToken: message.cardToken })
-          if (Option.isNone(found)) {
-            return yield* Effect.logWarning("card network sent events of a card this issuer does not know")
-          }
-          const card = found.value
-          const now = yield* Clock.currentTimeMillis
-          const authorization = yield* repo.lockAuthorization(message.authorizationId)
-          let amounts = Option.map(authorization, amountsOf)
-          for (const event of message.events) {
-            const recorded = yield* repo.insertEvent({
-              id: event.id,
-              transactionId: message.authorizationId,
-              authorizationId: Option.isSome(authorization) ? authorization.value.id : null,
-              cardId: card.id,
-              address: card.address,
-              kind: event.type,
-              amountMicros: event.amount,
-              approved: null,
-              reason: null,
-              money: event.type === "clearing" ? "debit_pending" : event.type === "refund" ? "credit_pending" : null,
-              merchant: message.merchant,
-              at: new Date(now)
-            })
-            if (recorded) amounts = Option.map(amounts, (current) => applyEvent(current, event))
-          }
-          if (message.settled) amounts = Option.map(amounts, settle)
-          if (Option.isNone(authorization) || Option.isNone(amounts)) return
-          const before = amountsOf(authorization.value)
-          const after = amounts.value
-          if (
-            before.approved === after.approved &&
-            before.held === after.held &&
-            before.cleared === after.cleared &&
-            before.status === after.status
-          ) {
-            return
-          }
-          const updated = {
-            ...authorization.value,
-            approvedMicros: after.approved,
-            heldMicros: after.held,
-            clearedMicros: after.cleared,
-            status: after.status
-          }
-          yield* repo.updateAmounts(updated.id, after, new Date(now), tell(card, authorizationItem(updated, now)))
-        })
+      yield* oneAtATime(
+        message.cardToken,
+        repo.withTransaction(
+          Effect.gen(function* () {
+            const found = yield* repo.lockCard({ cardToken: message.cardToken })
+            if (Option.isNone(found)) {
+              return yield* Effect.logWarning("card network sent events of a card this issuer does not know")
+            }
+            const card = found.value
+            const now = yield* Clock.currentTimeMillis
+            const authorization = yield* repo.lockAuthorization(message.authorizationId)
+            let amounts = Option.map(authorization, amountsOf)
+            for (const event of message.events) {
+              const recorded = yield* repo.insertEvent({
+                id: event.id,
+                transactionId: message.authorizationId,
+                authorizationId: Option.isSome(authorization) ? authorization.value.id : null,
+                cardId: card.id,
+                address: card.address,
+                kind: event.type,
+                amountMicros: event.amount,
+                approved: null,
+                reason: null,
+                money: event.type === "clearing" ? "debit_pending" : event.type === "refund" ? "credit_pending" : null,
+                merchant: message.merchant,
+                at: new Date(now)
+              })
+              if (recorded) amounts = Option.map(amounts, (current) => applyEvent(current, event))
+            }
+            if (message.settled) amounts = Option.map(amounts, settle)
+            if (Option.isNone(authorization) || Option.isNone(amounts)) return
+            const before = amountsOf(authorization.value)
+            const after = amounts.value
+            if (
+              before.approved === after.approved &&
+              before.held === after.held &&
+              before.cleared === after.cleared &&
+              before.status === after.status
+            ) {
+              return
+            }
+            const updated = {
+              ...authorization.value,
+              approvedMicros: after.approved,
+              heldMicros: after.held,
+              clearedMicros: after.cleared,
+              status: after.status
+            }
+            yield* repo.updateAmounts(updated.id, after, new Date(now), tell(card, authorizationItem(updated, now)))
+          })
+        )
       )
     })
 

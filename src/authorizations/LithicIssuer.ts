@@ -23,15 +23,15 @@ import { type LithicSettings, networkSettings } from "./AuthorizationSettings.js
 
 const REQUEST_TIMEOUT = "10 seconds"
 
-const Text = Schema.NullishOr(Schema.String)
+const MaybeText = Schema.optional(Schema.NullishOr(Schema.String))
 
 /** The fields of Lithic's `Card` this issuer reads; the rest pass by. */
 const LithicCard = Schema.Struct({
   token: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
-  pan: Schema.optional(Text),
-  cvv: Schema.optional(Text),
-  exp_month: Schema.optional(Text),
-  exp_year: Schema.optional(Text)
+  pan: MaybeText,
+  cvv: MaybeText,
+  exp_month: MaybeText,
+  exp_year: MaybeText
 })
 type LithicCard = typeof LithicCard.Type
 
@@ -47,10 +47,10 @@ const LithicErrorBody = Schema.Struct({
 const refusalDetail = (text: string) => {
   const body = Schema.decodeUnknownOption(Schema.parseJson(LithicErrorBody))(text)
   if (Option.isNone(body)) return ""
-  const words = [body.value.message?.slice(0, 200), body.value.debugging_request_id].filter(
-    (part) => part !== undefined
-  )
-  return words.length === 0 ? "" : `: ${words.join(", debugging_request_id ")}`
+  const { message, debugging_request_id: requestId } = body.value
+  const words = [message?.slice(0, 200), requestId === undefined ? undefined : `debugging_request_id ${requestId}`]
+  const said = words.filter((word) => word !== undefined)
+  return said.length === 0 ? "" : `: ${said.join(", ")}`
 }
 
 /** Worth one more try: the request may not have arrived, or Lithic said to come back. */
@@ -70,6 +70,7 @@ const describe = (error: { readonly _tag: string }) => {
   }
 }
 
+/** The card's face, when Lithic gave all of it in the documented shapes (expiry as `MM/YY`). */
 const face = (card: LithicCard) => {
   const { pan, cvv, exp_month: month, exp_year: year } = card
   if (!pan || !cvv || !month || !year) return Option.none()

@@ -13,20 +13,24 @@
 import { randomBytes } from "node:crypto"
 import { FetchHttpClient, HttpClient, HttpClientRequest } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
-import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option, Schema } from "effect"
 import { CardNotFound } from "../cards/Api.js"
 import { Cards } from "../cards/Cards.js"
 import { awaitServerAddress, type ServerAddress } from "../runtime/ServerAddress.js"
 import { repository } from "../storage/Sql.js"
 import type { CardAuthorization, SandboxAnswer, SandboxSwipe } from "./Api.js"
-import { networkSettings } from "./AuthorizationSettings.js"
+import { authorizationSettings, networkSettings } from "./AuthorizationSettings.js"
 import { Authorizations } from "./Authorizations.js"
 import type { Channel, LifecycleEvent, Merchant } from "./CardNetwork.js"
 import { AsaResponse, asaRequestBody, networkToken, transactionUpdatedBody } from "./LithicWire.js"
 import { sign } from "./StandardWebhooks.js"
 
-/** How long the sandbox network waits for the issuer, as a processor does before its stand-in. */
-const ISSUER_TIMEOUT = "3 seconds"
+/**
+ * How much longer than the issuer's own budget (CARD_AUTHORIZATION_BUDGET) the sandbox network waits
+ * for its answer before it stands in: the issuer always answers within its budget, so the sandbox
+ * reports the issuer's decision, as a processor whose timeout is above the issuer's budget does.
+ */
+const NETWORK_MARGIN = Duration.seconds(2)
 
 /**
  * The sandbox network's signing key (what the CardNetwork port verifies with while the sandbox is
@@ -133,6 +137,7 @@ const makeSandboxNetwork = Effect.gen(function* () {
   // Resolved at the first swipe: the server listens only after this service is built.
   const context = yield* Effect.context<ServerAddress>()
   const endpoint = yield* Effect.cached(ownEndpoint.pipe(Effect.provide(context)))
+  const { budget } = yield* authorizationSettings
   const unknown = (id: string) => new CardNotFound({ error: `the sandbox network has no approved authorization ${id}` })
 
   /** POSTs a signed message to the issuer; its JSON answer, or none when it did not answer in time. */
@@ -151,7 +156,7 @@ const makeSandboxNetwork = Effect.gen(function* () {
       return Option.some(yield* response.json)
     }).pipe(
       Effect.scoped,
-      Effect.timeout(ISSUER_TIMEOUT),
+      Effect.timeout(Duration.sum(budget, NETWORK_MARGIN)),
       Effect.catchAll((error) =>
         Effect.as(Effect.logWarning(`the sandbox network got no answer from the issuer: ${error._tag}`), Option.none())
       ),

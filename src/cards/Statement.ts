@@ -97,7 +97,8 @@ export class Statement extends Effect.Service<Statement>()("app/Statement", {
       }),
       Result: StatementRow,
       // A cursor that is not one of the caller's items yields an empty page, never another's data.
-      // A card payment shows what was cleared once cleared, else what is held; a hold past its
+      // A card payment shows what was cleared once cleared, else what it stands for (a reversed one:
+      // what was asked, released since); a hold past its
       // expiry (CARD_HOLD_TTL) that nothing cleared has expired.
       execute: ({ address, limit, before, now }) => sql`
         WITH items AS (
@@ -109,7 +110,8 @@ export class Statement extends Effect.Service<Statement>()("app/Statement", {
           FROM (${refills(sql`c.address = ${address}`)}) r
           UNION ALL
           SELECT 'card-' || id, 'card_payment', created_at,
-                 CASE WHEN cleared_micros > 0 THEN cleared_micros ELSE approved_micros END,
+                 CASE WHEN cleared_micros > 0 THEN cleared_micros WHEN status = 'reversed' THEN requested_micros
+                      ELSE approved_micros END,
                  merchant_name, NULL,
                  CASE WHEN status = 'pending' AND cleared_micros = 0 AND hold_expires_at <= ${now} THEN 'expired'
                       ELSE status END,

@@ -51,6 +51,11 @@ describe("card authorizations across replicas", () => {
         { concurrency: 100 }
       )
       expect(answers.map((answer) => answer.status)).toEqual(Array(100).fill(200))
+      const reasons = answers.map((answer) => answer.body.reason ?? "approved")
+      expect(
+        reasons.filter((reason) => reason === "approved"),
+        reasons.join(",")
+      ).toHaveLength(10)
       const approved = answers.filter((answer) => answer.body.approved === true)
       expect(approved).toHaveLength(10)
       expect(answers.filter((answer) => answer.body.approved === false).map((answer) => answer.body.reason)).toEqual(

@@ -1,8 +1,11 @@
 /** Card-payment test steps: a card holder with USD1 in the card wallet, and swipes at the sandbox network. */
+import { randomUUID } from "node:crypto"
 import { SqlClient } from "@effect/sql"
 import { expect } from "@effect/vitest"
 import { Effect } from "effect"
 import { parseUnits } from "viem"
+import { asaRequestBody } from "../../src/authorizations/LithicWire.js"
+import { secretKey, sign } from "../../src/authorizations/StandardWebhooks.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
 import { cardHolder } from "./agent.js"
 import { bearer, send } from "./http.js"
@@ -45,3 +48,53 @@ export const swipe = (
   send("POST", "/sandbox/card-network/authorizations", {
     json: { cardNumber: card.number, expiry: card.expiry, cvv: card.cvv, amountUsd, merchant }
   }).pipe(Effect.tap((response) => expect(response.status, JSON.stringify(response.body)).toBe(200)))
+
+/** The sandbox network's secret in tests that sign network messages themselves. */
+export const NETWORK_SECRET = "whsec_dGVzdC1zYW5kYm94LW5ldHdvcmstc2VjcmV0LTAx"
+
+/** POSTs a network message signed as the sandbox network signs it (or with the headers given instead). */
+export const postNetworkMessage = (
+  body: unknown,
+  options: { readonly messageId?: string; readonly at?: number; readonly headers?: Record<string, string> } = {}
+) => {
+  const text = JSON.stringify(body)
+  const headers =
+    options.headers ??
+    sign(secretKey(NETWORK_SECRET)!, options.messageId ?? `msg_${randomUUID()}`, text, options.at ?? Date.now())
+  return send("POST", "/card-network/messages", { text, headers: { ...headers } })
+}
+
+/** An ASA request for `cents` on the card with network token `cardToken`. */
+export const asaRequest = (cardToken: string, cents: number, token: string = randomUUID()) =>
+  asaRequestBody({
+    token,
+    card: { token: cardToken, lastFour: "0000" },
+    cents,
+    merchant: { name: COFFEE.name, mcc: COFFEE.mcc, city: COFFEE.city, country: COFFEE.country },
+    channel: "in_person",
+    created: new Date()
+  })
+
+/** The network's token of a holder's card. */
+export const cardToken = (address: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql<{ issuerRef: string }>`SELECT issuer_ref FROM cards WHERE address = ${address}`.pipe(
+      Effect.map((rows) => rows[0]!.issuerRef)
+    )
+  ).pipe(Effect.orDie)
+
+/** A card's authorizations as stored. */
+export const storedAuthorizations = (address: string) =>
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) =>
+      sql<{
+        id: string
+        approved: boolean
+        reason: string | null
+        heldMicros: string
+        clearedMicros: string
+        status: string
+      }>`SELECT id, approved, reason, held_micros::text, cleared_micros::text, status
+       FROM card_authorizations WHERE address = ${address} ORDER BY seq`
+  ).pipe(Effect.orDie)
