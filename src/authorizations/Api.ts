@@ -102,7 +102,7 @@ const NetworkAnswer = Schema.Record({ key: Schema.String, value: Schema.Unknown 
   jsonSchema: {
     type: "object",
     description:
-      "To an authorization request: Lithic's ASA response `{token, result, balance?}` (`result` APPROVED or a " +
+      "To an authorization request: Lithic's ASA response `{token, result}` (`result` APPROVED or a " +
       "decline code); to a transaction update: `{received: true}`"
   }
 })

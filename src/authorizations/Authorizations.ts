@@ -59,16 +59,15 @@ const perCard = () => {
     )
 }
 
-const outcomeOf = (decision: Decision, balance: bigint | undefined): Outcome =>
+const outcomeOf = (decision: Decision): Outcome =>
   decision.approved
-    ? { approved: true, reason: null, available: decision.availableAfter, balance: balance ?? null }
-    : { approved: false, reason: decision.reason, available: decision.available ?? null, balance: balance ?? null }
+    ? { approved: true, reason: null, available: decision.availableAfter }
+    : { approved: false, reason: decision.reason, available: decision.available ?? null }
 
 const storedOutcome = (row: StoredAuthorization): Outcome => ({
   approved: row.approved,
   reason: row.reason as Outcome["reason"],
-  available: row.availableAfterMicros,
-  balance: null
+  available: row.availableAfterMicros
 })
 
 const amountsOf = (row: StoredAuthorization): Amounts => ({
@@ -155,7 +154,7 @@ export class Authorizations extends Effect.Service<Authorizations>()("app/Author
             // A token the network should never send us: nothing to hold against, nothing to store.
             if (Option.isNone(found)) {
               yield* Effect.logWarning("card network asked about a card this issuer does not know")
-              return { approved: false, reason: "card_canceled", available: null, balance: null } satisfies Outcome
+              return { approved: false, reason: "card_canceled", available: null } satisfies Outcome
             }
             const card = found.value
             yield* Effect.annotateCurrentSpan("card.id", card.id)
@@ -207,7 +206,6 @@ export class Authorizations extends Effect.Service<Authorizations>()("app/Author
                     })
                   : // An increment of a declined authorization is declined for the same reason.
                     { approved: false, reason: existing.reason as DeclineReason, available: undefined },
-                balance: position.balance,
                 now
               })
             }
@@ -218,7 +216,7 @@ export class Authorizations extends Effect.Service<Authorizations>()("app/Author
               request: { amount: request.amount, total: request.amount, mcc: request.merchant.mcc, at: now },
               maxBalanceAgeMs
             })
-            const outcome = outcomeOf(decision, position.balance)
+            const outcome = outcomeOf(decision)
             const row = newRow(request, card, now, outcome)
             yield* repo.insertAuthorization(row, tell(card, itemOf(row, now)))
             return outcome
@@ -232,18 +230,17 @@ export class Authorizations extends Effect.Service<Authorizations>()("app/Author
       card: LockedCard,
       existing: StoredAuthorization,
       answered: Option.Option<{ readonly approved: boolean; readonly reason: string | null }>,
-      input: { readonly decision: Decision; readonly balance: bigint | undefined; readonly now: number }
+      input: { readonly decision: Decision; readonly now: number }
     ) =>
       Effect.gen(function* () {
         if (Option.isSome(answered)) {
           return {
             approved: answered.value.approved,
             reason: answered.value.reason as Outcome["reason"],
-            available: null,
-            balance: null
+            available: null
           } satisfies Outcome
         }
-        const outcome = outcomeOf(input.decision, input.balance)
+        const outcome = outcomeOf(input.decision)
         yield* repo.insertEvent({
           id: request.messageId,
           transactionId: request.authorizationId,
@@ -300,8 +297,8 @@ export class Authorizations extends Effect.Service<Authorizations>()("app/Author
 
     const standIn: Outcome =
       settings.standIn === "approve"
-        ? { approved: true, reason: null, available: null, balance: null }
-        : { approved: false, reason: "stand_in", available: null, balance: null }
+        ? { approved: true, reason: null, available: null }
+        : { approved: false, reason: "stand_in", available: null }
 
     /** The answer to an authorization request, within the budget whatever happens. */
     const authorize = traced("Authorizations.authorize")(function* (request: AuthorizationRequest) {

@@ -73,7 +73,6 @@ export interface Outcome {
   readonly reason: DeclineReason | null
   /** Funds available after the decision, when known (millionths). */
   readonly available: bigint | null
-  readonly balance: bigint | null
 }
 
 /** A message whose signature is missing, wrong or outside the replay window: 401, nothing stored. */

@@ -27,8 +27,6 @@ import type { DeclineReason } from "./Decide.js"
 const MICROS_PER_CENT = 10_000n
 
 export const centsToMicros = (cents: number): bigint => BigInt(Math.abs(Math.trunc(cents))) * MICROS_PER_CENT
-/** Cents of an amount in millionths, rounded down (the network counts whole cents). */
-export const microsToCents = (micros: bigint): number => Number(micros / MICROS_PER_CENT)
 
 const Cents = Schema.Number.pipe(Schema.int(), Schema.between(-1e12, 1e12))
 const Token = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100))
@@ -52,7 +50,7 @@ export const AsaRequest = Schema.Struct({
   status: Schema.optional(Schema.String),
   created: Schema.optional(Schema.String),
   amount: Schema.optional(Cents),
-  amounts: Schema.optional(Schema.Struct({ cardholder: Amount })),
+  amounts: Schema.optional(Schema.Struct({ cardholder: Amount, hold: Schema.optional(Schema.NullOr(Amount)) })),
   card: Schema.Struct({ token: Token, last_four: Schema.optional(Schema.String) }),
   merchant: WireMerchant,
   pos: Schema.optional(
@@ -83,8 +81,28 @@ export const TransactionUpdated = Schema.Struct({
 })
 export type TransactionUpdated = typeof TransactionUpdated.Type
 
-const Inbound = Schema.Union(TransactionUpdated, AsaRequest)
-const decodeInbound = Schema.decodeUnknownEither(Schema.parseJson(Inbound), { errors: "first" })
+const decodeUpdate = Schema.decodeUnknownEither(TransactionUpdated, { errors: "first" })
+const decodeAsa = Schema.decodeUnknownEither(AsaRequest, { errors: "first" })
+
+/** The first problem of a body, as `path: what` (the union's whole signature would say nothing). */
+const firstIssue = (error: ParseResult.ParseError) => {
+  const [issue] = ParseResult.ArrayFormatter.formatErrorSync(error)
+  return issue === undefined ? "unreadable" : `${issue.path.join(".") || "body"}: ${issue.message}`
+}
+
+/** The body as the message its `event_type` names: an Events API transaction update, else an ASA request. */
+const decodeInbound = (body: string): Either.Either<TransactionUpdated | AsaRequest, string> => {
+  let json: unknown
+  try {
+    json = JSON.parse(body)
+  } catch {
+    return Either.left("the body is not JSON")
+  }
+  if (typeof json !== "object" || json === null || Array.isArray(json))
+    return Either.left("the body is not a JSON object")
+  const isUpdate = (json as { readonly event_type?: unknown }).event_type === "card_transaction.updated"
+  return isUpdate ? Either.mapLeft(decodeUpdate(json), firstIssue) : Either.mapLeft(decodeAsa(json), firstIssue)
+}
 
 const merchantOf = (wire: typeof WireMerchant.Type): Merchant => ({
   name: wire.descriptor.trim(),
@@ -93,10 +111,16 @@ const merchantOf = (wire: typeof WireMerchant.Type): Merchant => ({
   country: wire.country
 })
 
+/** What to hold: Lithic's `hold` amount where it has one (it may exceed the cardholder's for fuel and tips). */
 const cardholderCents = (message: {
   readonly amount?: number | undefined
-  readonly amounts?: { readonly cardholder: { readonly amount: number } } | undefined
-}) => message.amounts?.cardholder.amount ?? message.amount
+  readonly amounts?:
+    | {
+        readonly cardholder: { readonly amount: number }
+        readonly hold?: { readonly amount: number } | null | undefined
+      }
+    | undefined
+}) => message.amounts?.hold?.amount ?? message.amounts?.cardholder.amount ?? message.amount
 
 /** What a lifecycle event means here; none for the events an ASA answer already decided or that move nothing. */
 const lifecycleType = (type: string): LifecycleEvent["type"] | undefined => {
@@ -119,44 +143,41 @@ const lifecycleType = (type: string): LifecycleEvent["type"] | undefined => {
 
 /** Reads a verified body: an ASA request or a transaction update; the reason when it is not one. */
 export const readMessage = (body: string, messageId: string): Either.Either<NetworkMessage, string> =>
-  Either.flatMap(
-    Either.mapLeft(decodeInbound(body), (error) => ParseResult.TreeFormatter.formatErrorSync(error).split("\n")[0]!),
-    (wire): Either.Either<NetworkMessage, string> => {
-      if ("event_type" in wire && wire.event_type === "card_transaction.updated") {
-        const events = wire.events.flatMap((event): ReadonlyArray<LifecycleEvent> => {
-          const type = lifecycleType(event.type)
-          const cents = cardholderCents(event) ?? 0
-          return type === undefined ? [] : [{ id: event.token, type, amount: centsToMicros(cents) }]
-        })
-        const update: TransactionUpdate = {
-          kind: "update",
-          messageId,
-          authorizationId: wire.token,
-          cardToken: wire.card_token,
-          merchant: merchantOf(wire.merchant),
-          settled: wire.status === "SETTLED",
-          events
-        }
-        return Either.right(update)
-      }
-      const asa = wire as AsaRequest
-      const cents = cardholderCents(asa)
-      if (cents === undefined) return Either.left("the request carries no amount")
-      if (asa.status !== undefined && !["AUTHORIZATION", "FINANCIAL_AUTHORIZATION"].includes(asa.status)) {
-        return Either.left(`status ${asa.status} is not an authorization this issuer decides`)
-      }
-      const request: AuthorizationRequest = {
-        kind: "authorization",
+  Either.flatMap(decodeInbound(body), (wire): Either.Either<NetworkMessage, string> => {
+    if ("event_type" in wire && wire.event_type === "card_transaction.updated") {
+      const events = wire.events.flatMap((event): ReadonlyArray<LifecycleEvent> => {
+        const type = lifecycleType(event.type)
+        const cents = cardholderCents(event) ?? 0
+        return type === undefined ? [] : [{ id: event.token, type, amount: centsToMicros(cents) }]
+      })
+      const update: TransactionUpdate = {
+        kind: "update",
         messageId,
-        authorizationId: asa.token,
-        cardToken: asa.card.token,
-        amount: centsToMicros(cents),
-        merchant: merchantOf(asa.merchant),
-        channel: asa.pos?.entry_mode?.card === "NOT_PRESENT" ? "online" : "in_person"
+        authorizationId: wire.token,
+        cardToken: wire.card_token,
+        merchant: merchantOf(wire.merchant),
+        settled: wire.status === "SETTLED",
+        events
       }
-      return Either.right(request)
+      return Either.right(update)
     }
-  )
+    const asa = wire as AsaRequest
+    const cents = cardholderCents(asa)
+    if (cents === undefined) return Either.left("the request carries no amount")
+    if (asa.status !== undefined && !["AUTHORIZATION", "FINANCIAL_AUTHORIZATION"].includes(asa.status)) {
+      return Either.left(`status ${asa.status} is not an authorization this issuer decides`)
+    }
+    const request: AuthorizationRequest = {
+      kind: "authorization",
+      messageId,
+      authorizationId: asa.token,
+      cardToken: asa.card.token,
+      amount: centsToMicros(cents),
+      merchant: merchantOf(asa.merchant),
+      channel: asa.pos?.entry_mode?.card === "NOT_PRESENT" ? "online" : "in_person"
+    }
+    return Either.right(request)
+  })
 
 /** Lithic's ASA result for a decline reason: the closest of its fixed codes (any but APPROVED declines). */
 export const asaResult = (reason: DeclineReason | null): string => {
@@ -178,13 +199,13 @@ export const asaResult = (reason: DeclineReason | null): string => {
   }
 }
 
-/** The ASA response body: the result, the request's token, and the balance for the terminal. */
+/**
+ * The ASA response body: the request's token and the result. No `balance`: a re-delivered request
+ * gets the stored answer, byte for byte, and the balance at the first answer is not stored.
+ */
 export const asaResponse = (request: AuthorizationRequest, outcome: Outcome) => ({
   token: request.authorizationId,
-  result: asaResult(outcome.approved ? null : outcome.reason),
-  ...(outcome.balance !== null && outcome.available !== null
-    ? { balance: { amount: microsToCents(outcome.balance), available: microsToCents(outcome.available) } }
-    : {})
+  result: asaResult(outcome.approved ? null : outcome.reason)
 })
 
 export const AsaResponse = Schema.Struct({ token: Schema.String, result: Schema.String })
@@ -197,13 +218,18 @@ export interface SandboxCard {
   readonly lastFour: string
 }
 
+/** A merchant as Lithic's `Merchant` types it: every field present, `city` and `state` strings ("" when unknown). */
 const wireMerchant = (merchant: Merchant) => ({
   acceptor_id: "SANDBOX0000001",
-  city: merchant.city,
+  acquiring_institution_id: "000000",
+  city: merchant.city ?? "",
   country: merchant.country,
   descriptor: merchant.name,
   mcc: merchant.mcc,
-  state: null
+  state: "",
+  phone_number: null,
+  postal_code: null,
+  street_address: null
 })
 
 /** An ASA request in Lithic's current format, with every field its `CardAuthorization` requires. */

@@ -92,7 +92,7 @@ export const FixedCardIssuer = (faces: ReadonlyArray<CardFace>) =>
               number: Redacted.make(face.number),
               cvv: Redacted.make(face.cvv),
               expiry: face.expiry,
-              issuerRef: `fixed_${face.number}`
+              issuerRef: `fixed_${randomUUID()}`
             }
           }),
         retire: () => Effect.void

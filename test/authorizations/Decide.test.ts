@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { FastCheck } from "effect"
+import type { LifecycleEvent } from "../../src/authorizations/CardNetwork.js"
 import {
   availableFunds,
   type CardStanding,
@@ -8,7 +9,7 @@ import {
   isExpired,
   limitWindows
 } from "../../src/authorizations/Decide.js"
-import { applyEvent, settle } from "../../src/authorizations/Lifecycle.js"
+import { type Amounts, applyEvent, settle } from "../../src/authorizations/Lifecycle.js"
 
 const AT = Date.UTC(2026, 10, 28, 12)
 const usd = (dollars: number) => BigInt(Math.round(dollars * 1_000_000))
@@ -129,9 +130,9 @@ describe("the authorization decision", () => {
 })
 
 describe("a transaction's events", () => {
-  const approved = { approved: usd(20), held: usd(20), cleared: 0n, status: "pending" as const }
+  const approved: Amounts = { approved: usd(20), held: usd(20), cleared: 0n, status: "pending" }
   const event = FastCheck.record({
-    type: FastCheck.constantFrom("adjustment", "reversal", "expiry", "clearing", "refund" as const),
+    type: FastCheck.constantFrom<LifecycleEvent["type"]>("adjustment", "reversal", "expiry", "clearing", "refund"),
     amount: micros
   })
 

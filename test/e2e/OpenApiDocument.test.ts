@@ -57,13 +57,13 @@ layer(
       expect(spec.info.contact?.name).toBeTruthy()
       expect(spec.info.license).toEqual({ name: "Proprietary", identifier: "LicenseRef-Proprietary" })
       const operations = Object.values(spec.paths).flatMap((item) => Object.values(item as object))
-      // 25, and the devnet faucet (a devnet runs here).
-      expect(operations.length).toBe(26)
+      // 30, the devnet faucet (a devnet runs here) and the sandbox card network's 6 (it is the card network here).
+      expect(operations.length).toBe(37)
       for (const operation of operations) {
         expect(operation.summary, operation.operationId).toMatch(/\w/)
         expect(operation.description, operation.operationId).toMatch(/\w/)
       }
-      expect(spec.tags.length).toBe(13)
+      expect(spec.tags.length).toBe(17)
       for (const tag of spec.tags) expect(tag.description, tag.name).toMatch(/\w/)
     })
   )
@@ -108,6 +108,10 @@ layer(
           ["POST /devnet/faucet", required],
           ["GET /me/activity", required],
           ["GET /me/events", required],
+          ["GET /card/controls", required],
+          ["PUT /card/controls", required],
+          ["POST /card/replace", required],
+          ["GET /card/authorizations", required],
           ["PUT /strategy", required],
           ["GET /strategy", required],
           ["GET /portfolio", optional],
@@ -141,8 +145,10 @@ layer(
         "RefillFrame",
         "DecisionFrame",
         "StrategyFrame",
+        "AuthorizationFrame",
         "CloseFrame"
       ])
+      expect(schemas.AuthorizationFrame.properties.data).toEqual({ $ref: "#/components/schemas/CardAuthorization" })
       expect(schemas.KycFrame.properties).toMatchObject({
         event: { enum: ["kyc"] },
         id: { type: "string" },

@@ -6,10 +6,11 @@ import { Effect } from "effect"
 import { parseUnits } from "viem"
 import { asaRequestBody } from "../../src/authorizations/LithicWire.js"
 import { secretKey, sign } from "../../src/authorizations/StandardWebhooks.js"
+import type { Devnet } from "../../src/chain/Devnet.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
 import { cardHolder } from "./agent.js"
 import { bearer, send } from "./http.js"
-import { TestDevnet } from "./TestChain.js"
+import { devnetRpc, TestDevnet } from "./TestChain.js"
 import { eventually } from "./wait.js"
 
 export const COFFEE = { name: "Blue Bottle", mcc: "5814", country: "USA", city: "Oakland" } as const
@@ -98,3 +99,7 @@ export const storedAuthorizations = (address: string) =>
       }>`SELECT id, approved, reason, held_micros::text, cleared_micros::text, status
        FROM card_authorizations WHERE address = ${address} ORDER BY seq`
   ).pipe(Effect.orDie)
+
+/** Gas for an address on the devnet, straight from anvil. */
+export const fundFromAnvil = (devnet: Devnet, address: string) =>
+  devnetRpc(devnet, "anvil_setBalance", [address, "0xde0b6b3a7640000"])

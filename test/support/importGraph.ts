@@ -23,8 +23,9 @@ export const FACES: Readonly<Record<string, ReadonlyArray<string>>> = {
   // AgentEvents.ts: the port through which the agent tells what it did, implemented by events/.
   agent: ["Api.ts", "Agent.ts", "AgentEvents.ts"],
   app: ["WebApp.ts"],
-  // AuthorizationEvents.ts: the port through which a decision is told, implemented by events/.
-  authorizations: ["Api.ts", "AuthorizationEvents.ts"],
+  // AuthorizationEvents.ts: the port through which a decision is told, implemented by events/;
+  // AuthorizationSettings.ts: which card network runs (the web app offers its terminal then).
+  authorizations: ["Api.ts", "AuthorizationEvents.ts", "AuthorizationSettings.ts"],
   // Http.ts: the authentication middleware every group that needs a session is built with.
   auth: ["Api.ts", "Auth.ts", "Http.ts"],
   cards: ["Api.ts", "Cards.ts", "Card.ts", "Statement.ts", "CardIssuer.ts"],
