@@ -329,7 +329,10 @@ describe("Lithic as the card network and issuer, against a stand-in (devnet)", (
         const coffee = randomUUID()
 
         // Approved: a $4.50 hold.
-        expect(yield* askIssuer({ token: coffee, cardToken, cents: 450 })).toEqual({ token: coffee, result: "APPROVED" })
+        expect(yield* askIssuer({ token: coffee, cardToken, cents: 450 })).toEqual({
+          token: coffee,
+          result: "APPROVED"
+        })
         expect(yield* authorizationRow(coffee)).toEqual({
           network: "lithic",
           approved: true,
