@@ -4,7 +4,9 @@
  * the agent live with a short interval). Prints numbered steps with their durations, ids and
  * transaction hashes; exits 0 when every step worked, non-zero naming the step that failed. The card
  * app learns that its identity check was approved and that the agent refilled the card from its
- * event stream (GET /me/events), as a card app is told, instead of polling.
+ * event stream (GET /me/events), as a card app is told, instead of polling. Once issued, the card
+ * buys a coffee at the sandbox card network, as a shop's terminal swipes it: the hold is then on the
+ * statement (a pending `card_payment`) and in GET /card/authorizations.
  *
  * The card key is the devnet's development account 1, which holds 10,000 USD1 on a fresh devnet.
  */
@@ -14,7 +16,7 @@ import path from "node:path"
 import { FetchHttpClient } from "@effect/platform"
 import { registerExactEvmScheme } from "@x402/evm/exact/client"
 import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@x402/fetch"
-import { ConfigProvider, Effect, Layer, Logger, LogLevel, Queue, Stream } from "effect"
+import { ConfigProvider, Effect, Layer, Logger, LogLevel, Queue, Schedule, Stream } from "effect"
 import { privateKeyToAccount } from "viem/accounts"
 import { httpLive } from "../src/App.js"
 import { eventStream, makeClient, type StreamEvent } from "../src/Client.js"
@@ -31,6 +33,7 @@ const STEPS = [
   "open the event stream",
   "identity check on the sandbox page",
   "card issued",
+  "buy a coffee with the card",
   "set the agent's strategy",
   "portfolio",
   "pay an order with the card key (x402)",
@@ -49,6 +52,9 @@ type ReadyEvent = Extract<StreamEvent, { event: "ready" }>
 type KycEvent = Extract<StreamEvent, { event: "kyc" }>
 type DecisionEvent = Extract<StreamEvent, { event: "decision" }>
 type RefillEvent = Extract<StreamEvent, { event: "refill" }>
+
+/** The coffee shop the demo's card pays at, through the sandbox card network. */
+const COFFEE_SHOP = { name: "Corner Coffee", mcc: "5814", country: "USA", city: "Oakland" } as const
 
 const tty = process.stdout.isTTY === true
 const line = (text: string) => process.stdout.write(`${text}\n`)
@@ -148,11 +154,62 @@ const demo = Effect.gen(function* () {
     (url) => `approved on ${url}`
   )
 
-  yield* step(
+  const issued = yield* step(
     "card issued",
     awaitEvent("kyc approved", (event): event is KycEvent => event.event === "kyc" && event.data.kyc === "approved"),
     ({ data: { card }, id }) =>
       `kyc event #${id}: approved, holder ${card!.holder}, number •••• ${card!.number.slice(-4)}, expiry ${card!.expiry}`
+  )
+
+  // The card key's wallet holds USD1 from the start (a fresh devnet's account 1). A merchant's
+  // terminal swipes the card at the sandbox network, which checks the number, expiry and CVV and asks
+  // this service through the production path; the hold is then on the statement and in the list.
+  yield* step(
+    "buy a coffee with the card",
+    Effect.gen(function* () {
+      const card = issued.data.card!
+      let swipes = 0
+      const swipe = Effect.suspend(() => {
+        swipes += 1
+        return anonymous.cardSandbox.authorize({
+          payload: {
+            cardNumber: card.number,
+            expiry: card.expiry,
+            cvv: card.cvv,
+            amountUsd: "4.50",
+            merchant: COFFEE_SHOP,
+            channel: "in_person"
+          }
+        })
+      })
+      // A card issued a moment ago: until the balance follower has read its wallet (within a poll,
+      // CARD_BALANCE_POLL), the issuer declines funds_unknown, and the terminal swipes again.
+      const answer = yield* swipe.pipe(
+        Effect.filterOrFail(
+          (swiped) => swiped.reason !== "funds_unknown",
+          () => "funds_unknown" as const
+        ),
+        Effect.retry({ schedule: Schedule.spaced("500 millis"), while: (error) => error === "funds_unknown" }),
+        Effect.timeoutFail({ duration: "30 seconds", onTimeout: () => "the card's balance was not followed in 30 s" })
+      )
+      if (!answer.approved) return yield* Effect.fail(`the swipe was declined: ${answer.reason}`)
+      const statement = yield* client.statement.activity({ urlParams: { limit: 50 } })
+      const item = statement.find((entry) => entry.type === "card_payment" && entry.description === COFFEE_SHOP.name)
+      if (item?.type !== "card_payment" || item.status !== "pending" || item.usd !== 4.5) {
+        return yield* Effect.fail(`no pending $4.50 card_payment on the statement: ${JSON.stringify(statement)}`)
+      }
+      const authorizations = yield* client.authorizations.list({ urlParams: {} })
+      const listed = authorizations.find((authorization) => authorization.id === answer.id)
+      if (listed === undefined || !listed.approved || listed.heldUsd !== 4.5) {
+        return yield* Effect.fail(`GET /card/authorizations does not list it: ${JSON.stringify(authorizations)}`)
+      }
+      return { item, listed, swipes }
+    }),
+    ({ item, listed, swipes }) =>
+      `$4.50 at ${COFFEE_SHOP.name} (MCC ${COFFEE_SHOP.mcc}) approved, authorization ${listed.id}` +
+      (swipes > 1 ? ` at swipe ${swipes} (funds_unknown before: the new card's balance was not read yet)` : "") +
+      `; statement: ${item.type} $${item.usd.toFixed(2)} ${item.status}; GET /card/authorizations: ` +
+      `held $${listed.heldUsd.toFixed(2)}, $${listed.availableUsd?.toFixed(2) ?? "?"} available after`
   )
 
   yield* step(

@@ -1,7 +1,8 @@
 /**
  * What the service tells the page about itself, in the page's `#app-config` data block (not a
- * script: the page's policy runs none inline): which parts are on and whether the embedded devnet
- * runs (then, and only then, a development key can be made in the browser).
+ * script: the page's policy runs none inline): which parts are on (the merchant, the agent, the
+ * sandbox card network) and whether the embedded devnet runs (then, and only then, a development
+ * key can be made in the browser).
  */
 export interface AppConfig {
   /** The embedded devnet runs: development keys and the devnet faucet exist. */
@@ -12,6 +13,8 @@ export interface AppConfig {
   readonly agent: "off" | "dry" | "live"
   /** The chain's id: sign-in messages and payments are for it. */
   readonly chainId: number
+  /** The sandbox card network runs (CARD_NETWORK=sandbox): the terminal can swipe cards at it. */
+  readonly cardSandbox: boolean
 }
 
 const read = (): AppConfig => {
@@ -21,7 +24,8 @@ const read = (): AppConfig => {
     devnet: given.devnet === true,
     merchant: given.merchant === true,
     agent: given.agent ?? "off",
-    chainId: given.chainId ?? 1
+    chainId: given.chainId ?? 1,
+    cardSandbox: given.cardSandbox === true
   }
 }
 

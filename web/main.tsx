@@ -19,6 +19,7 @@ import { Market } from "./screens/Market.js"
 import { Shop } from "./screens/Shop.js"
 import { SignIn } from "./screens/SignIn.js"
 import { Statement } from "./screens/Statement.js"
+import { Terminal } from "./screens/Terminal.js"
 import { SESSION_KEY } from "./storage.js"
 import { ScreenTitle } from "./ui.js"
 
@@ -26,7 +27,7 @@ interface Screen {
   readonly path: string
   readonly title: string
   readonly view: () => JSX.Element
-  /** Shown without a session (the market is public). */
+  /** Shown without a session (the market and the terminal are public). */
   readonly public?: boolean
   readonly inNavigation: () => boolean
 }
@@ -43,7 +44,15 @@ const SCREENS: ReadonlyArray<Screen> = [
     view: () => <Shop />,
     inNavigation: () => signedIn.value && config.merchant
   },
-  { path: "/app/market", title: "Market", view: () => <Market />, public: true, inNavigation: () => true }
+  { path: "/app/market", title: "Market", view: () => <Market />, public: true, inNavigation: () => true },
+  /** A merchant's terminal on the sandbox card network: no sign-in, as a shop's terminal. */
+  {
+    path: "/app/terminal",
+    title: "Terminal",
+    view: () => <Terminal />,
+    public: true,
+    inNavigation: () => config.cardSandbox
+  }
 ]
 
 /** Where /app itself leads: the sign-in, the identity check until the card exists, then the card. */
@@ -72,7 +81,10 @@ const Banners = () => (
       </div>
     ) : null}
     {config.devnet && session.value?.wallet.kind === "development" ? (
-      <div class="banner development">Signed in with a development key: for this local devnet only.</div>
+      // A landmark of its own, as all the page's content sits in one.
+      <aside class="banner development" aria-label="Development key">
+        Signed in with a development key: for this local devnet only.
+      </aside>
     ) : null}
   </>
 )

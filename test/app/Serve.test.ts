@@ -50,7 +50,13 @@ layer(testServer({ MERCHANT_PAY_TO: PAY_TO, AGENT_MODE: "dry", RATE_LIMIT_FAUCET
         expect(response.headers["content-security-policy"]).toBe(APP_PAGE_CSP)
         expect(response.headers["x-content-type-options"]).toBe("nosniff")
         expect(response.headers["cache-control"]).toBe("no-cache")
-        expect(configOf(response.body)).toEqual({ devnet: true, merchant: true, agent: "dry", chainId: chain.chainId })
+        expect(configOf(response.body)).toEqual({
+          devnet: true,
+          merchant: true,
+          agent: "dry",
+          chainId: chain.chainId,
+          cardSandbox: true
+        })
         // No inline script runs: the only scripts are the bundle (src) and the JSON data block.
         const scripts = [...(response.body as string).matchAll(/<script\b([^>]*)>/g)].map((m) => m[1]!.trim())
         expect(scripts).toEqual([

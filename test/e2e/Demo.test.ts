@@ -11,6 +11,7 @@ const STEPS = [
   "open the event stream",
   "identity check on the sandbox page",
   "card issued",
+  "buy a coffee with the card",
   "set the agent's strategy",
   "portfolio",
   "pay an order with the card key (x402)",
@@ -31,6 +32,10 @@ it.live(
       STEPS.forEach((step, i) => {
         expect(output).toMatch(new RegExp(`\\[\\s*${i + 1}/${STEPS.length}\\] ${step.replace(/[()]/g, "\\$&")}`))
       })
+      // The coffee: approved at the sandbox network, pending on the statement, listed with its hold.
+      expect(output).toMatch(
+        /buy a coffee with the card .*\$4\.50 at Corner Coffee \(MCC 5814\) approved, authorization [\w-]+.*; statement: card_payment \$4\.50 pending; GET \/card\/authorizations: held \$4\.50/
+      )
       expect(output).toMatch(/refill executed/)
       expect(output).toContain("demo complete")
     }),
