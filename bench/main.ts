@@ -22,6 +22,7 @@ import { Cause, Effect, Either, Logger, LogLevel, Redacted, Scope } from "effect
 import { startDevnet } from "../src/chain/Devnet.js"
 import { startEmbeddedPostgres } from "../src/embedded/EmbeddedPostgres.js"
 import { agentSection } from "./agent.js"
+import { authorizeSection } from "./authorize.js"
 import { countsSection } from "./counts.js"
 import { eventsSection } from "./events.js"
 import {
@@ -55,7 +56,8 @@ const SECTIONS: ReadonlyArray<Section> = [
   startupSection,
   countsSection,
   agentSection,
-  eventsSection
+  eventsSection,
+  authorizeSection
 ]
 
 const usage = () =>
