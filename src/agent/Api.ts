@@ -9,6 +9,7 @@ import { Context, type Option, Schema } from "effect"
 import { Authentication } from "../auth/Api.js"
 import { Address } from "../chain/Address.js"
 import { ApiError, BadRequest, ChainUnavailable, Unauthorized } from "../http/ApiError.js"
+import { withFieldMessages } from "../http/FieldMessages.js"
 import { pageQuery } from "../http/QueryParams.js"
 import { AtQuery, MarketData, PriceUnavailable } from "../market/Api.js"
 
@@ -169,7 +170,7 @@ const readsAccount = <const Name extends string>(endpoint: HttpApiEndpoint.HttpA
 export class StrategyApi extends HttpApiGroup.make("strategy")
   .add(
     HttpApiEndpoint.put("put", "/strategy")
-      .setPayload(StrategyBody)
+      .setPayload(withFieldMessages(StrategyBody))
       .addSuccess(Strategy)
       .addError(CardRequired.wire)
       .addError(UnknownToken.wire)
@@ -211,7 +212,7 @@ export class AgentApi extends HttpApiGroup.make("agent")
   )
   .add(
     readsAccount(HttpApiEndpoint.get("preview", "/agent/preview"))
-      .setUrlParams(AtQuery)
+      .setUrlParams(withFieldMessages(AtQuery))
       .addSuccess(Preview)
       .annotate(OpenApi.Summary, "Preview the agent's decision")
       .annotate(
@@ -223,12 +224,14 @@ export class AgentApi extends HttpApiGroup.make("agent")
   .add(
     HttpApiEndpoint.get("decisions", "/agent/decisions")
       .setUrlParams(
-        pageQuery({
-          items: "decisions",
-          id: /^[0-9]{1,19}$/,
-          idMessage: "must be a decision id",
-          beforeDescription: "the id of the last decision of the previous page: answers the decisions before it"
-        })
+        withFieldMessages(
+          pageQuery({
+            items: "decisions",
+            id: /^[0-9]{1,19}$/,
+            idMessage: "must be a decision id",
+            beforeDescription: "the id of the last decision of the previous page: answers the decisions before it"
+          })
+        )
       )
       .addSuccess(Schema.Array(DecisionItem))
       .addError(CardRequired.wire)

@@ -1,6 +1,7 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../auth/Api.js"
+import { withFieldMessages } from "../http/FieldMessages.js"
 import { pageQuery } from "../http/QueryParams.js"
 
 export class ActivityItem extends Schema.Class<ActivityItem>("ActivityItem")({
@@ -24,7 +25,7 @@ const ActivityQuery = pageQuery({
 export class StatementApi extends HttpApiGroup.make("statement")
   .add(
     HttpApiEndpoint.get("activity", "/me/activity")
-      .setUrlParams(ActivityQuery)
+      .setUrlParams(withFieldMessages(ActivityQuery))
       .addSuccess(Schema.Array(ActivityItem))
       .annotate(OpenApi.Summary, "Card statement")
       .annotate(

@@ -6,6 +6,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/p
 import { Schema } from "effect"
 import { Authentication } from "../auth/Api.js"
 import { ApiError } from "../http/ApiError.js"
+import { withFieldMessages } from "../http/FieldMessages.js"
 
 export class KycAlreadyApproved extends ApiError(
   "KycAlreadyApproved",
@@ -46,7 +47,8 @@ const KycSessionRequest = Schema.NullOr(
   Schema.Struct({
     returnUrl: Schema.optional(
       Schema.String.annotations({
-        description: "Where the provider sends the person back; kept only on an exact WEB_ORIGIN origin"
+        description: "Where the provider sends the person back; kept only on an exact WEB_ORIGIN origin",
+        message: () => "must be a URL string"
       })
     )
   })
@@ -59,7 +61,7 @@ const KycSessionResponse = Schema.Struct({
 export class KycApi extends HttpApiGroup.make("kyc")
   .add(
     HttpApiEndpoint.post("startSession", "/kyc/session")
-      .setPayload(KycSessionRequest)
+      .setPayload(withFieldMessages(KycSessionRequest))
       .addSuccess(KycSessionResponse)
       .addError(KycAlreadyApproved.wire)
       .addError(KycDuplicate.wire)
@@ -91,7 +93,7 @@ const WebhookAck = Schema.Struct({
 export class KycWebhookApi extends HttpApiGroup.make("kycWebhook")
   .add(
     HttpApiEndpoint.post("webhook", "/kyc/webhook/:provider")
-      .setPath(Schema.Struct({ provider: Schema.String }))
+      .setPath(withFieldMessages(Schema.Struct({ provider: Schema.String })))
       .setPayload(
         // Documentation only (the body is read raw); a plain JSON Schema keeps the document free of
         // the shared "/schemas/unknown" id other groups' schemas may also produce.
@@ -138,7 +140,7 @@ export type SandboxForm = typeof SandboxForm.Type
 export class KycSandboxApi extends HttpApiGroup.make("kycSandbox")
   .add(
     HttpApiEndpoint.get("page", "/kyc/sandbox/:sessionId")
-      .setPath(Schema.Struct({ sessionId: SandboxSessionId }))
+      .setPath(withFieldMessages(Schema.Struct({ sessionId: SandboxSessionId })))
       .addSuccess(HttpApiSchema.Text({ contentType: "text/html" }))
       .annotate(OpenApi.Summary, "Sandbox identity page")
       .annotate(
@@ -149,8 +151,8 @@ export class KycSandboxApi extends HttpApiGroup.make("kycSandbox")
   )
   .add(
     HttpApiEndpoint.post("submit", "/kyc/sandbox/:sessionId")
-      .setPath(Schema.Struct({ sessionId: SandboxSessionId }))
-      .setPayload(SandboxForm)
+      .setPath(withFieldMessages(Schema.Struct({ sessionId: SandboxSessionId })))
+      .setPayload(withFieldMessages(SandboxForm))
       .addSuccess(HttpApiSchema.Empty(303))
       .annotate(OpenApi.Summary, "Submit the sandbox identity form")
       .annotate(

@@ -140,9 +140,9 @@ layer(dry, { excludeTestServices: true })("the agent in dry mode", (it) => {
         expect(response.body.error).toContain(field)
       }
       expect((yield* send("GET", "/strategy", { headers: bearer(token) })).body.code).toBe("NO_AGENT_ACCOUNT")
-      // An optional field of the wrong type is one clause (not also "Expected undefined").
+      // An optional field of the wrong type is one sentence about it (not also "or undefined").
       expect((yield* putStrategy(token, { targets: { NVDA: 1 }, weeklySpendUsd: 10, timeZone: 5 })).body).toEqual({
-        error: "timeZone: Expected string, actual 5",
+        error: "timeZone: must be a string",
         code: "BAD_REQUEST"
       })
     })
