@@ -25,6 +25,9 @@ const Hex = Schema.String.pipe(
 
 export class SignInResult extends Schema.Class<SignInResult>("SignInResult")({
   token: Schema.String.annotations({ description: "Bearer token, valid 30 days" }),
+  expiresAt: Schema.Number.annotations({
+    description: "when the token stops working, ms since epoch (30 days after the sign-in); sign in again then"
+  }),
   address: Address,
   kyc: KycState,
   card: Schema.NullOr(Card)
