@@ -23,6 +23,7 @@ layer(testServer({}, { chain: InMemoryChain.layer() }), { excludeTestServices: t
           // The in-memory chain mints, as the embedded devnet does.
           "/devnet/faucet",
           "/health",
+          "/kyc/return",
           "/kyc/sandbox/{sessionId}",
           "/kyc/session",
           "/kyc/webhook/{provider}",

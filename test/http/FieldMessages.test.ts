@@ -131,12 +131,7 @@ interface Probe {
 
 layer(
   testServer(
-    {
-      MERCHANT_PAY_TO: "0x000000000000000000000000000000000000dEaD",
-      AGENT_MODE: "dry",
-      RATE_LIMIT_SIGNIN: "1000",
-      RATE_LIMIT_ORDERS: "1000"
-    },
+    { MERCHANT_PAY_TO: "0x000000000000000000000000000000000000dEaD", AGENT_MODE: "dry" },
     { chain: InMemoryChain.layer(), agentWallet: ScriptedAgentWallet.layer() }
   ),
   { excludeTestServices: true }
@@ -165,7 +160,7 @@ layer(
           probes.push({
             what: `${name} ${parameter.in} ${parameter.name}=${wrong}`,
             field: parameter.name,
-            mustRefuse: constrained(parameter.schema),
+            mustRefuse: constrained(parameter.schema && resolve(spec, parameter.schema)),
             request: send(method, url, { headers: { ...headers, ...extra } })
           })
         }
