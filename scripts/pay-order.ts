@@ -3,6 +3,7 @@
  *
  *   npx tsx scripts/pay-order.ts <orderId> [baseUrl]
  *
+ * baseUrl defaults to this machine's service on PORT (3000 when unset).
  * PAYER_PRIVATE_KEY signs the EIP-3009 authorization; the default is the second standard anvil
  * development account, which the embedded devnet funds with 10,000 USD1.
  */
@@ -12,7 +13,7 @@ import { type Hex, parseUnits } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS } from "../src/chain/Devnet.js"
 
-const [orderId, baseUrl = "http://localhost:3000"] = process.argv.slice(2)
+const [orderId, baseUrl = `http://localhost:${process.env.PORT ?? 3000}`] = process.argv.slice(2)
 if (orderId === undefined) {
   console.error("usage: npx tsx scripts/pay-order.ts <orderId> [baseUrl]")
   process.exit(2)
@@ -20,7 +21,8 @@ if (orderId === undefined) {
 const payer = privateKeyToAccount((process.env.PAYER_PRIVATE_KEY as Hex | undefined) ?? ANVIL_ACCOUNT_KEYS[1]!)
 const payUrl = `${baseUrl}/merchant/orders/${orderId}/pay`
 
-// The requirements name the asset; this client allows paying exactly that asset up to 1,000,000.
+// The client's default spend controls pay only the assets it knows (USDC) up to $1: USD1 is allowed
+// here explicitly: exactly the asset the requirements name, up to 1,000,000 (atomic units, 18 decimals).
 const offer = await fetch(payUrl)
 if (offer.status !== 402) {
   console.error(`expected 402 from ${payUrl}, got ${offer.status}: ${await offer.text()}`)

@@ -29,7 +29,7 @@ const ADVICE: Readonly<Record<string, string>> = {
   AGENT_WALLET_ERROR: "The agent wallet did not answer: try again in a moment.",
   SESSION_EXPIRED: "The agent wallet must sign in again in its exchange app.",
   NOT_LOGGED_IN: "The agent wallet must sign in to its exchange app.",
-  NO_AGENT_ACCOUNT: "Set a strategy first.",
+  STRATEGY_NOT_FOUND: "Set a strategy first.",
   ORDER_EXPIRED: "Create a new order.",
   ORDER_ALREADY_PAID: "Nothing more to pay.",
   PAYMENT_IN_PROGRESS: "Wait for the payment being settled.",

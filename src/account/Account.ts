@@ -26,7 +26,13 @@ export class Account extends Effect.Service<Account>()("app/Account", {
       const { kyc: state, card } = session.created
         ? { kyc: "none" as const, card: null }
         : yield* standing.of(session.address)
-      return makeSignInResult({ token: session.token, address: session.address, kyc: state, card })
+      return makeSignInResult({
+        token: session.token,
+        expiresAt: session.expiresAt,
+        address: session.address,
+        kyc: state,
+        card
+      })
     })
 
     /** The user as authenticated (the session's statement read the user too) and where they stand. */

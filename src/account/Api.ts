@@ -8,6 +8,7 @@ import { Authentication, ChallengeExpired, ChallengeUnknown, InvalidSignature } 
 import { Card } from "../cards/Card.js"
 import { Address } from "../chain/Address.js"
 import { ChainUnavailable, RateLimited } from "../http/ApiError.js"
+import { withFieldMessages } from "../http/FieldMessages.js"
 import { KycState } from "../kyc/KycState.js"
 
 export class Me extends Schema.Class<Me>("Me")({
@@ -24,6 +25,9 @@ const Hex = Schema.String.pipe(
 
 export class SignInResult extends Schema.Class<SignInResult>("SignInResult")({
   token: Schema.String.annotations({ description: "Bearer token, valid 30 days" }),
+  expiresAt: Schema.Number.annotations({
+    description: "when the token stops working, ms since epoch (30 days after the sign-in); sign in again then"
+  }),
   address: Address,
   kyc: KycState,
   card: Schema.NullOr(Card)
@@ -32,7 +36,7 @@ export class SignInResult extends Schema.Class<SignInResult>("SignInResult")({
 export class SignInApi extends HttpApiGroup.make("auth")
   .add(
     HttpApiEndpoint.post("challenge", "/auth/challenge")
-      .setPayload(Schema.Struct({ address: Address }))
+      .setPayload(withFieldMessages(Schema.Struct({ address: Address })))
       .addSuccess(Schema.Struct({ message: Schema.String }))
       .addError(RateLimited.wire)
       .annotate(OpenApi.Summary, "Get a sign-in challenge")
@@ -45,7 +49,12 @@ export class SignInApi extends HttpApiGroup.make("auth")
   .add(
     HttpApiEndpoint.post("verify", "/auth/verify")
       .setPayload(
-        Schema.Struct({ message: Schema.String.pipe(Schema.maxLength(4096)), signature: Hex.pipe(Schema.minLength(4)) })
+        withFieldMessages(
+          Schema.Struct({
+            message: Schema.String.pipe(Schema.maxLength(4096)),
+            signature: Hex.pipe(Schema.minLength(4))
+          })
+        )
       )
       .addSuccess(SignInResult)
       .addError(InvalidSignature.wire)

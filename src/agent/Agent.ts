@@ -36,9 +36,10 @@ import {
   SessionExpired,
   Strategy,
   type StrategyBody,
+  StrategyNotFound,
   UnknownToken
 } from "./Api.js"
-import { CASH_SYMBOL, type Decision, decide } from "./Decide.js"
+import { CASH_SYMBOL, decide, withoutStrategy } from "./Decide.js"
 import { LOOKBACK_DAYS } from "./Forecast.js"
 import { validateStrategy } from "./Strategy.js"
 
@@ -61,26 +62,6 @@ export const walletFailure = (error: AgentWalletError) =>
 /** Atomic units as a number of whole units. */
 const units = (atomic: bigint, decimals: number) => Number(formatUnits(atomic, decimals))
 
-/** The decision as the API shows it: only the fields its action carries. */
-const decisionView = (decision: Decision) => {
-  const { action, horizon, needUsd, reason, rule } = decision
-  const base = { action, rule, reason, needUsd, horizon }
-  switch (decision.action) {
-    case "refill":
-      return { ...base, usd: decision.usd, symbol: decision.symbol, spread: decision.spread }
-    case "rebalance":
-      return {
-        ...base,
-        usd: decision.usd,
-        symbol: decision.symbol,
-        buySymbol: decision.buySymbol,
-        spread: decision.spread
-      }
-    default:
-      return base
-  }
-}
-
 export interface AccountState {
   readonly card: CardRef
   readonly cardUsd1: number
@@ -98,7 +79,7 @@ export class Agent extends Effect.Service<Agent>()("app/Agent", {
     const wallet = yield* AgentWallet
     const chain = yield* ChainClient
     const events = yield* AgentEvents
-    const { agentMode } = yield* AppConfig
+    const mode = (yield* AppConfig).agentMode === "live" ? "live" : "dry"
     const settings = yield* agentSettings
 
     const agentCard = (card: CardRef): AgentCard => ({ id: card.id, address: card.address })
@@ -134,10 +115,20 @@ export class Agent extends Effect.Service<Agent>()("app/Agent", {
       repo.findStrategy(card.id).pipe(
         Effect.flatMap(
           Option.match({
-            onNone: () => Effect.fail(new NoAgentAccount({ error: "this card has no strategy yet: PUT /strategy" })),
+            onNone: () =>
+              Effect.fail(new StrategyNotFound({ error: "this card has no strategy yet: PUT /strategy sets one" })),
             onSome: Effect.succeed
           })
         )
+      )
+
+    /** The card's payments the forecast reads at `at` (its lookback). */
+    const spendingOf = (card: CardRef, at: number) =>
+      statement.payments([card.address], at - (LOOKBACK_DAYS + 1) * DAY_MS).pipe(
+        Effect.map((payments) => ({
+          cardCreatedAt: card.createdAt.getTime(),
+          payments: payments.get(card.address) ?? []
+        }))
       )
 
     const strategyView = (row: StrategyRow) =>
@@ -289,23 +280,28 @@ export class Agent extends Effect.Service<Agent>()("app/Agent", {
     const preview = traced("Agent.preview")(function* (viewer: Option.Option<Address>, at?: number) {
       const card = yield* accountOf(viewer)
       yield* Effect.annotateCurrentSpan("card.id", card.id)
-      const strategy = yield* strategyOf(card)
       const instant = at ?? (yield* Clock.currentTimeMillis)
-      const [state, payments] = yield* Effect.all(
-        [readAccount(card, instant), statement.payments([card.address], instant - (LOOKBACK_DAYS + 1) * DAY_MS)],
-        { concurrency: "unbounded" }
-      )
-      const tokens = yield* shownTokens(state, strategy.targets)
+      const closures = market.settings.closures
+      const strategy = yield* repo.findStrategy(card.id)
+      if (Option.isNone(strategy)) {
+        const spending = yield* spendingOf(card, instant)
+        return new Preview({ at: instant, mode, decision: withoutStrategy({ at: instant, spending, closures }) })
+      }
+      const { targets, timeZone, weeklySpendUsd } = strategy.value
+      const [state, spending] = yield* Effect.all([readAccount(card, instant), spendingOf(card, instant)], {
+        concurrency: "unbounded"
+      })
+      const tokens = yield* shownTokens(state, targets)
       const decision = decide({
         at: instant,
-        strategy: { targets: strategy.targets, weeklySpendUsd: strategy.weeklySpendUsd, timeZone: strategy.timeZone },
+        strategy: { targets, weeklySpendUsd, timeZone },
         cardUsd1: state.cardUsd1,
         walletUsd1: units(state.holdings.usd1, chain.usd1.decimals),
         tokens: tokens.map(({ balance, market: data, token }) => ({ symbol: token.symbol, balance, market: data })),
-        spending: { cardCreatedAt: card.createdAt.getTime(), payments: payments.get(card.address) ?? [] },
-        closures: market.settings.closures
+        spending,
+        closures
       })
-      return new Preview({ at: instant, mode: agentMode === "live" ? "live" : "dry", decision: decisionView(decision) })
+      return new Preview({ at: instant, mode, decision })
     })
 
     const decisions = traced("Agent.decisions")(function* (

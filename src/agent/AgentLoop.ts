@@ -150,6 +150,7 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
               action: "hold",
               rule: "NOTHING_TO_SELL",
               reason: `The agent wallet cannot be read: ${error.message}.`,
+              usd: 0,
               needUsd: 0,
               horizon: at
             }

@@ -9,6 +9,7 @@ import { Context, type Option, Schema } from "effect"
 import { Authentication } from "../auth/Api.js"
 import { Address } from "../chain/Address.js"
 import { ApiError, BadRequest, ChainUnavailable, Unauthorized } from "../http/ApiError.js"
+import { withFieldMessages } from "../http/FieldMessages.js"
 import { pageQuery } from "../http/QueryParams.js"
 import { AtQuery, MarketData, PriceUnavailable } from "../market/Api.js"
 
@@ -26,11 +27,20 @@ export class UnknownToken extends ApiError(
   "A strategy target is not a known stock token (symbol or address)."
 ) {}
 
+// 409, not 404: on the agent's paths a 404 means only that the agent is off (AGENT_MODE).
 export class NoAgentAccount extends ApiError(
   "NoAgentAccount",
   "NO_AGENT_ACCOUNT",
+  409,
+  "Without a bearer token these describe the default account, and there is none yet: no card has set a " +
+    "strategy and AGENT_CARD is not set (or names no card). Send a bearer token to read your own."
+) {}
+
+export class StrategyNotFound extends ApiError(
+  "StrategyNotFound",
+  "STRATEGY_NOT_FOUND",
   404,
-  "No card has set a strategy yet (and AGENT_CARD is not set): there is no default account to describe."
+  "The card has no strategy yet: PUT /strategy sets one."
 ) {}
 
 export class SessionExpired extends ApiError(
@@ -108,24 +118,120 @@ export class Portfolio extends Schema.Class<Portfolio>("Portfolio")({
 
 export const DecisionAction = Schema.Literal("none", "refill", "hold", "rebalance")
 
-export const DecisionView = Schema.Struct({
-  action: DecisionAction,
-  rule: Schema.String.annotations({ description: "stable class of the decision, e.g. REFILL_BEFORE_CLOSE" }),
-  reason: Schema.String,
-  needUsd: Schema.Number.annotations({ description: "forecast spend until horizon × 1.2" }),
-  horizon: Schema.Number.annotations({ description: "end of the forecast window, ms since epoch" }),
-  usd: Schema.optional(Schema.Number).annotations({ description: "refill or rebalance amount" }),
-  symbol: Schema.optional(Schema.String).annotations({ description: "the token sold, or USD1 for wallet cash" }),
-  buySymbol: Schema.optional(Schema.String).annotations({ description: "rebalance: the token bought" }),
-  spread: Schema.optional(Schema.NullOr(Schema.Number)).annotations({
-    description: "the sold token's spreadVsClose; null without a close reference or for USD1 cash"
-  })
-}).annotations({ identifier: "Decision" })
+// The fields the four decision shapes share, described once.
+const decisionReason = Schema.String.annotations({
+  description: "for the card holder: what the agent does and why, amounts in dollars, instants in New York time"
+})
+const needUsd = Schema.Number.annotations({
+  description: "the card's forecast spend until `horizon` × 1.2, USD, rounded up to the cent"
+})
+const horizon = Schema.Number.annotations({
+  description:
+    "end of the forecast window, ms since epoch: the next open after the coming close while the regular session " +
+    "is open, else the next open"
+})
+const soldSymbol = Schema.String.annotations({
+  description: "the position sold: a token's symbol, or USD1 for the agent wallet's cash (nothing is sold then)"
+})
+const soldSpread = Schema.Number.annotations({
+  description:
+    "the sold position's spreadVsClose (0.004: 0.4% above its close reference); 0 for USD1 cash, and for a " +
+    "token without a close reference, which is sold only in the regular session, where its price is its own reference"
+})
+
+export const NoneDecision = Schema.Struct({
+  action: Schema.Literal("none"),
+  rule: Schema.Literal(
+    "ENOUGH_BALANCE",
+    "OUTSIDE_CLOSE_WINDOW",
+    "OUTSIDE_REGULAR_SESSION",
+    "REBALANCE_BLOCKED",
+    "NO_STRATEGY"
+  ).annotations({ description: "why nothing is done (docs/agent.md lists each rule)" }),
+  reason: decisionReason,
+  needUsd,
+  horizon
+}).annotations({
+  identifier: "NoneDecision",
+  description:
+    "Nothing to do now (NO_STRATEGY: the card has no strategy; its need is forecast from its own payments). " +
+    "Nothing is traded, so usd, symbol, buySymbol and spread are absent."
+})
+export type NoneDecision = typeof NoneDecision.Type
+
+export const RefillDecision = Schema.Struct({
+  action: Schema.Literal("refill"),
+  rule: Schema.Literal("REFILL_BEFORE_CLOSE", "REFILL_BELOW_FLOOR", "REFILL_BELOW_FLOOR_OUTSIDE_REGULAR").annotations({
+    description: "which refill rule applies (docs/agent.md)"
+  }),
+  reason: decisionReason,
+  usd: Schema.Number.annotations({ description: "USD1 sent to the card, rounded up to the cent" }),
+  symbol: soldSymbol,
+  spread: soldSpread,
+  needUsd,
+  horizon
+}).annotations({
+  identifier: "RefillDecision",
+  description:
+    "USD1 sent to the card, from the agent wallet's cash or from the sale of one token. Nothing is bought, so " +
+    "buySymbol is absent."
+})
+export type RefillDecision = typeof RefillDecision.Type
+
+export const HoldDecision = Schema.Struct({
+  action: Schema.Literal("hold"),
+  rule: Schema.Literal("NOTHING_TO_SELL", "NOT_TRADING", "SPREAD_GUARD", "POSITION_TOO_SMALL").annotations({
+    description: "what blocks the refill (docs/agent.md)"
+  }),
+  reason: decisionReason,
+  usd: Schema.Number.annotations({ description: "the refill that is due but cannot be made now, USD" }),
+  needUsd,
+  horizon
+}).annotations({
+  identifier: "HoldDecision",
+  description:
+    "A refill is due but cannot be made now; the reason names what blocks it and when the market allows it. " +
+    "Nothing is sold, so symbol, buySymbol and spread are absent."
+})
+export type HoldDecision = typeof HoldDecision.Type
+
+export const RebalanceDecision = Schema.Struct({
+  action: Schema.Literal("rebalance"),
+  rule: Schema.Literal("REBALANCE_DRIFT").annotations({ description: "a weight is more than 5 points off target" }),
+  reason: decisionReason,
+  usd: Schema.Number.annotations({ description: "USD value sold and bought, rounded down to the cent" }),
+  symbol: soldSymbol,
+  buySymbol: Schema.String.annotations({ description: "the token bought" }),
+  spread: soldSpread,
+  needUsd,
+  horizon
+}).annotations({
+  identifier: "RebalanceDecision",
+  description: "A trade from the most overweight position to the most underweight token, in the regular session."
+})
+export type RebalanceDecision = typeof RebalanceDecision.Type
+
+/** What the agent decides: one shape per action, every field of a shape always present. */
+export const Decision = Schema.Union(NoneDecision, RefillDecision, HoldDecision, RebalanceDecision).annotations({
+  identifier: "Decision",
+  jsonSchema: {
+    discriminator: {
+      propertyName: "action",
+      mapping: {
+        none: "#/components/schemas/NoneDecision",
+        refill: "#/components/schemas/RefillDecision",
+        hold: "#/components/schemas/HoldDecision",
+        rebalance: "#/components/schemas/RebalanceDecision"
+      }
+    }
+  }
+})
+export type Decision = typeof Decision.Type
 
 export class Preview extends Schema.Class<Preview>("Preview")({
   at: Schema.Number.annotations({ description: "the instant decided for, ms since epoch" }),
   mode: Schema.Literal("dry", "live"),
-  decision: DecisionView
+  decision: Decision
 }) {}
 
 export const DecisionStatus = Schema.Literal(
@@ -169,7 +275,7 @@ const readsAccount = <const Name extends string>(endpoint: HttpApiEndpoint.HttpA
 export class StrategyApi extends HttpApiGroup.make("strategy")
   .add(
     HttpApiEndpoint.put("put", "/strategy")
-      .setPayload(StrategyBody)
+      .setPayload(withFieldMessages(StrategyBody))
       .addSuccess(Strategy)
       .addError(CardRequired.wire)
       .addError(UnknownToken.wire)
@@ -186,9 +292,9 @@ export class StrategyApi extends HttpApiGroup.make("strategy")
     HttpApiEndpoint.get("get", "/strategy")
       .addSuccess(Strategy)
       .addError(CardRequired.wire)
-      .addError(NoAgentAccount.wire)
+      .addError(StrategyNotFound.wire)
       .annotate(OpenApi.Summary, "Read the strategy")
-      .annotate(OpenApi.Description, "The caller's strategy; 404 NO_AGENT_ACCOUNT before one is set.")
+      .annotate(OpenApi.Description, "The caller's strategy; 404 STRATEGY_NOT_FOUND before one is set.")
   )
   .middleware(Authentication)
   .annotate(OpenApi.Title, "Strategy")
@@ -211,24 +317,27 @@ export class AgentApi extends HttpApiGroup.make("agent")
   )
   .add(
     readsAccount(HttpApiEndpoint.get("preview", "/agent/preview"))
-      .setUrlParams(AtQuery)
+      .setUrlParams(withFieldMessages(AtQuery))
       .addSuccess(Preview)
       .annotate(OpenApi.Summary, "Preview the agent's decision")
       .annotate(
         OpenApi.Description,
         "What the agent would decide at `at` (ISO-8601 with a zone, or ms; default now): the calendar and the " +
-          "spending forecast at `at`, balances and prices now. Never trades, never writes."
+          "spending forecast at `at`, balances and prices now. Never trades, never writes. A card without a " +
+          "strategy gets action none, rule NO_STRATEGY. The decision has one shape per action."
       )
   )
   .add(
     HttpApiEndpoint.get("decisions", "/agent/decisions")
       .setUrlParams(
-        pageQuery({
-          items: "decisions",
-          id: /^[0-9]{1,19}$/,
-          idMessage: "must be a decision id",
-          beforeDescription: "the id of the last decision of the previous page: answers the decisions before it"
-        })
+        withFieldMessages(
+          pageQuery({
+            items: "decisions",
+            id: /^[0-9]{1,19}$/,
+            idMessage: "must be a decision id",
+            beforeDescription: "the id of the last decision of the previous page: answers the decisions before it"
+          })
+        )
       )
       .addSuccess(Schema.Array(DecisionItem))
       .addError(CardRequired.wire)
@@ -237,7 +346,8 @@ export class AgentApi extends HttpApiGroup.make("agent")
       .annotate(
         OpenApi.Description,
         "The agent's stored decisions, newest first, with their status and transactions; `?limit=` (1-200, " +
-          "default 50), `?before=<id>` for the page after that decision."
+          "default 50), `?before=<id>` for the page after that decision. Empty for a card without a strategy, " +
+          "and until the loop first decides the card (within AGENT_INTERVAL of its strategy)."
       )
   )
   .add(

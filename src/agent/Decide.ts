@@ -18,9 +18,10 @@ import {
   type SessionInterval,
   sessionsFor
 } from "../market/Calendar.js"
+import type { Decision, HoldDecision, NoneDecision, RebalanceDecision, RefillDecision } from "./Api.js"
 import { forecastSpend, type SpendingHistory } from "./Forecast.js"
 import { formatEt, formatSpread, formatUsd, formatWeight } from "./Reasons.js"
-import type { Strategy } from "./Strategy.js"
+import { type Strategy, strategyLimits } from "./Strategy.js"
 
 export const agentRules = Object.freeze({
   /** The card never stays below this balance when a token can be sold. */
@@ -70,85 +71,14 @@ export interface DecisionInput {
   readonly closures?: ReadonlyArray<AdHocClosure>
 }
 
-/** Why nothing is done. */
-export type NoneRule =
-  /** The card holds at least max(needUsd, floor) and no weight is off by more than the band. */
-  | "ENOUGH_BALANCE"
-  /** Regular session, the card short of needUsd but at or above the floor, before the close window. */
-  | "OUTSIDE_CLOSE_WINDOW"
-  /** Outside the regular session: a refill above the floor or a rebalance waits for it. */
-  | "OUTSIDE_REGULAR_SESSION"
-  /** Regular session, a weight is off by more than the band, but no trade can correct it now. */
-  | "REBALANCE_BLOCKED"
-
-export type RefillRule =
-  /** Regular session, last 30 minutes, card short of needUsd. */
-  | "REFILL_BEFORE_CLOSE"
-  /** Regular session, card below the floor. */
-  | "REFILL_BELOW_FLOOR"
-  /** Outside the regular session, card below the floor: only back to the floor, only with a tight spread. */
-  | "REFILL_BELOW_FLOOR_OUTSIDE_REGULAR"
-
-/** Why a due refill cannot be made. */
-export type HoldRule =
-  /** The agent wallet holds no token, and its cash does not cover the refill. */
-  | "NOTHING_TO_SELL"
-  /** No held token can trade now (paused, closed, not open, not TRADING, no price). */
-  | "NOT_TRADING"
-  /** Outside the regular session, every token that trades lacks a close reference or is over the spread limit. */
-  | "SPREAD_GUARD"
-  /** Some token could be sold, but none is worth the refill. */
-  | "POSITION_TOO_SMALL"
-
-export type RebalanceRule = "REBALANCE_DRIFT"
-
+// The decision's four shapes are the API's (Api.ts): each rule is described in docs/agent.md.
+export type { Decision, HoldDecision, NoneDecision, RebalanceDecision, RefillDecision }
+export type NoneRule = NoneDecision["rule"]
+export type RefillRule = RefillDecision["rule"]
+export type HoldRule = HoldDecision["rule"]
+export type RebalanceRule = RebalanceDecision["rule"]
 /** A stable machine-readable class of the decision (the reason is its sentence with the numbers). */
-export type DecisionRule = NoneRule | RefillRule | HoldRule | RebalanceRule
-
-interface DecisionBase {
-  /** What the card holder reads: amounts in dollars, instants in New York time. */
-  readonly reason: string
-  /** Forecast spend until `horizon` × 1.2, rounded up to the cent. */
-  readonly needUsd: number
-  /** End of the forecast window, ms since epoch. */
-  readonly horizon: number
-}
-
-export interface NoneDecision extends DecisionBase {
-  readonly action: "none"
-  readonly rule: NoneRule
-}
-
-export interface RefillDecision extends DecisionBase {
-  readonly action: "refill"
-  readonly rule: RefillRule
-  /** The token sold, or `USD1` when the agent wallet's cash pays the refill. */
-  readonly symbol: string
-  /** USD1 sent to the card (the sale's USD value), rounded up to the cent. */
-  readonly usd: number
-  /** The sold token's spreadVsClose; null for USD1 cash or a token without a close reference. */
-  readonly spread: number | null
-}
-
-export interface HoldDecision extends DecisionBase {
-  readonly action: "hold"
-  readonly rule: HoldRule
-}
-
-export interface RebalanceDecision extends DecisionBase {
-  readonly action: "rebalance"
-  readonly rule: RebalanceRule
-  /** The position sold: a token, or `USD1` when the wallet's cash is the overweight position. */
-  readonly symbol: string
-  /** The token bought. */
-  readonly buySymbol: string
-  /** USD value traded, rounded down to the cent. */
-  readonly usd: number
-  /** The sold token's spreadVsClose; null for USD1 cash or without a close reference. */
-  readonly spread: number | null
-}
-
-export type Decision = NoneDecision | RefillDecision | HoldDecision | RebalanceDecision
+export type DecisionRule = Decision["rule"]
 
 // ---------------------------------------------------------------------------------------------------
 // Amounts
@@ -257,6 +187,12 @@ const positionsOf = (input: DecisionInput): ReadonlyArray<Position> => {
     })
   ]
 }
+
+/**
+ * A sold position's spread in the decision: USD1 cash is the dollar itself, and a token without a close
+ * reference can only be sold in the regular session, where the reference follows the price (docs/market.md).
+ */
+const soldSpread = (position: Position): number => position.spread ?? 0
 
 const absSpread = (position: Position): number =>
   position.cash ? 0 : position.spread === null ? Number.POSITIVE_INFINITY : Math.abs(position.spread)
@@ -395,7 +331,7 @@ const refill = (ctx: Context, rule: RefillRule, usd: number): RefillDecision | H
       rule,
       symbol: CASH_SYMBOL,
       usd,
-      spread: null,
+      spread: 0,
       ...base,
       reason: `${situation}. The agent sends ${formatUsd(usd)}${when} from the wallet's ${formatUsd(walletUsd1)} USD1 cash; nothing is sold.`
     }
@@ -426,7 +362,7 @@ const refill = (ctx: Context, rule: RefillRule, usd: number): RefillDecision | H
       rule,
       symbol: sold.symbol,
       usd,
-      spread: sold.spread,
+      spread: soldSpread(sold),
       ...base,
       reason: `${situation}. The agent sells ${formatUsd(usd)} of ${sold.symbol}${furthest} (${weightVsTarget(sold)})${when === "" ? "" : `,${when}`}${spread}.`
     }
@@ -447,6 +383,7 @@ const refill = (ctx: Context, rule: RefillRule, usd: number): RefillDecision | H
   return {
     action: "hold",
     rule: holdRule,
+    usd,
     ...base,
     reason: `${situationNow}. A refill of ${formatUsd(usd)} cannot be made now: ${blocked}. ${whenSentence(ctx)}`
   }
@@ -519,11 +456,49 @@ const planRebalance = (ctx: Context): RebalancePlan => {
       symbol: seller.symbol,
       buySymbol: buyer.symbol,
       usd,
-      spread: seller.spread,
+      spread: soldSpread(seller),
       needUsd: ctx.needUsd,
       horizon: ctx.horizon,
       reason: `${nameOf(outOfBand)} is more than ${rebalanceBand * 100} points off its target. The agent ${trade} to buy ${buyer.symbol} (${weightVsTarget(buyer)}).`
     }
+  }
+}
+
+/** The calendar at `at`, the end of the forecast window and the card's need until then (rule 1). */
+const outlook = (
+  at: number,
+  spending: SpendingHistory,
+  strategy: Pick<Strategy, "weeklySpendUsd" | "timeZone">,
+  closures: ReadonlyArray<AdHocClosure>
+) => {
+  const calendar = calendarStatus(at, closures)
+  const horizon =
+    calendar.session === "regular" ? nextOpenTime(calendar.nextCloseTime, closures) : calendar.nextOpenTime
+  const forecast = forecastSpend(spending, strategy.weeklySpendUsd, strategy.timeZone, at, horizon)
+  return { calendar, horizon, needUsd: ceilCents(forecast.usd * agentRules.needBuffer) }
+}
+
+/**
+ * What the agent decides for a card without a strategy: nothing, saying why. Its need is forecast from
+ * its own payments alone (no weekly estimate is given), in the default time zone.
+ */
+export const withoutStrategy = (input: {
+  readonly at: number
+  readonly spending: SpendingHistory
+  readonly closures?: ReadonlyArray<AdHocClosure>
+}): NoneDecision => {
+  const { horizon, needUsd } = outlook(
+    input.at,
+    input.spending,
+    { weeklySpendUsd: 0, timeZone: strategyLimits.defaultTimeZone },
+    input.closures ?? defaultAdHocClosures
+  )
+  return {
+    action: "none",
+    rule: "NO_STRATEGY",
+    needUsd,
+    horizon,
+    reason: `The card has no strategy yet, so the agent does nothing for it until one is set (PUT /strategy). Its own payments forecast a need of ${formatUsd(needUsd)} until ${formatEt(horizon)}.`
   }
 }
 
@@ -534,12 +509,9 @@ const planRebalance = (ctx: Context): RebalancePlan => {
 export const decide = (input: DecisionInput): Decision => {
   const closures = input.closures ?? defaultAdHocClosures
   const { at, cardUsd1, strategy } = input
-  const { closeWindowMs, floorUsd, minTradeUsd, needBuffer } = agentRules
-  const calendar = calendarStatus(at, closures)
+  const { closeWindowMs, floorUsd, minTradeUsd } = agentRules
+  const { calendar, horizon, needUsd } = outlook(at, input.spending, strategy, closures)
   const regular = calendar.session === "regular"
-  const horizon = regular ? nextOpenTime(calendar.nextCloseTime, closures) : calendar.nextOpenTime
-  const forecast = forecastSpend(input.spending, strategy.weeklySpendUsd, strategy.timeZone, at, horizon)
-  const needUsd = ceilCents(forecast.usd * needBuffer)
   const ctx: Context = { input, closures, calendar, needUsd, horizon, positions: positionsOf(input) }
 
   const shortfall = Math.max(needUsd, floorUsd) - cardUsd1

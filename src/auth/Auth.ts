@@ -67,8 +67,8 @@ export class Auth extends Effect.Service<Auth>()("app/Auth", {
       )
 
     /**
-     * Exchanges a signed challenge for a new session: the bearer token, whose it is, and whether this
-     * sign-in created the user. An EOA's signature is recovered here, so the common sign-in is one
+     * Exchanges a signed challenge for a new session: the bearer token, when it expires (ms since
+     * epoch), whose it is, and whether this sign-in created the user. An EOA's signature is recovered here, so the common sign-in is one
      * statement; any other signature reaches the chain only for a challenge that is still usable.
      */
     const verify = traced("Auth.verify")(function* (message: string, signature: `0x${string}`) {
@@ -84,16 +84,17 @@ export class Auth extends Effect.Service<Auth>()("app/Auth", {
         }
       }
       const token = randomBytes(32).toString("base64url")
+      const expiresAt = now + SESSION_TTL_MS
       const session = yield* repo.signIn({
         nonce,
         message,
         tokenHash: sha256(token),
         now: new Date(now),
-        expiresAt: new Date(now + SESSION_TTL_MS)
+        expiresAt: new Date(expiresAt)
       })
       if (Option.isNone(session)) return yield* (yield* unusable(nonce, message, now)) ?? used()
       yield* Effect.annotateCurrentSpan("user.address", session.value.address)
-      return { token, address: session.value.address, created: session.value.created }
+      return { token, expiresAt, address: session.value.address, created: session.value.created }
     })
 
     const authenticate = traced("Auth.authenticate")(function* (token: string) {

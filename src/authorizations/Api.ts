@@ -8,6 +8,7 @@ import { Schema } from "effect"
 import { Authentication } from "../auth/Api.js"
 import { CardMerchant, CardNotFound, Mcc } from "../cards/Api.js"
 import { ApiError, RateLimited } from "../http/ApiError.js"
+import { withFieldMessages } from "../http/FieldMessages.js"
 import { pageQuery } from "../http/QueryParams.js"
 import { DECLINE_REASONS } from "./Decide.js"
 
@@ -68,7 +69,7 @@ const AuthorizationsQuery = pageQuery({
 export class AuthorizationsApi extends HttpApiGroup.make("authorizations")
   .add(
     HttpApiEndpoint.get("list", "/card/authorizations")
-      .setUrlParams(AuthorizationsQuery)
+      .setUrlParams(withFieldMessages(AuthorizationsQuery))
       .addSuccess(Schema.Array(CardAuthorization))
       .addError(CardNotFound.wire)
       .annotate(OpenApi.Summary, "The card's authorizations")
@@ -190,7 +191,7 @@ const RequiredAmount = Schema.Struct({ amountUsd: CardAmount })
 
 const lifecycle = <const Name extends string, const Path extends `/${string}`>(name: Name, path: Path, about: string) =>
   HttpApiEndpoint.post(name, `/sandbox/card-network/authorizations/:id/${path.slice(1)}` as const)
-    .setPath(SandboxId)
+    .setPath(withFieldMessages(SandboxId))
     .addSuccess(CardAuthorization)
     .addError(CardNotFound.wire)
     .addError(RateLimited.wire)
@@ -199,7 +200,7 @@ const lifecycle = <const Name extends string, const Path extends `/${string}`>(n
 export class CardSandboxApi extends HttpApiGroup.make("cardSandbox")
   .add(
     HttpApiEndpoint.post("authorize", "/sandbox/card-network/authorizations")
-      .setPayload(SandboxSwipe)
+      .setPayload(withFieldMessages(SandboxSwipe))
       .addSuccess(SandboxAnswer)
       .addError(RateLimited.wire)
       .annotate(OpenApi.Summary, "Swipe a card (sandbox network)")
@@ -212,8 +213,8 @@ export class CardSandboxApi extends HttpApiGroup.make("cardSandbox")
   )
   .add(
     HttpApiEndpoint.post("increment", "/sandbox/card-network/authorizations/:id/increment")
-      .setPath(SandboxId)
-      .setPayload(RequiredAmount)
+      .setPath(withFieldMessages(SandboxId))
+      .setPayload(withFieldMessages(RequiredAmount))
       .addSuccess(SandboxAnswer)
       .addError(CardNotFound.wire)
       .addError(RateLimited.wire)
@@ -225,12 +226,12 @@ export class CardSandboxApi extends HttpApiGroup.make("cardSandbox")
   )
   .add(
     lifecycle("reverse", "/reverse", "Reverse an authorization (sandbox network)")
-      .setPayload(OptionalAmount)
+      .setPayload(withFieldMessages(OptionalAmount))
       .annotate(OpenApi.Description, "Releases `amountUsd` of the hold, or all of it when absent.")
   )
   .add(
     lifecycle("clear", "/clear", "Clear an authorization (sandbox network)")
-      .setPayload(OptionalAmount)
+      .setPayload(withFieldMessages(OptionalAmount))
       .annotate(
         OpenApi.Description,
         "The merchant's clearing: `amountUsd` (the held amount when absent; more for a tip, less for fuel) is " +
@@ -239,7 +240,7 @@ export class CardSandboxApi extends HttpApiGroup.make("cardSandbox")
   )
   .add(
     lifecycle("refund", "/refund", "Refund to the card (sandbox network)")
-      .setPayload(RequiredAmount)
+      .setPayload(withFieldMessages(RequiredAmount))
       .annotate(OpenApi.Description, "The merchant's refund of `amountUsd` to the card, as a return.")
   )
   .add(

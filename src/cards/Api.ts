@@ -2,6 +2,7 @@ import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../auth/Api.js"
 import { ApiError } from "../http/ApiError.js"
+import { withFieldMessages } from "../http/FieldMessages.js"
 import { pageQuery } from "../http/QueryParams.js"
 import { Card } from "./Card.js"
 
@@ -111,7 +112,7 @@ export class CardApi extends HttpApiGroup.make("card")
   )
   .add(
     HttpApiEndpoint.put("setControls", "/card/controls")
-      .setPayload(ControlsUpdate)
+      .setPayload(withFieldMessages(ControlsUpdate))
       .addSuccess(CardControls)
       .addError(CardNotFound.wire)
       .annotate(OpenApi.Summary, "Set the card's controls")
@@ -143,7 +144,7 @@ export class CardApi extends HttpApiGroup.make("card")
 export class StatementApi extends HttpApiGroup.make("statement")
   .add(
     HttpApiEndpoint.get("activity", "/me/activity")
-      .setUrlParams(ActivityQuery)
+      .setUrlParams(withFieldMessages(ActivityQuery))
       .addSuccess(Schema.Array(StatementItem))
       .annotate(OpenApi.Summary, "Card statement")
       .annotate(

@@ -11,6 +11,7 @@ import { CardAuthorization } from "../authorizations/Api.js"
 import { ActivityItem } from "../cards/Api.js"
 import { Card } from "../cards/Card.js"
 import { ApiError } from "../http/ApiError.js"
+import { withFieldMessages } from "../http/FieldMessages.js"
 import { KycState } from "../kyc/KycState.js"
 
 export class EventIdExpired extends ApiError(
@@ -138,21 +139,25 @@ export class EventsApi extends HttpApiGroup.make("events")
   .add(
     HttpApiEndpoint.get("stream", "/me/events")
       .setHeaders(
-        Schema.Struct({
-          "last-event-id": Schema.optional(
-            EventIdText.annotations({ description: "resume after this event (the last `id:` received)" })
-          )
-        })
+        withFieldMessages(
+          Schema.Struct({
+            "last-event-id": Schema.optional(
+              EventIdText.annotations({ description: "resume after this event (the last `id:` received)" })
+            )
+          })
+        )
       )
       .setUrlParams(
-        Schema.Struct({
-          lastEventId: Schema.optionalWith(
-            EventIdText.annotations({
-              description: "the same as the Last-Event-ID header, for clients that cannot set it (the header wins)"
-            }),
-            { exact: true }
-          )
-        })
+        withFieldMessages(
+          Schema.Struct({
+            lastEventId: Schema.optionalWith(
+              EventIdText.annotations({
+                description: "the same as the Last-Event-ID header, for clients that cannot set it (the header wins)"
+              }),
+              { exact: true }
+            )
+          })
+        )
       )
       .addSuccess(HttpApiSchema.Text({ contentType: "text/event-stream" }))
       .addError(EventIdExpired.wire)

@@ -1,7 +1,7 @@
 /**
  * What the OpenAPI document says beyond what HttpApi derives from the endpoints: the service's
- * error bodies in place of HttpApi's decode error (ApiError.ts), the contact and licence, and the
- * response headers that the request pipeline and the middleware add (HttpApi cannot declare a
+ * error bodies in place of HttpApi's decode error (ApiError.ts), the contact and licence,
+ * discriminated unions as `oneOf`, and the response headers that the request pipeline and the middleware add (HttpApi cannot declare a
  * response header). An endpoint documents its own headers with `withResponseHeaders` in an
  * `OpenApi.Transform` annotation.
  */
@@ -68,8 +68,21 @@ const withServiceHeaders = withResponseHeaders((status, operation) => ({
 interface Document {
   readonly info?: Record<string, unknown>
   readonly paths?: Record<string, Record<string, Operation>>
-  readonly components?: Record<string, unknown>
+  readonly components?: { readonly schemas?: Record<string, object> } & Record<string, unknown>
 }
+
+/**
+ * A union with a discriminator (a `jsonSchema` annotation) as `oneOf`: its members exclude one another
+ * by that property, and HttpApi writes every union as `anyOf`.
+ */
+const exclusiveUnions = (schemas: Record<string, object>) =>
+  Object.fromEntries(
+    Object.entries(schemas).map(([name, schema]) => {
+      if (!("discriminator" in schema && "anyOf" in schema)) return [name, schema]
+      const { anyOf, ...rest } = schema
+      return [name, { ...rest, oneOf: anyOf }]
+    })
+  )
 
 /** The document HttpApi derives, completed (the `OpenApi.Transform` of the whole API). */
 export const completeDocument = (spec: Record<string, unknown>): Record<string, unknown> => {
@@ -89,6 +102,10 @@ export const completeDocument = (spec: Record<string, unknown>): Record<string, 
         )
       ])
     ),
-    components: { ...document.components, headers: serviceHeaders }
+    components: {
+      ...document.components,
+      schemas: exclusiveUnions(document.components?.schemas ?? {}),
+      headers: serviceHeaders
+    }
   }
 }

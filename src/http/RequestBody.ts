@@ -7,6 +7,7 @@
 import type { IncomingMessage } from "node:http"
 import { HttpApi, type HttpApiGroup, HttpApiSchema, type HttpServerRequest } from "@effect/platform"
 import { Effect, Option, Stream } from "effect"
+import { fieldName } from "./FieldMessages.js"
 
 export const MAX_BODY_BYTES = 64 * 1024
 /** Deeper JSON than any request of this API needs; parsing and error reporting stay shallow. */
@@ -81,14 +82,6 @@ const textProblem = (text: string): string | undefined =>
     : UNPAIRED_SURROGATE.test(text)
       ? "contains an unpaired UTF-16 surrogate, which is not valid Unicode"
       : undefined
-
-/** "items.0.name"; a key is shown JSON-escaped (an unpaired surrogate as \ud800) and cut short. */
-const fieldName = (path: ReadonlyArray<string | number>) =>
-  path.length === 0
-    ? "body"
-    : path
-        .map((part) => (typeof part === "number" ? String(part) : JSON.stringify(part).slice(1, -1).slice(0, 64)))
-        .join(".")
 
 /**
  * The first string or object key (depth first) that cannot be stored, as "<field>: <problem>".

@@ -84,37 +84,12 @@ const truncated = (text: string, length = MAX_MESSAGE_LENGTH) =>
 const tagOf = (u: unknown): string | undefined =>
   typeof u === "object" && u !== null && "_tag" in u && typeof u._tag === "string" ? u._tag : undefined
 
-interface DecodeIssue {
-  readonly path: ReadonlyArray<PropertyKey>
-  readonly message: string
-}
-
-/** A union's "or absent" member (`Schema.optional`, `Schema.NullOr`) failing: it only repeats the value. */
-const isAbsentMember = (issue: DecodeIssue) => /^Expected (undefined|null), actual /.test(issue.message)
-
-const samePath = (a: DecodeIssue, b: DecodeIssue) =>
-  a.path.length === b.path.length && a.path.every((key, i) => key === b.path[i])
-
-/** The issues that say something: an "or absent" member's issue goes when the same field has another. */
-const meaningful = (issues: ReadonlyArray<DecodeIssue>) =>
-  issues.filter(
-    (issue) => !isAbsentMember(issue) || !issues.some((other) => !isAbsentMember(other) && samePath(other, issue))
-  )
-
-/** "address: must be a 0x-prefixed 20-byte hex address; signature: is missing", each part cut short. */
-const describeIssues = (issues: ReadonlyArray<DecodeIssue>, fallback: string) =>
-  truncated(
-    issues.length === 0
-      ? fallback
-      : meaningful(issues)
-          .slice(0, 5)
-          .map(
-            (issue) =>
-              `${issue.path.length > 0 ? truncated(issue.path.map(String).join("."), 80) : "body"}: ${truncated(issue.message, 120)}`
-          )
-          .join("; "),
-    MAX_MESSAGE_LENGTH * 2
-  )
+/**
+ * A decode failure's message: the request schemas write theirs field by field (`withFieldMessages`),
+ * each part (body, path, query, headers) as one issue.
+ */
+const decodeMessage = (issues: ReadonlyArray<{ readonly message: string }>) =>
+  truncated(issues.map((issue) => issue.message).join("; "), MAX_MESSAGE_LENGTH * 2)
 
 const notFound = (request: HttpServerRequest.HttpServerRequest, off: ReadonlyArray<readonly [RegExp, string]>) => {
   const path = request.url.split("?")[0] ?? ""
@@ -140,8 +115,8 @@ export const normalizeErrors = (off: ReadonlyArray<readonly [RegExp, string]>) =
           case "RouteNotFound":
             return Effect.fail(notFound((error as { request: HttpServerRequest.HttpServerRequest }).request, off))
           case "HttpApiDecodeError": {
-            const decode = error as { message: string; issues: ReadonlyArray<DecodeIssue> }
-            return Effect.fail(new BadRequest({ error: describeIssues(decode.issues, decode.message) }))
+            const { issues } = error as { issues: ReadonlyArray<{ readonly message: string }> }
+            return Effect.fail(new BadRequest({ error: decodeMessage(issues) }))
           }
           case "ChainUnavailable":
             return Effect.zipRight(

@@ -5,7 +5,9 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../auth/Api.js"
+import { Address } from "../chain/Address.js"
 import { ApiError } from "../http/ApiError.js"
+import { withFieldMessages } from "../http/FieldMessages.js"
 
 export class KycAlreadyApproved extends ApiError(
   "KycAlreadyApproved",
@@ -42,11 +44,15 @@ export class WebhookTimestampStale extends ApiError(
   "The webhook is signed but its timestamp is more than 5 minutes from now; nothing changed."
 ) {}
 
+// An empty body reads as null (RequestBody.ts): the body is optional.
 const KycSessionRequest = Schema.NullOr(
   Schema.Struct({
     returnUrl: Schema.optional(
       Schema.String.annotations({
-        description: "Where the provider sends the person back; kept only on an exact WEB_ORIGIN origin"
+        description:
+          "Where the person is sent back after the provider's flow; kept only on an exact WEB_ORIGIN origin " +
+          "(else APP_URL/). Sent again while the check is pending, it replaces the earlier one.",
+        message: () => "must be a URL string"
       })
     )
   })
@@ -59,7 +65,7 @@ const KycSessionResponse = Schema.Struct({
 export class KycApi extends HttpApiGroup.make("kyc")
   .add(
     HttpApiEndpoint.post("startSession", "/kyc/session")
-      .setPayload(KycSessionRequest)
+      .setPayload(withFieldMessages(KycSessionRequest))
       .addSuccess(KycSessionResponse)
       .addError(KycAlreadyApproved.wire)
       .addError(KycDuplicate.wire)
@@ -68,15 +74,22 @@ export class KycApi extends HttpApiGroup.make("kyc")
       .annotate(
         OpenApi.Description,
         "Starts the identity check (none or declined -> pending) and answers the provider URL; while pending " +
-          "it answers the same session's URL. The body may be empty. Poll GET /me for the result."
+          "it answers the same session's URL, and a `returnUrl` on a WEB_ORIGIN origin replaces the earlier " +
+          "one. The body may be left out. The result: a `kyc` event on GET /me/events, or poll GET /me."
       )
+      // HttpApi marks every payload required; an absent body reads as null here.
+      .annotate(OpenApi.Transform, (operation) => ({
+        ...operation,
+        requestBody: { ...operation.requestBody, required: false }
+      }))
   )
   .middleware(Authentication)
   .annotate(OpenApi.Title, "Identity check")
   .annotate(
     OpenApi.Description,
-    "The identity check (KYC) that issues the card: start it, send the person to the provider's page, then poll " +
-      "GET /me until `kyc` leaves `pending`; on approval exactly one card is issued."
+    "The identity check (KYC) that issues the card: start it, send the person to the provider's page, then wait " +
+      "for the `kyc` event on GET /me/events (or poll GET /me) until `kyc` leaves `pending`; on approval exactly " +
+      "one card is issued."
   ) {}
 
 const WebhookAck = Schema.Struct({
@@ -91,7 +104,7 @@ const WebhookAck = Schema.Struct({
 export class KycWebhookApi extends HttpApiGroup.make("kycWebhook")
   .add(
     HttpApiEndpoint.post("webhook", "/kyc/webhook/:provider")
-      .setPath(Schema.Struct({ provider: Schema.String }))
+      .setPath(withFieldMessages(Schema.Struct({ provider: Schema.String })))
       .setPayload(
         // Documentation only (the body is read raw); a plain JSON Schema keeps the document free of
         // the shared "/schemas/unknown" id other groups' schemas may also produce.
@@ -114,11 +127,26 @@ export class KycWebhookApi extends HttpApiGroup.make("kycWebhook")
           "checked over the raw body, the timestamp within 5 minutes; each delivery is processed once."
       )
   )
-  .annotate(OpenApi.Title, "Identity provider webhooks")
+  .add(
+    HttpApiEndpoint.get("comeBack", "/kyc/return")
+      .setUrlParams(
+        withFieldMessages(
+          Schema.Struct({ user: Address.annotations({ description: "the user the identity provider sends back" }) })
+        )
+      )
+      .addSuccess(HttpApiSchema.Empty(303))
+      .annotate(OpenApi.Summary, "Back from the identity provider")
+      .annotate(
+        OpenApi.Description,
+        "Where every identity provider sends the person after its flow: a 303 to the `returnUrl` of the user's " +
+          "current check (the latest given to POST /kyc/session), else APP_URL/."
+      )
+  )
+  .annotate(OpenApi.Title, "Identity provider callbacks")
   .annotate(
     OpenApi.Description,
-    "Called by the identity provider, not by the app: each delivery is authenticated by its HMAC signature " +
-      "headers, not by a bearer token."
+    "Reached through the identity provider, not called by the app: its signed result deliveries (each " +
+      "authenticated by its HMAC signature headers, not by a bearer token), and the person's way back to the app."
   ) {}
 
 const SandboxSessionId = Schema.String.pipe(
@@ -138,7 +166,7 @@ export type SandboxForm = typeof SandboxForm.Type
 export class KycSandboxApi extends HttpApiGroup.make("kycSandbox")
   .add(
     HttpApiEndpoint.get("page", "/kyc/sandbox/:sessionId")
-      .setPath(Schema.Struct({ sessionId: SandboxSessionId }))
+      .setPath(withFieldMessages(Schema.Struct({ sessionId: SandboxSessionId })))
       .addSuccess(HttpApiSchema.Text({ contentType: "text/html" }))
       .annotate(OpenApi.Summary, "Sandbox identity page")
       .annotate(
@@ -149,8 +177,8 @@ export class KycSandboxApi extends HttpApiGroup.make("kycSandbox")
   )
   .add(
     HttpApiEndpoint.post("submit", "/kyc/sandbox/:sessionId")
-      .setPath(Schema.Struct({ sessionId: SandboxSessionId }))
-      .setPayload(SandboxForm)
+      .setPath(withFieldMessages(Schema.Struct({ sessionId: SandboxSessionId })))
+      .setPayload(withFieldMessages(SandboxForm))
       .addSuccess(HttpApiSchema.Empty(303))
       .annotate(OpenApi.Summary, "Submit the sandbox identity form")
       .annotate(

@@ -18,16 +18,23 @@ export const KycHttpLive = HttpApiBuilder.group(Api, "kyc", (handlers) =>
 
 /**
  * Webhooks are verified over the exact bytes received, so the body is read raw (`handleRaw`
- * skips HttpApi's JSON decoding); the 64 KiB body limit still applies while reading.
+ * skips HttpApi's JSON decoding); the 64 KiB body limit still applies while reading. The person
+ * coming back from the provider is sent on to their session's return URL.
  */
 export const KycWebhookHttpLive = HttpApiBuilder.group(Api, "kycWebhook", (handlers) =>
   Effect.gen(function* () {
     const kyc = yield* Kyc
-    return handlers.handleRaw("webhook", ({ path, request }) =>
-      Effect.flatMap(Effect.orDie(request.arrayBuffer), (body) =>
-        kyc.receiveWebhook(path.provider, new Uint8Array(body), request.headers)
+    return handlers
+      .handleRaw("webhook", ({ path, request }) =>
+        Effect.flatMap(Effect.orDie(request.arrayBuffer), (body) =>
+          kyc.receiveWebhook(path.provider, new Uint8Array(body), request.headers)
+        )
       )
-    )
+      .handle("comeBack", ({ urlParams }) =>
+        Effect.map(kyc.returnUrlOf(urlParams.user), (url) =>
+          HttpServerResponse.redirect(url, { status: 303, headers: { "cache-control": "no-store" } })
+        )
+      )
   })
 )
 

@@ -7,7 +7,7 @@
  * | state             | event                                            | next      | also                  |
  * |-------------------|--------------------------------------------------|-----------|-----------------------|
  * | none, declined    | POST /kyc/session                                | pending   | new provider session  |
- * | pending           | POST /kyc/session                                | pending   | same session's URL    |
+ * | pending           | POST /kyc/session                                | pending   | same session's URL; a trusted returnUrl replaces the earlier |
  * | approved          | POST /kyc/session                                | approved  | 409 KYC_ALREADY_APPROVED |
  * | duplicate         | POST /kyc/session                                | duplicate | 409 KYC_DUPLICATE     |
  * | pending           | session approved, document new                   | approved  | card issued           |
@@ -31,7 +31,7 @@ import { KycEvents } from "./KycEvents.js"
 import { KycProvider, type SessionUpdate } from "./KycProvider.js"
 import { KycRepo } from "./KycRepo.js"
 import { accountStateOf, advances, canStartSession, type KycState } from "./KycState.js"
-import { resolveReturnUrl } from "./ReturnUrl.js"
+import { defaultReturnUrl, resolveReturnUrl, trustedReturnUrl } from "./ReturnUrl.js"
 import type { HeaderBag } from "./Webhook.js"
 
 /** Whether a look at the provider is due, as a read of the user's standing asks it. */
@@ -52,7 +52,7 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
     const cards = yield* Cards
     const provider = yield* KycProvider
     const events = yield* KycEvents
-    const { webOrigins, appUrl } = yield* AppConfig
+    const { apiUrl, appUrl, webOrigins } = yield* AppConfig
 
     const timed = <A>(
       effect: Effect.Effect<A, KycProviderFailed>,
@@ -189,9 +189,15 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
         return true
       })
 
+    /**
+     * Where every provider sends the person back: this service, which forwards them to the session's
+     * latest `returnUrl` (`returnUrlOf`). A provider is told its callback once, at session creation;
+     * through this one the user can change it while the check is pending, with any provider.
+     */
+    const providerCallback = (address: Address) => `${apiUrl}/kyc/return?user=${address}`
+
     const startSession = traced("Kyc.startSession")(function* (address: Address, returnUrl: string | undefined) {
       yield* Effect.annotateCurrentSpan({ "user.address": address, "kyc.provider": provider.name })
-      const target = resolveReturnUrl(returnUrl, { webOrigins, appUrl })
       // A pending session the person abandoned may have expired at the provider: learn that first.
       yield* reconcile(address)
       return yield* Effect.gen(function* () {
@@ -200,28 +206,33 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
         const account = yield* repo.lockAccount(address).pipe(Effect.map(Option.getOrThrow))
         if (account.status === "pending") {
           // Resumed: the same session's page again (a check pending at a provider no longer in
-          // force starts over with this one).
+          // force starts over with this one), and its way back moved to a newly given trusted URL.
           const session =
             account.provider === provider.name && account.sessionId !== null
               ? yield* repo.findSession({ provider: provider.name, sessionId: account.sessionId })
               : Option.none()
           if (Option.isSome(session)) {
-            yield* Effect.annotateCurrentSpan("kyc.session_id", session.value.sessionId)
-            return { url: session.value.url }
+            const { sessionId, url } = session.value
+            yield* Effect.annotateCurrentSpan("kyc.session_id", sessionId)
+            const moved = returnUrl === undefined ? undefined : trustedReturnUrl(returnUrl, webOrigins)
+            if (moved !== undefined) {
+              yield* repo.setReturnUrl({ provider: provider.name, sessionId, returnUrl: moved, updatedAt: now })
+            }
+            return { url }
           }
         } else if (!canStartSession(account.status)) {
           return yield* account.status === "approved"
             ? new KycAlreadyApproved({ error: "the identity check is already approved" })
             : new KycDuplicate({ error: "this identity document already holds another card" })
         }
-        const created = yield* timed(provider.createSession({ address, returnUrl: target }))
+        const created = yield* timed(provider.createSession({ address, returnUrl: providerCallback(address) }))
         yield* Effect.annotateCurrentSpan("kyc.session_id", created.sessionId)
         yield* repo.insertSession({
           provider: provider.name,
           sessionId: created.sessionId,
           address,
           url: created.url,
-          returnUrl: target,
+          returnUrl: resolveReturnUrl(returnUrl, { webOrigins, appUrl }),
           status: "pending",
           createdAt: now,
           updatedAt: now
@@ -237,6 +248,17 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
         return { url: created.url }
       }).pipe(repo.withTransaction)
     })
+
+    /** Where the person coming back from the provider goes: their session's `returnUrl`, else `${APP_URL}/`. */
+    const returnUrlOf = (address: Address) =>
+      repo
+        .currentReturnUrl(address)
+        .pipe(
+          Effect.map(
+            Option.match({ onNone: () => defaultReturnUrl({ webOrigins, appUrl }), onSome: (row) => row.returnUrl })
+          ),
+          Effect.withSpan("Kyc.returnUrlOf", { attributes: { "user.address": address } })
+        )
 
     const receiveWebhook = traced("Kyc.receiveWebhook")(function* (
       providerName: string,
@@ -264,7 +286,7 @@ export class Kyc extends Effect.Service<Kyc>()("app/Kyc", {
     })
 
     /** `lookAt` and `reconcile` serve where a user stands (account/Standing.ts) and the event streams. */
-    return { startSession, receiveWebhook, reconcile, lookAt }
+    return { startSession, returnUrlOf, receiveWebhook, reconcile, lookAt }
   }),
   dependencies: [KycRepo.Default]
 }) {}

@@ -131,6 +131,28 @@ export class KycRepo extends Effect.Service<KycRepo>()("app/KycRepo", {
         sql`UPDATE kyc_sessions SET ${sql.update(row)} WHERE provider = ${provider} AND session_id = ${sessionId}`
     })
 
+    /** A pending session's way back: the latest trusted `returnUrl` the user gave. */
+    const setReturnUrl = SqlSchema.void({
+      Request: Schema.Struct({
+        provider: Schema.String,
+        sessionId: Schema.String,
+        returnUrl: Schema.String,
+        updatedAt: Schema.DateFromSelf
+      }),
+      execute: ({ provider, sessionId, ...row }) =>
+        sql`UPDATE kyc_sessions SET ${sql.update(row)} WHERE provider = ${provider} AND session_id = ${sessionId}`
+    })
+
+    /** Where the user's current session sends the person back, if the user has one. */
+    const currentReturnUrl = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: Schema.Struct({ returnUrl: Schema.String }),
+      execute: (address) =>
+        sql`SELECT s.return_url FROM kyc_accounts a
+            JOIN kyc_sessions s ON s.provider = a.provider AND s.session_id = a.session_id
+            WHERE a.address = ${address}`
+    })
+
     /** Records a webhook delivery; false when it was recorded before (the unique key decides). */
     const insertDelivery = (row: {
       readonly provider: string
@@ -153,6 +175,8 @@ export class KycRepo extends Effect.Service<KycRepo>()("app/KycRepo", {
         findSession,
         lockSession,
         updateSession,
+        setReturnUrl,
+        currentReturnUrl,
         insertDelivery
       }),
       withTransaction: transactionally(sql)

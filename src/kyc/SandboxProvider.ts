@@ -17,8 +17,9 @@
  * table. The page and its form are in SandboxDesk.ts.
  */
 import { randomBytes } from "node:crypto"
-import { Clock, Effect, Either, Layer, Option, ParseResult, Redacted, Schema } from "effect"
+import { Clock, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
 import { BadRequest } from "../http/ApiError.js"
+import { describeIssue } from "../http/FieldMessages.js"
 import { open, type SecretName, Secrets } from "../runtime/Secrets.js"
 import { KycProviderFailed, type SandboxForm, WebhookSignatureInvalid, WebhookTimestampStale } from "./Api.js"
 import type { VerifiedDocument } from "./Document.js"
@@ -130,7 +131,7 @@ const makeSandboxProvider = Effect.gen(function* () {
         const event = decodeEvent(Buffer.from(body).toString("utf8"))
         if (Either.isLeft(event)) {
           return yield* new BadRequest({
-            error: `the sandbox event is malformed: ${ParseResult.TreeFormatter.formatErrorSync(event.left).split("\n")[0]}`
+            error: `the sandbox event is malformed: ${describeIssue(event.left.issue)}`
           })
         }
         const { id, sessionId, status, occurredAt, document } = event.right

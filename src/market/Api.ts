@@ -6,6 +6,7 @@ import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { ParseResult, Schema } from "effect"
 import { Address } from "../chain/Address.js"
 import { ApiError, NotFound } from "../http/ApiError.js"
+import { withFieldMessages } from "../http/FieldMessages.js"
 
 export class PriceUnavailable extends ApiError(
   "PriceUnavailable",
@@ -110,18 +111,13 @@ const Instant = Schema.transformOrFail(Schema.String, Schema.Number, {
   strict: true,
   decode: (text, _, ast) => {
     const ms = parseInstant(text)
-    return ms === undefined
-      ? ParseResult.fail(
-          new ParseResult.Type(
-            ast,
-            text,
-            "must be an ISO-8601 date-time with a zone (2026-11-27T17:59:00Z) or milliseconds since epoch"
-          )
-        )
-      : ParseResult.succeed(ms)
+    return ms === undefined ? ParseResult.fail(new ParseResult.Type(ast, text)) : ParseResult.succeed(ms)
   },
   encode: (ms) => ParseResult.succeed(String(ms))
-}).annotations({ description: "ISO-8601 date-time with a zone, or milliseconds since epoch" })
+}).annotations({
+  description: "ISO-8601 date-time with a zone, or milliseconds since epoch",
+  message: () => "must be an ISO-8601 date-time with a zone (2026-11-27T17:59:00Z) or milliseconds since epoch"
+})
 
 /** `?at=`: the instant a read is about; absent, now. */
 export const AtQuery = Schema.Struct({ at: Schema.optionalWith(Instant, { exact: true }) })
@@ -129,7 +125,7 @@ export const AtQuery = Schema.Struct({ at: Schema.optionalWith(Instant, { exact:
 export class MarketApi extends HttpApiGroup.make("market")
   .add(
     HttpApiEndpoint.get("status", "/market/status")
-      .setUrlParams(AtQuery)
+      .setUrlParams(withFieldMessages(AtQuery))
       .addSuccess(MarketStatus)
       .annotate(OpenApi.Summary, "US market status")
       .annotate(
@@ -149,7 +145,11 @@ export class MarketApi extends HttpApiGroup.make("market")
   )
   .add(
     HttpApiEndpoint.get("token", "/market/tokens/:token")
-      .setPath(Schema.Struct({ token: Schema.String.annotations({ description: "symbol or token address" }) }))
+      .setPath(
+        withFieldMessages(
+          Schema.Struct({ token: Schema.String.annotations({ description: "symbol or token address" }) })
+        )
+      )
       .addSuccess(TokenMarket)
       .addError(NotFound.wire)
       .addError(PriceUnavailable.wire)

@@ -2,6 +2,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/p
 import { Either, Schema } from "effect"
 import { Address } from "../chain/Address.js"
 import { ApiError, ChainUnavailable, RateLimited } from "../http/ApiError.js"
+import { withFieldMessages } from "../http/FieldMessages.js"
 import { textHeader, withResponseHeaders } from "../http/OpenApiDocument.js"
 import { parseAmount } from "./Money.js"
 import { PaymentRequiredBody, SettleResponse } from "./X402.js"
@@ -90,7 +91,9 @@ export class PaymentRequired extends Schema.TaggedError<PaymentRequired>()("Paym
   ).annotations(HttpApiSchema.annotations({ status: 402 }))
 }
 
-const OrderPath = Schema.Struct({ id: Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9_-]{1,64}$/)) })
+const OrderPath = Schema.Struct({
+  id: Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9_-]{1,64}$/, { message: () => "must be an order id" }))
+})
 const PaymentHeaders = Schema.Struct({
   // Header keys are matched lower-case; clients send PAYMENT-SIGNATURE.
   "payment-signature": Schema.optional(Schema.String)
@@ -123,8 +126,8 @@ const x402Headers = withResponseHeaders((status) =>
 
 const payEndpoint = <const Name extends string>(endpoint: HttpApiEndpoint.HttpApiEndpoint<Name, "GET" | "POST">) =>
   endpoint
-    .setPath(OrderPath)
-    .setHeaders(PaymentHeaders)
+    .setPath(withFieldMessages(OrderPath))
+    .setHeaders(withFieldMessages(PaymentHeaders))
     .addSuccess(Order)
     .addSuccess(SettlingOrder, { status: 202 })
     .addError(OrderNotFound.wire)
@@ -148,7 +151,7 @@ const payEndpoint = <const Name extends string>(endpoint: HttpApiEndpoint.HttpAp
 export class MerchantApi extends HttpApiGroup.make("merchant")
   .add(
     HttpApiEndpoint.post("createOrder", "/merchant/orders")
-      .setPayload(CreateOrder)
+      .setPayload(withFieldMessages(CreateOrder))
       .addSuccess(Order)
       .addError(RateLimited.wire)
       .annotate(OpenApi.Summary, "Create an order")
@@ -160,7 +163,7 @@ export class MerchantApi extends HttpApiGroup.make("merchant")
   )
   .add(
     HttpApiEndpoint.get("getOrder", "/merchant/orders/:id")
-      .setPath(OrderPath)
+      .setPath(withFieldMessages(OrderPath))
       .addSuccess(Order)
       .addError(OrderNotFound.wire)
       .annotate(OpenApi.Summary, "Read an order")

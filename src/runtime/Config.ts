@@ -120,7 +120,7 @@ const appSettings: Config.Config<AppSettings> = Config.all({
     }),
     Config.withDefault("127.0.0.1")
   ),
-  appUrl: httpUrl("APP_URL").pipe(Config.withDefault("http://localhost:3000")),
+  appUrl: Config.option(httpUrl("APP_URL")),
   apiUrl: Config.option(httpUrl("API_URL")),
   webOrigins: origins("WEB_ORIGIN").pipe(Config.withDefault([] as ReadonlyArray<string>)),
   databaseUrl: Config.option(Config.redacted("DATABASE_URL")),
@@ -132,13 +132,18 @@ const appSettings: Config.Config<AppSettings> = Config.all({
   otlpEndpoint: Config.option(httpUrl("OTEL_EXPORTER_OTLP_ENDPOINT")),
   chainTimeout: durationConfig("CHAIN_TIMEOUT", "4 seconds")
 }).pipe(
-  // Without API_URL the service is served under APP_URL; without WEB_ORIGIN the app's own
-  // origin is the only trusted one.
-  Config.map(({ apiUrl, ...settings }) => ({
-    ...settings,
-    apiUrl: Option.getOrElse(apiUrl, () => settings.appUrl),
-    webOrigins: settings.webOrigins.length > 0 ? settings.webOrigins : [new URL(settings.appUrl).origin]
-  }))
+  // Without APP_URL the app is this service on this machine, on whatever PORT it listens; without
+  // API_URL the service is served under APP_URL; without WEB_ORIGIN the app's own origin is the only
+  // trusted one.
+  Config.map(({ apiUrl, appUrl: givenAppUrl, ...settings }) => {
+    const appUrl = Option.getOrElse(givenAppUrl, () => `http://localhost:${settings.port}`)
+    return {
+      ...settings,
+      appUrl,
+      apiUrl: Option.getOrElse(apiUrl, () => appUrl),
+      webOrigins: settings.webOrigins.length > 0 ? settings.webOrigins : [new URL(appUrl).origin]
+    }
+  })
 )
 
 export class AppConfig extends Context.Tag("app/AppConfig")<AppConfig, AppSettings>() {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { decide } from "../../src/agent/Decide.js"
+import { decide, withoutStrategy } from "../../src/agent/Decide.js"
 import { marketStatusAt } from "../../src/market/Calendar.js"
 import { et, inputAt, strategy, tokenAt } from "./fixtures.js"
 
@@ -34,6 +34,8 @@ describe("overnight session (Tuesday 2026-11-24 02:00 ET)", () => {
     expect(decide(inputAt(at, { cardUsd1: 3, tokens: tokens(0.025, -0.025) }))).toEqual({
       action: "hold",
       rule: "SPREAD_GUARD",
+      // The refill that waits.
+      usd: 7,
       needUsd: 3.75,
       horizon: et("2026-11-24", "09:30"),
       reason:
@@ -82,6 +84,7 @@ describe("weekend (Saturday 2026-11-28 15:00 UTC)", () => {
     expect(decide(inputAt(at, { cardUsd1: 3 }))).toEqual({
       action: "hold",
       rule: "NOT_TRADING",
+      usd: 7,
       // Sat 10:00 ET to Mon 09:30 ET: 14/24 + 1 + 9.5/24 days
       needUsd: 23.75,
       horizon: et("2026-11-30", "09:30"),
@@ -98,7 +101,8 @@ describe("weekend (Saturday 2026-11-28 15:00 UTC)", () => {
       rule: "REFILL_BELOW_FLOOR_OUTSIDE_REGULAR",
       symbol: "USD1",
       usd: 7,
-      spread: null
+      // USD1 is the dollar: no spread.
+      spread: 0
     })
   })
 })
@@ -183,7 +187,7 @@ describe("Friday 2026-11-20, regular session closing at 16:00 ET", () => {
       action: "refill",
       symbol: "USD1",
       usd: 12.92,
-      spread: null
+      spread: 0
     })
     expect(decide(inputAt(inWindow, { cardUsd1: 20, walletUsd1: 12.92 }))).toMatchObject({ symbol: "USD1" })
     expect(decide(inputAt(inWindow, { cardUsd1: 20, walletUsd1: 12.91 }))).toMatchObject({
@@ -221,12 +225,15 @@ describe("Friday 2026-11-20, regular session closing at 16:00 ET", () => {
     expect(decide(inputAt(inWindow, { cardUsd1: 20, tokens }))).toMatchObject({ symbol: "TSLA", spread: 0.002 })
   })
 
-  it("sells a token without a close reference in the regular session", () => {
+  it("sells a token without a close reference in the regular session, where its price is its own reference", () => {
     const tokens = [
       tokenAt("NVDA", inWindow, { valueUsd: 520, spread: null }),
       tokenAt("TSLA", inWindow, { valueUsd: 480 })
     ]
-    expect(decide(inputAt(inWindow, { cardUsd1: 20, tokens }))).toMatchObject({ symbol: "NVDA", spread: null })
+    const decision = decide(inputAt(inWindow, { cardUsd1: 20, tokens }))
+    expect(decision).toMatchObject({ symbol: "NVDA", spread: 0 })
+    // The reason claims no last close it does not have.
+    expect(decision.reason).not.toContain("from its last close")
   })
 
   it("sells only a position worth the whole refill", () => {
@@ -235,6 +242,7 @@ describe("Friday 2026-11-20, regular session closing at 16:00 ET", () => {
     expect(decision).toEqual({
       action: "hold",
       rule: "POSITION_TOO_SMALL",
+      usd: 12.92,
       needUsd: 32.92,
       horizon: monday,
       reason:
@@ -401,7 +409,7 @@ describe("rebalance", () => {
 
   it("invests overweight USD1 cash in the most underweight token", () => {
     const decision = decide(inputAt(friday, { walletUsd1: 200, tokens: holdings(friday, 420, 380) }))
-    expect(decision).toMatchObject({ action: "rebalance", symbol: "USD1", buySymbol: "TSLA", usd: 120, spread: null })
+    expect(decision).toMatchObject({ action: "rebalance", symbol: "USD1", buySymbol: "TSLA", usd: 120, spread: 0 })
     expect(decision.reason).toContain("The agent invests $120.00 of USD1 cash (weight 20.0%, target 0.0%) to buy TSLA")
   })
 
@@ -469,4 +477,34 @@ it("the forecast uses the strategy's spending history: a card with no payments f
   const at = et("2026-11-20", "15:40")
   const old = { cardCreatedAt: Date.parse("2026-01-01T00:00:00Z"), payments: [] }
   expect(decide(inputAt(at, { cardUsd1: 10, spending: old }))).toMatchObject({ action: "none", needUsd: 0 })
+})
+
+describe("a card without a strategy", () => {
+  const friday = et("2026-11-20", "15:40")
+
+  it("is decided none (NO_STRATEGY): nothing is done, the need forecast from its own payments alone", () => {
+    // $14 at noon on each of the 20 weekdays of the 28-day lookback (Oct 23 to Nov 19), nothing at weekends.
+    const payments = Array.from({ length: 28 }, (_, i) => new Date(Date.UTC(2026, 9, 23 + i)))
+      .filter((day) => day.getUTCDay() !== 0 && day.getUTCDay() !== 6)
+      .map((day) => ({ at: et(day.toISOString().slice(0, 10), "12:00"), usd: 14 }))
+    expect(payments).toHaveLength(20)
+    expect(withoutStrategy({ at: friday, spending: { cardCreatedAt: et("2026-10-01", "09:00"), payments } })).toEqual({
+      action: "none",
+      rule: "NO_STRATEGY",
+      // 8h20m of Friday + 9h30m of Monday at $14 a weekday = $10.40, × 1.2 = $12.49 (rounded up)
+      needUsd: 12.49,
+      horizon: et("2026-11-23", "09:30"),
+      reason:
+        "The card has no strategy yet, so the agent does nothing for it until one is set (PUT /strategy). " +
+        "Its own payments forecast a need of $12.49 until Mon Nov 23, 09:30 ET."
+    })
+  })
+
+  it("a new card without payments needs nothing: no weekly estimate stands in for its history", () => {
+    expect(withoutStrategy({ at: friday, spending: { cardCreatedAt: friday, payments: [] } })).toMatchObject({
+      action: "none",
+      rule: "NO_STRATEGY",
+      needUsd: 0
+    })
+  })
 })

@@ -83,6 +83,7 @@ layer(dry, { excludeTestServices: true })("the agent in dry mode", (it) => {
         "401",
         "403",
         "404",
+        "409",
         "413",
         "415",
         "500",
@@ -91,15 +92,47 @@ layer(dry, { excludeTestServices: true })("the agent in dry mode", (it) => {
       ])
       expect(JSON.stringify(portfolio.responses["502"])).toContain("#/components/schemas/SessionExpired")
       expect(JSON.stringify(spec.components.schemas.SessionExpired)).toContain("SESSION_EXPIRED")
+      // 404 is only the API-wide one (the agent off, no such route); no default account is 409.
+      for (const path of ["/portfolio", "/agent/preview", "/agent/decisions"]) {
+        expect(JSON.stringify(spec.paths[path].get.responses["404"]), path).not.toContain("NoAgentAccount")
+        expect(JSON.stringify(spec.paths[path].get.responses["409"]), path).toContain("NoAgentAccount")
+      }
+
+      // The preview's decision: one shape per action, told apart by `action`.
+      const schemas = spec.components.schemas
+      expect(spec.components.schemas.Preview.properties.decision).toEqual({ $ref: "#/components/schemas/Decision" })
+      const shapes = ["NoneDecision", "RefillDecision", "HoldDecision", "RebalanceDecision"]
+      expect(schemas.Decision.oneOf).toEqual(shapes.map((name) => ({ $ref: `#/components/schemas/${name}` })))
+      expect(schemas.Decision.discriminator).toEqual({
+        propertyName: "action",
+        mapping: Object.fromEntries(
+          ["none", "refill", "hold", "rebalance"].map((action, i) => [action, `#/components/schemas/${shapes[i]}`])
+        )
+      })
+      const common = ["action", "horizon", "needUsd", "reason", "rule"]
+      const shape = (...more: ReadonlyArray<string>) => [...common, ...more].sort()
+      expect(Object.fromEntries(shapes.map((name) => [name, [...schemas[name].required].sort()]))).toEqual({
+        NoneDecision: shape(),
+        RefillDecision: shape("usd", "symbol", "spread"),
+        HoldDecision: shape("usd"),
+        RebalanceDecision: shape("usd", "symbol", "buySymbol", "spread")
+      })
+      // Every field of a shape is required: none is optional or nullable.
+      for (const name of shapes) {
+        expect(Object.keys(schemas[name].properties).sort(), name).toEqual([...schemas[name].required].sort())
+        expect(JSON.stringify(schemas[name]), name).not.toContain('"null"')
+      }
+      expect(schemas.RefillDecision.properties.spread.type).toBe("number")
+      expect(schemas.NoneDecision.description).toContain("usd, symbol, buySymbol and spread are absent")
     })
   )
 
-  it.effect("with no strategy anywhere there is no default account", () =>
+  it.effect("with no strategy anywhere there is no default account: 409 NO_AGENT_ACCOUNT (404 is the agent off)", () =>
     Effect.gen(function* () {
       for (const path of ["/portfolio", "/agent/preview", "/agent/decisions"]) {
         const response = yield* send("GET", path)
-        expect(response.status).toBe(404)
-        expect(response.body.code).toBe("NO_AGENT_ACCOUNT")
+        expect(response.status).toBe(409)
+        expect(response.body).toEqual({ error: "no card has set a strategy yet", code: "NO_AGENT_ACCOUNT" })
       }
     })
   )
@@ -139,10 +172,12 @@ layer(dry, { excludeTestServices: true })("the agent in dry mode", (it) => {
         expect(response.body.code).toBe(code)
         expect(response.body.error).toContain(field)
       }
-      expect((yield* send("GET", "/strategy", { headers: bearer(token) })).body.code).toBe("NO_AGENT_ACCOUNT")
-      // An optional field of the wrong type is one clause (not also "Expected undefined").
+      const none = yield* send("GET", "/strategy", { headers: bearer(token) })
+      expect(none.status).toBe(404)
+      expect(none.body.code).toBe("STRATEGY_NOT_FOUND")
+      // An optional field of the wrong type is one sentence about it (not also "or undefined").
       expect((yield* putStrategy(token, { targets: { NVDA: 1 }, weeklySpendUsd: 10, timeZone: 5 })).body).toEqual({
-        error: "timeZone: Expected string, actual 5",
+        error: "timeZone: must be a string",
         code: "BAD_REQUEST"
       })
     })
@@ -198,13 +233,35 @@ layer(dry, { excludeTestServices: true })("the agent in dry mode", (it) => {
         expect(invalid.status).toBe(401)
         expect(invalid.body.code).toBe("UNAUTHORIZED")
         expect(invalid.headers["www-authenticate"]).toContain("Bearer")
-        // The first holder has a card but no strategy: their portfolio is empty, their preview needs one.
+        // The first holder has a card but no strategy: the agent paths answer it all the same (below).
         const bare = yield* send("GET", "/portfolio", { headers: bearer(first.token) })
         expect(bare.body).toMatchObject({ totalUsd: 0, holdings: [{ symbol: "USD1", balance: "0", weight: 0 }] })
-        expect((yield* send("GET", "/agent/preview", { headers: bearer(first.token) })).body.code).toBe(
-          "NO_AGENT_ACCOUNT"
-        )
       })
+  )
+
+  it.effect("a card without a strategy: 200 on every agent path, the preview's action none (NO_STRATEGY)", () =>
+    Effect.gen(function* () {
+      const { token } = yield* cardHolder()
+      const preview = yield* send("GET", `/agent/preview?at=${FRIDAY_1540_ET}`, { headers: bearer(token) })
+      expect(preview.status).toBe(200)
+      expect(preview.body).toEqual({
+        at: Date.parse(FRIDAY_1540_ET),
+        mode: "dry",
+        decision: {
+          action: "none",
+          rule: "NO_STRATEGY",
+          // A card issued today, no payments: nothing forecast without a weekly estimate.
+          needUsd: 0,
+          horizon: Date.parse("2026-11-23T14:30:00Z"),
+          reason: expect.stringContaining("The card has no strategy yet")
+        }
+      })
+      const portfolio = yield* send("GET", "/portfolio", { headers: bearer(token) })
+      expect(portfolio.status).toBe(200)
+      const log = yield* send("GET", "/agent/decisions", { headers: bearer(token) })
+      expect(log).toMatchObject({ status: 200, body: [] })
+      expect((yield* send("GET", "/agent/session", { headers: bearer(token) })).status).toBe(200)
+    })
   )
 
   it.effect("the portfolio values the wallet at market: weights sum to 1, cash has no market", () =>
@@ -240,14 +297,30 @@ layer(dry, { excludeTestServices: true })("the agent in dry mode", (it) => {
       expect(friday.body.at).toBe(Date.parse(FRIDAY_1540_ET))
       expect(friday.body.mode).toBe("dry")
       const refill = friday.body.decision
-      // Below the $10 floor in the regular session: sell the most overweight token, NVDA.
-      expect(refill).toMatchObject({ action: "refill", rule: "REFILL_BELOW_FLOOR", symbol: "NVDA" })
-      expect(refill.horizon).toBe(Date.parse("2026-11-23T14:30:00Z"))
+      // Below the $10 floor in the regular session: sell the most overweight token, NVDA. Every field of
+      // the refill shape is there, the spread a number, and nothing else.
+      expect(refill).toEqual({
+        action: "refill",
+        rule: "REFILL_BELOW_FLOOR",
+        reason: expect.stringContaining("The agent sells"),
+        usd: expect.any(Number),
+        symbol: "NVDA",
+        spread: expect.any(Number),
+        needUsd: expect.any(Number),
+        horizon: Date.parse("2026-11-23T14:30:00Z")
+      })
       expect(refill.usd).toBeCloseTo(Math.max(refill.needUsd, 10) - 3, 2)
 
       const saturday = yield* send("GET", `/agent/preview?at=${SATURDAY_NOON_ET}`, { headers: bearer(token) })
-      expect(saturday.body.decision).toMatchObject({ action: "hold", rule: "NOT_TRADING" })
-      expect(saturday.body.decision.reason).toContain("Mon Nov 23, 09:30 ET")
+      // A hold: the refill that waits, and no symbol, spread or buySymbol.
+      expect(saturday.body.decision).toEqual({
+        action: "hold",
+        rule: "NOT_TRADING",
+        reason: expect.stringContaining("Mon Nov 23, 09:30 ET"),
+        usd: 7,
+        needUsd: expect.any(Number),
+        horizon: Date.parse("2026-11-23T14:30:00Z")
+      })
 
       expect(yield* decisionRows).toBe(rowsBefore)
       expect((yield* wallet.writes).length).toBe(writesBefore)

@@ -102,15 +102,16 @@ layer(AuthTest)("Auth under a test clock", (it) => {
     })
   )
 
-  it.effect("a token is refused once it is 30 days old", () =>
+  it.effect("a token is refused from the expiresAt its sign-in answered, 30 days on", () =>
     Effect.gen(function* () {
       yield* TestClock.setTime(NOW)
       const auth = yield* Auth
       const { account, message, signature } = yield* signedChallenge
-      const { token } = yield* auth.verify(message, signature)
-      yield* TestClock.setTime(NOW + SESSION_TTL_MS - 1)
+      const { expiresAt, token } = yield* auth.verify(message, signature)
+      expect(expiresAt).toBe(NOW + SESSION_TTL_MS)
+      yield* TestClock.setTime(expiresAt - 1)
       expect((yield* auth.authenticate(token)).address).toBe(account.address)
-      yield* TestClock.setTime(NOW + SESSION_TTL_MS)
+      yield* TestClock.setTime(expiresAt)
       const error = yield* Effect.flip(auth.authenticate(token))
       expect(error._tag).toBe("Unauthorized")
     })

@@ -5,6 +5,7 @@ import { ParsedMessage } from "@spruceid/siwe-parser"
 import { Effect } from "effect"
 import { getAddress } from "viem"
 import type { PrivateKeyAccount } from "viem/accounts"
+import { SESSION_TTL_MS } from "../../src/auth/Auth.js"
 import { publicClientFor } from "../../src/chain/Devnet.js"
 import { counterfactualSignature, createSmartAccount, smartAccountAddress } from "../../src/chain/DevnetOperator.js"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
@@ -34,6 +35,9 @@ layer(testServer(), { excludeTestServices: true })("sign-in over HTTP", (it) => 
       expect(verified.body).toMatchObject({ address: account.address, kyc: "none", card: null })
       const token: string = verified.body.token
       expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/)
+      // Milliseconds since the epoch: 30 days after the sign-in.
+      expect(verified.body.expiresAt).toBeGreaterThanOrEqual(before + SESSION_TTL_MS)
+      expect(verified.body.expiresAt).toBeLessThanOrEqual(Date.now() + SESSION_TTL_MS)
 
       const me = yield* send("GET", "/me", { headers: bearer(token) })
       expect(me.status).toBe(200)

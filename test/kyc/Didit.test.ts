@@ -11,7 +11,17 @@ import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
 import { signDidit } from "../../src/kyc/Webhook.js"
 import { send } from "../support/http.js"
 import { TEST_APP_URL, testServer } from "../support/TestServer.js"
-import { CARD_KEY_HEX, cardCount, kycRow, me, query, sessionRows, signIn, startSession } from "./helpers.js"
+import {
+  backFromProvider,
+  CARD_KEY_HEX,
+  cardCount,
+  kycRow,
+  me,
+  query,
+  sessionRows,
+  signIn,
+  startSession
+} from "./helpers.js"
 
 const API_KEY = "didit-api-key-for-tests"
 const WEBHOOK_SECRET = "didit-webhook-secret-for-tests"
@@ -165,8 +175,10 @@ layer(testServer(env, { chain: InMemoryChain.layer() }), { excludeTestServices: 
         const started = yield* startSession(token, { returnUrl: `${TEST_APP_URL}/done` })
         expect(started.status).toBe(200)
         const sessionId = diditSessionId(started.body.url)
+        // Didit is told this service's callback, which sends the person on to the return URL.
+        const callback = `${TEST_APP_URL}/kyc/return?user=${account.address}`
         expect(fake.createBodies.slice(before)).toEqual([
-          { workflow_id: WORKFLOW_ID, vendor_data: account.address, callback: `${TEST_APP_URL}/done` }
+          { workflow_id: WORKFLOW_ID, vendor_data: account.address, callback }
         ])
         expect(yield* me(token)).toMatchObject({ kyc: "pending", card: null })
         // Idempotent while pending: no second Didit session.
@@ -175,6 +187,12 @@ layer(testServer(env, { chain: InMemoryChain.layer() }), { excludeTestServices: 
         expect(yield* sessionRows(account.address)).toEqual([
           { sessionId, status: "pending", returnUrl: `${TEST_APP_URL}/done` }
         ])
+        // A new returnUrl while pending takes effect although Didit keeps the callback it was given:
+        // Didit appends its own parameters to the callback.
+        expect((yield* startSession(token, { returnUrl: `${TEST_APP_URL}/again` })).body.url).toBe(started.body.url)
+        expect(fake.createBodies.length).toBe(before + 1)
+        const didit = `&verificationSessionId=${sessionId}&status=In%20Progress`
+        expect(yield* backFromProvider(callback, didit)).toBe(`${TEST_APP_URL}/again`)
         expect(fake.unauthorized).toBe(0)
       })
     )

@@ -10,6 +10,7 @@ import type { AddressInfo } from "node:net"
 import { afterAll, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
+import { freePort } from "../../src/embedded/EmbeddedPostgres.js"
 import { browser, skipWithoutChromium } from "../support/chromium.js"
 import { testServer } from "../support/TestServer.js"
 import { kycEnv, me, query, serverBaseUrl, signIn, startSession } from "./helpers.js"
@@ -26,7 +27,11 @@ await new Promise<void>((resolve) => webApp.listen(0, "127.0.0.1", resolve))
 const WEB_APP = `http://127.0.0.1:${(webApp.address() as AddressInfo).port}`
 afterAll(() => new Promise<void>((resolve) => webApp.close(() => resolve())))
 
-layer(testServer(kycEnv({ WEB_ORIGIN: WEB_APP }), { chain: InMemoryChain.layer() }), {
+// The provider sends the person back through this service (API_URL/kyc/return): it must name the server.
+const PORT = await Effect.runPromise(freePort)
+const API_URL = `http://127.0.0.1:${PORT}`
+
+layer(testServer(kycEnv({ WEB_ORIGIN: WEB_APP, PORT: String(PORT), API_URL }), { chain: InMemoryChain.layer() }), {
   excludeTestServices: true,
   timeout: "60 seconds"
 })("sandbox page in Chromium", (it) => {
@@ -53,8 +58,10 @@ layer(testServer(kycEnv({ WEB_ORIGIN: WEB_APP }), { chain: InMemoryChain.layer()
       expect(page.url()).toBe(returnUrl)
       expect(yield* Effect.promise(() => page.textContent("h1"))).toBe("back in the app")
       expect(appHits).toContain("/kyc/finished?from=sandbox")
-      // The page loaded nothing from elsewhere: the page, its form post, then the return URL.
-      expect(requested).toEqual([pageUrl, pageUrl, returnUrl])
+      // The page loaded nothing from elsewhere: the page, its form post, the way back through this
+      // service, then the return URL.
+      const wayBack = `${API_URL}/kyc/return?user=${account.address}`
+      expect(requested).toEqual([pageUrl, pageUrl, wayBack, returnUrl])
 
       // The result came through the signed webhook before the redirect.
       const sessionId = new URL(started.body.url).pathname.split("/").pop()
@@ -72,7 +79,7 @@ layer(testServer(kycEnv({ WEB_ORIGIN: WEB_APP }), { chain: InMemoryChain.layer()
       // Opening the page again shows it is finished, with the way back.
       yield* Effect.promise(() => page.goto(pageUrl))
       expect(yield* Effect.promise(() => page.textContent("h1"))).toBe("Identity check finished")
-      expect(yield* Effect.promise(() => page.getAttribute("#return", "href"))).toBe(returnUrl)
+      expect(yield* Effect.promise(() => page.getAttribute("#return", "href"))).toBe(wayBack)
     })
   )
 

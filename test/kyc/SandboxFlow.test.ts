@@ -11,6 +11,7 @@ import { bearer, send } from "../support/http.js"
 import { TEST_APP_URL, testServer } from "../support/TestServer.js"
 import {
   approve,
+  backFromProvider,
   cardCount,
   kycEnv,
   kycRow,
@@ -56,7 +57,9 @@ layer(testServer(kycEnv(), { chain: InMemoryChain.layer() }), { excludeTestServi
         const approvedFrom = Date.now()
         const submitted = yield* approve(sessionId, "  Ada   King Lovelace ", "X1234567")
         expect(submitted.status).toBe(303)
-        expect(submitted.headers.location).toBe(RETURN)
+        // The provider sends the person to this service, which sends them on to the return URL.
+        expect(submitted.headers.location).toBe(`${TEST_APP_URL}/kyc/return?user=${account.address}`)
+        expect(yield* backFromProvider(submitted.headers.location!)).toBe(RETURN)
 
         const after = yield* me(token)
         expect(after.kyc).toBe("approved")
@@ -166,15 +169,51 @@ layer(testServer(kycEnv(), { chain: InMemoryChain.layer() }), { excludeTestServi
       })
     )
 
+    it.effect("again while pending: the same page, and a returnUrl on a WEB_ORIGIN replaces the way back", () =>
+      Effect.gen(function* () {
+        const { account, token } = yield* signIn()
+        const first = yield* startSession(token, { returnUrl: RETURN })
+        const sessionId = sandboxSessionId(first.body.url)
+        const wayBack = () => sessionRows(account.address).pipe(Effect.map((rows) => rows.map((row) => row.returnUrl)))
+        const moved = `${TEST_APP_URL}/kyc/resumed`
+        const again = yield* startSession(token, { returnUrl: moved })
+        expect(again).toMatchObject({ status: 200, body: { url: first.body.url } })
+        expect(yield* wayBack()).toEqual([moved])
+        // Absent, or not on a WEB_ORIGIN origin: the way back stays (it is not reset to APP_URL/).
+        for (const body of [undefined, {}, { returnUrl: "https://evil.example/" }]) {
+          expect((yield* startSession(token, body)).body.url).toBe(first.body.url)
+        }
+        expect(yield* wayBack()).toEqual([moved])
+        // The sandbox was told this service's callback once; the person lands on the latest returnUrl.
+        const done = yield* approve(sessionId, "Grace Hopper", "GH-1906")
+        expect(yield* backFromProvider(done.headers.location!)).toBe(moved)
+        // The page's own way back goes the same way.
+        const page = yield* send("GET", `/kyc/sandbox/${sessionId}`)
+        expect(String(page.body)).toContain(`href="${TEST_APP_URL}/kyc/return?user=${account.address}"`)
+        expect(yield* sessionRows(account.address)).toHaveLength(1)
+      })
+    )
+
+    it.effect("someone coming back with no check in progress goes to APP_URL/", () =>
+      Effect.gen(function* () {
+        const { account } = yield* signIn()
+        expect(yield* backFromProvider(`${TEST_APP_URL}/kyc/return?user=${account.address}`)).toBe(`${TEST_APP_URL}/`)
+        const bad = yield* send("GET", "/kyc/return?user=nobody")
+        expect(bad.body).toEqual({ error: "user: must be a 0x-prefixed 20-byte hex address", code: "BAD_REQUEST" })
+      })
+    )
+
     it.effect("an empty body or {} starts a session; a non-string returnUrl is 400", () =>
       Effect.gen(function* () {
         const { token } = yield* signIn()
         expect((yield* startSession(token)).status).toBe(200)
         const other = yield* signIn()
         expect((yield* startSession(other.token, {})).status).toBe(200)
-        const bad = yield* startSession(other.token, { returnUrl: 42 })
-        expect(bad.status).toBe(400)
-        expect(bad.body).toEqual({ error: expect.stringContaining("returnUrl"), code: "BAD_REQUEST" })
+        for (const returnUrl of [42, null]) {
+          const bad = yield* startSession(other.token, { returnUrl })
+          expect(bad.status).toBe(400)
+          expect(bad.body).toEqual({ error: "returnUrl: must be a URL string", code: "BAD_REQUEST" })
+        }
         const anonymous = yield* send("POST", "/kyc/session", { json: {} })
         expect(anonymous.status).toBe(401)
         expect(anonymous.body.code).toBe("UNAUTHORIZED")
@@ -270,9 +309,9 @@ describe("returnUrl", () => {
               const sessionId = yield* openSandboxSession(token, { returnUrl: given })
               const [session] = yield* sessionRows(account.address)
               expect(session!.returnUrl, String(given)).toBe(expected)
-              // And it is where the sandbox sends the person.
+              // And it is where the person coming back from the sandbox ends up.
               const done = yield* submitSandbox(sessionId, { outcome: "abandon" })
-              expect(done.headers.location, String(given)).toBe(expected)
+              expect(yield* backFromProvider(done.headers.location!), String(given)).toBe(expected)
             }),
           { concurrency: 4 }
         )

@@ -172,14 +172,19 @@ layer(testServer(kycEnv(), { chain: InMemoryChain.layer() }), { excludeTestServi
 
     it.effect("signed but malformed events are 400; unknown sessions are acknowledged and ignored", () =>
       Effect.gen(function* () {
-        for (const body of [
-          "not json",
-          "{}",
-          JSON.stringify({ id: "x", type: "session.updated", status: "approved" })
-        ]) {
+        for (const [body, error] of [
+          ["not json", "the request body is not valid JSON"],
+          // The field, in words: not the schema engine's.
+          ["[1]", "the sandbox event is malformed: body: must be an object"],
+          ["{}", "the sandbox event is malformed: id: is required"],
+          [
+            JSON.stringify({ id: "x", type: "session.updated", status: "approved" }),
+            "the sandbox event is malformed: sessionId: is required"
+          ]
+        ] as const) {
           const response = yield* deliverSandbox(body)
           expect(response.status).toBe(400)
-          expect(response.body.code).toBe("BAD_REQUEST")
+          expect(response.body).toEqual({ error, code: "BAD_REQUEST" })
         }
         const unknown = yield* deliverSandbox(sandboxEvent({ sessionId: "no-such-session", status: "declined" }))
         expect(unknown.status).toBe(200)

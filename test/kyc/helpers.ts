@@ -54,6 +54,20 @@ export const submitSandbox = (sessionId: string, fields: Record<string, string>)
     return { status: response.status, headers: response.headers, body: text } as RawResponse
   }).pipe(Effect.scoped, Effect.orDie)
 
+/**
+ * Where a person the identity provider sends to `callback` (this service's `/kyc/return`, under
+ * API_URL) ends up: the 303's Location. `extra` is what a provider appends to the query.
+ */
+export const backFromProvider = (callback: string, extra = "") =>
+  Effect.gen(function* () {
+    const url = new URL(callback)
+    expect(url.pathname).toBe("/kyc/return")
+    const response = yield* send("GET", `${url.pathname}${url.search}${extra}`)
+    expect(response.status).toBe(303)
+    expect(response.headers["cache-control"]).toBe("no-store")
+    return response.headers.location
+  })
+
 export const approve = (sessionId: string, fullName: string, documentNumber: string) =>
   submitSandbox(sessionId, { fullName, documentNumber, outcome: "approve" })
 

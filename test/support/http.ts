@@ -12,13 +12,20 @@ export interface RawResponse {
 export const send = (
   method: "GET" | "POST" | "PUT" | "DELETE" | "OPTIONS",
   path: string,
-  options: { readonly json?: unknown; readonly text?: string; readonly headers?: Record<string, string> } = {}
+  options: {
+    readonly json?: unknown
+    readonly text?: string
+    /** A URL-encoded form body. */
+    readonly form?: Record<string, string>
+    readonly headers?: Record<string, string>
+  } = {}
 ) =>
   Effect.gen(function* () {
     const client = yield* HttpClient.HttpClient
     let request = HttpClientRequest.make(method)(path).pipe(HttpClientRequest.setHeaders(options.headers ?? {}))
     if (options.json !== undefined) request = HttpClientRequest.bodyUnsafeJson(request, options.json)
     if (options.text !== undefined) request = HttpClientRequest.bodyText(request, options.text, "application/json")
+    if (options.form !== undefined) request = HttpClientRequest.bodyUrlParams(request, options.form)
     const response = yield* client.execute(request)
     const text = yield* response.text
     let body: unknown = text

@@ -307,8 +307,7 @@ const PreviewSection = (props: { readonly timeZone: string }) => {
         <div class="preview" role="status">
           <p>
             At {dateTime(preview.value.at, props.timeZone)}: <strong>{decision.action}</strong>
-            {decision.usd === undefined ? "" : ` ${usd(decision.usd)}`}
-            {decision.symbol === undefined ? "" : ` from ${decision.symbol}`}
+            {"symbol" in decision ? ` ${usd(decision.usd)} from ${decision.symbol}` : ""}
           </p>
           <p>{decision.reason}</p>
           <p class="small-print">
@@ -422,7 +421,7 @@ export const Agent = () => {
       try {
         strategy.value = await run(api().strategy.get())
       } catch (failure) {
-        if ((failure as AppError).code !== "NO_AGENT_ACCOUNT") throw failure
+        if ((failure as AppError).code !== "STRATEGY_NOT_FOUND") throw failure
       }
     })
     void loadPortfolio()
