@@ -6,8 +6,9 @@
  * (connection.ts), which recovers by itself.
  */
 import { FetchHttpClient, type HttpClientError } from "@effect/platform"
-import { Cause, Duration, Effect, Exit, Option, ParseResult } from "effect"
+import { Cause, Duration, Effect, Exit, Option, type ParseResult } from "effect"
 import { type Client, makeClient } from "../src/Client.js"
+import { describeIssue } from "../src/http/FieldMessages.js"
 import { connectionLost } from "./connection.js"
 
 /** The longest a call may take before the app says the service did not answer. */
@@ -97,9 +98,9 @@ const toAppError = (error: unknown): Effect.Effect<AppError> => {
     )
   }
   if (error._tag === "ParseError") {
-    // A request the schema refused before sending (a form's value), or an answer this app cannot read.
-    const issues = ParseResult.ArrayFormatter.formatErrorSync(error as ParseResult.ParseError)
-    const message = issues.map((issue) => `${issue.path.map(String).join(".") || "value"}: ${issue.message}`).join("; ")
+    // A request the schema refused before sending (a form's value), or an answer this app cannot read:
+    // told field by field, in the words the service uses for the same schema.
+    const message = describeIssue((error as ParseResult.ParseError).issue)
     return Effect.succeed(new AppError(message, "INVALID", "Check the values, then try again.", fieldMessages(message)))
   }
   if (error._tag === "PaymentRequired") {
