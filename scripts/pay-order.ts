@@ -20,7 +20,8 @@ if (orderId === undefined) {
 const payer = privateKeyToAccount((process.env.PAYER_PRIVATE_KEY as Hex | undefined) ?? ANVIL_ACCOUNT_KEYS[1]!)
 const payUrl = `${baseUrl}/merchant/orders/${orderId}/pay`
 
-// The requirements name the asset; this client allows paying exactly that asset up to 1,000,000.
+// The requirements name the asset; this client allows paying exactly that asset up to the largest order
+// (1,000,000 and its own value below a micro-dollar).
 const offer = await fetch(payUrl)
 if (offer.status !== 402) {
   console.error(`expected 402 from ${payUrl}, got ${offer.status}: ${await offer.text()}`)
@@ -33,7 +34,7 @@ client.setSpendControls({
   allowedAssets: accepts.map((requirement) => ({
     network: requirement.network,
     asset: requirement.asset,
-    maxAmountPerPayment: parseUnits("1000000", 18).toString()
+    maxAmountPerPayment: parseUnits("1000000.000001", 18).toString()
   }))
 })
 

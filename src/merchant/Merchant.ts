@@ -42,7 +42,7 @@ import {
   RelayerUnfunded
 } from "./Api.js"
 import { merchantSettings } from "./MerchantSettings.js"
-import { microsToAtomic, parseAmount } from "./Money.js"
+import { microsToAtomic, orderTag, parseAmount } from "./Money.js"
 import { OrderRepo, type OrderRow, type SettlementRow } from "./OrderRepo.js"
 import { type BroadcastRecord, PaymentProcessor, SettlementAbandoned, type SettleOutcome } from "./PaymentProcessor.js"
 import { settlementReconciler } from "./Reconciler.js"
@@ -50,12 +50,12 @@ import { relayerTracker } from "./RelayerTracker.js"
 import { settlementOutcomes } from "./Settlement.js"
 import {
   checkAuthorization,
+  checkResource,
   decodePaymentHeader,
   matchesOffer,
   type PaymentPayload,
   type PaymentRequirements,
   paymentRequired,
-  paysResource,
   Reason,
   requirementsFor,
   type SettleResponse
@@ -158,7 +158,8 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
         chainId: chain.chainId,
         asset: usd1.address,
         payTo,
-        amountAtomic: microsToAtomic(row.amountMicros, usd1.decimals),
+        // The order's own value below a micro-dollar: its authorization pays no other order.
+        amountAtomic: microsToAtomic(row.amountMicros, usd1.decimals) + orderTag(row.id, usd1.decimals),
         maxTimeoutSeconds: MAX_TIMEOUT_SECONDS,
         domain: { name: usd1.name, version: usd1.version }
       })
@@ -395,9 +396,8 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       if (order.status === "expired") return yield* new OrderExpired({ error: "the order expired" })
 
       // Off-chain checks first, then the signature and the chain state; all before any reservation.
-      if (!paysResource(payload, resourceOf(order).url)) {
-        return yield* refuse(order, Reason.resourceMismatch, "PAYMENT_INVALID")
-      }
+      const resource = checkResource(payload, resourceOf(order).url)
+      if (Either.isLeft(resource)) return yield* refuse(order, resource.left, "PAYMENT_INVALID")
       const requirements = requirementsOf(order)
       if (!matchesOffer(payload.accepted, requirements)) {
         return yield* refuse(order, Reason.noMatchingRequirements, "PAYMENT_INVALID")

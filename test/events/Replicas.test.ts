@@ -10,7 +10,6 @@ import { Duration, Effect, Either } from "effect"
 import { parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
-import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { readEvents } from "../support/events.js"
 import { callService, devnetServiceEnv, sandboxCardHolder, startService, stopService } from "../support/process.js"
 import { devnetWithDatabase, devnetRpc as rpc } from "../support/TestChain.js"
@@ -55,9 +54,7 @@ describe("events across replicas", () => {
           json: { amount: "15", description: "On B" }
         })).body
         const offer = yield* callService(b, "GET", `/merchant/orders/${order.id}/pay`)
-        const { header } = yield* Effect.promise(() =>
-          signPayment(holder.account, offer.body.accepts[0] as PaymentRequirements)
-        )
+        const { header } = yield* Effect.promise(() => signPayment(holder.account, offer.body))
         const paid = yield* callService(b, "POST", `/merchant/orders/${order.id}/pay`, {
           headers: { "payment-signature": header }
         })

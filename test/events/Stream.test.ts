@@ -16,7 +16,6 @@ import type { StreamEvent } from "../../src/events/Api.js"
 import { EventStreams } from "../../src/events/EventStreams.js"
 import { Events } from "../../src/events/Events.js"
 import { ScriptedKycProvider } from "../../src/kyc/ScriptedKycProvider.js"
-import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { Retention } from "../../src/retention/Retention.js"
 import { query, serverBaseUrl } from "../kyc/helpers.js"
 import { cardHolder } from "../support/agent.js"
@@ -63,8 +62,7 @@ const payOrder = (payer: PrivateKeyAccount, amount: string) =>
   Effect.gen(function* () {
     const order = yield* send("POST", "/merchant/orders", { json: { amount, description: "Event test" } })
     const offer = yield* send("GET", `/merchant/orders/${order.body.id}/pay`)
-    const requirements = offer.body.accepts[0] as PaymentRequirements
-    const { header } = yield* Effect.promise(() => signPayment(payer, requirements))
+    const { header } = yield* Effect.promise(() => signPayment(payer, offer.body))
     const paid = yield* send("POST", `/merchant/orders/${order.body.id}/pay`, {
       headers: { "payment-signature": header }
     })

@@ -15,7 +15,6 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { DEVNET_RELAYER_KEY } from "../../src/chain/Deployment.js"
 import { freePort } from "../../src/embedded/EmbeddedPostgres.js"
 import { isAlive } from "../../src/embedded/EmbeddedServer.js"
-import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import {
   type Answer,
   callService,
@@ -28,7 +27,7 @@ import {
 import { startTcpProxy } from "../support/TcpProxy.js"
 import { temporaryDatabaseUrl } from "../support/TestDatabase.js"
 import { eventually } from "../support/wait.js"
-import { signPayment } from "../support/x402.js"
+import { type Offer, signPayment } from "../support/x402.js"
 import { record, table } from "./figures.js"
 import { contractBreaches, payers, statuses } from "./services.js"
 
@@ -185,9 +184,8 @@ const orderAndPay = (service: ServiceProcess, payer: (typeof payers)[number]) =>
     const created = yield* createOrder(service)
     if (created.status !== 200) return created
     const offer = yield* callService(service, "GET", `/merchant/orders/${created.body.id}/pay`)
-    const requirements = offer.body?.accepts?.[0] as PaymentRequirements | undefined
-    if (requirements === undefined) return offer
-    const signed = yield* Effect.promise(() => signPayment(payer, requirements))
+    if (offer.body?.accepts?.[0] === undefined) return offer
+    const signed = yield* Effect.promise(() => signPayment(payer, offer.body as Offer))
     return yield* callService(service, "POST", `/merchant/orders/${created.body.id}/pay`, {
       headers: { "payment-signature": signed.header }
     })
@@ -205,9 +203,8 @@ const auditedPayments = (service: ServiceProcess) =>
         if (created.status !== 200) return created
         yield* Ref.update(orders, (all) => [...all, created.body.id as string])
         const offer = yield* callService(service, "GET", `/merchant/orders/${created.body.id}/pay`)
-        const requirements = offer.body?.accepts?.[0] as PaymentRequirements | undefined
-        if (requirements === undefined) return offer
-        const signed = yield* Effect.promise(() => signPayment(payer, requirements))
+        if (offer.body?.accepts?.[0] === undefined) return offer
+        const signed = yield* Effect.promise(() => signPayment(payer, offer.body as Offer))
         return yield* callService(service, "POST", `/merchant/orders/${created.body.id}/pay`, {
           headers: { "payment-signature": signed.header }
         })
