@@ -477,7 +477,7 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
       return HttpServerResponse.raw(body(stream), {
         contentType: "text/event-stream; charset=utf-8",
         // Proxies must pass each event on as it comes (nginx buffers unless told not to).
-        headers: { "cache-control": "no-store", "x-accel-buffering": "no" }
+        headers: { "x-accel-buffering": "no" }
       })
     })
 
