@@ -175,13 +175,6 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
       execute: (cardId) => sql`SELECT ${columns} FROM agent_strategies WHERE card_id = ${cardId}`
     })
 
-    /** The card whose strategy was set first: the deployment's default agent account. */
-    const firstStrategyCard = SqlSchema.findOne({
-      Request: Schema.Void,
-      Result: Schema.Struct({ cardId: Schema.String }),
-      execute: () => sql`SELECT card_id FROM agent_strategies ORDER BY created_at, card_id LIMIT 1`
-    })
-
     /** Takes the card's one-time funding; false when it was taken before (by any replica). */
     const claimFunding = (cardId: string, now: Date) =>
       sql`UPDATE agent_strategies SET funded_at = ${now} WHERE card_id = ${cardId} AND funded_at IS NULL
@@ -645,7 +638,6 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
       ...repository("AgentRepo", {
         upsertStrategy,
         findStrategy,
-        firstStrategyCard,
         claimFunding,
         releaseFunding,
         decisions,
