@@ -35,6 +35,12 @@ const rateLimitSettings = Config.all({
   trustProxy: trustProxySetting
 })
 
+/** Sets the answer's `Retry-After` (seconds): a refusal that says when to come back. */
+export const answerRetryAfter = (seconds: number) =>
+  HttpApp.appendPreResponseHandler((_request, response) =>
+    Effect.succeed(HttpServerResponse.setHeader(response, "retry-after", String(seconds)))
+  )
+
 /** One bucket's count in one window, as this replica knows it. */
 interface Count {
   readonly bucket: string
@@ -69,9 +75,7 @@ export class RateLimiter extends Effect.Service<RateLimiter>()("app/RateLimiter"
       count.unsynced += 1
       if (count.known > settings[name]) {
         const retryAfter = Math.ceil((windowStart + WINDOW_MS - now) / 1000)
-        yield* HttpApp.appendPreResponseHandler((_request, response) =>
-          Effect.succeed(HttpServerResponse.setHeader(response, "retry-after", String(retryAfter)))
-        )
+        yield* answerRetryAfter(retryAfter)
         return yield* new RateLimited({ error: `too many requests; retry in ${retryAfter} s` })
       }
     })
