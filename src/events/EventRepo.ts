@@ -141,6 +141,11 @@ export class EventRepo extends Effect.Service<EventRepo>()("app/EventRepo", {
       sql`INSERT INTO event_replicas (id, seen_at) VALUES (${replica}, now())
           ON CONFLICT (id) DO UPDATE SET seen_at = now()`
 
+    /** This replica stops: its stream registrations and its heartbeat go (they count against no user's cap any more). */
+    const forgetReplica = (replica: string) =>
+      sql`WITH streams AS (DELETE FROM event_connections WHERE replica = ${replica})
+          DELETE FROM event_replicas WHERE id = ${replica}`
+
     /** Of the given sessions (SHA-256 hashes, hex), the ones that still exist, and whether each expired. */
     const liveSessions = (sessionIds: ReadonlyArray<string>) =>
       sql<{ sessionId: string; expired: boolean }>`
@@ -158,6 +163,7 @@ export class EventRepo extends Effect.Service<EventRepo>()("app/EventRepo", {
         openStream,
         closeStream,
         heartbeat,
+        forgetReplica,
         liveSessions
       }),
       publishing

@@ -368,7 +368,12 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
     })
     // Alive from the start: the streams it registers are never taken for a dead replica's.
     yield* repo.heartbeat(replica)
-    yield* forkLoop("event-heartbeat", { tick: heartbeat, every: settings.heartbeat, firstAfter: settings.heartbeat })
+    yield* forkLoop("event-heartbeat", {
+      tick: heartbeat,
+      every: settings.heartbeat,
+      firstAfter: settings.heartbeat,
+      release: repo.forgetReplica(replica)
+    })
 
     // ---------------------------------------------------------------------------------------------
     // Opening a stream

@@ -115,10 +115,8 @@ export class RateLimiter extends Effect.Service<RateLimiter>()("app/RateLimiter"
       }
     })
 
-    // Added before the loop starts, so it runs after the loop is interrupted: a replica that shuts
-    // down hands its last second of hits to the others (bounded: the database may be the reason).
-    yield* Effect.addFinalizer(() => sync.pipe(Effect.timeout("1 second"), Effect.exit))
-    yield* forkLoop("rate-limit-sync", { tick: sync, every: SYNC_EVERY, firstAfter: SYNC_EVERY })
+    // A replica that shuts down hands its last second of hits to the others.
+    yield* forkLoop("rate-limit-sync", { tick: sync, every: SYNC_EVERY, firstAfter: SYNC_EVERY, release: sync })
 
     return { consume, sync }
   }),
