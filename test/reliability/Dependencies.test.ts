@@ -27,7 +27,7 @@ import {
 import { startTcpProxy } from "../support/TcpProxy.js"
 import { temporaryDatabaseUrl } from "../support/TestDatabase.js"
 import { eventually } from "../support/wait.js"
-import { type Offer, signPayment } from "../support/x402.js"
+import { expectWorth, type Offer, signPayment } from "../support/x402.js"
 import { record, table } from "./figures.js"
 import { contractBreaches, payers, statuses } from "./services.js"
 
@@ -241,7 +241,10 @@ const auditPayments = (service: ServiceProcess, merchant: Hex, ids: ReadonlyArra
     }
   })
 
-/** The three sources agree: each paid order is its own transfer on chain, and the merchant holds 1.25 USD1 each. */
+/**
+ * The three sources agree: each paid order is its own transfer on chain, of 1.25 USD1 (and the order's
+ * own value below a micro-dollar), and the merchant holds what they transferred.
+ */
 const expectSourcesAgree = ({
   paidOrders,
   transfers,
@@ -250,7 +253,8 @@ const expectSourcesAgree = ({
   expect(transfers).toHaveLength(paidOrders.length)
   expect(new Set(transfers.map((log) => log.transactionHash)).size).toBe(transfers.length)
   expect(new Set(transfers.map((log) => log.transactionHash))).toEqual(new Set(paidOrders.map((order) => order.tx)))
-  expect(balance).toBe(BigInt(paidOrders.length) * 125n * 10n ** 16n)
+  for (const log of transfers) expectWorth(log.args.value!, "1.25")
+  expect(balance).toBe(transfers.reduce((sum, log) => sum + log.args.value!, 0n))
 }
 
 describe("dependencies that fail under the service", () => {

@@ -101,3 +101,6 @@ export const expectWorth = (atomic: bigint, usd: string, orders = 1) => {
   expect(beyond).toBeGreaterThanOrEqual(0n)
   expect(beyond).toBeLessThan(BigInt(orders) * parseUnits("0.000001", 18))
 }
+
+/** USD1 enough to pay `orders` orders worth `usd` in all: each asks for less than a micro-dollar more. */
+export const enoughFor = (usd: string, orders = 1) => parseUnits(usd, 18) + BigInt(orders) * parseUnits("0.000001", 18)
