@@ -22,6 +22,16 @@ export const MERCHANT = "0x000000000000000000000000000000000000dEaD"
 /** The amount of every benchmark payment: the order amount on the service, the route price on the reference. */
 export const ORDER_AMOUNT_USD = "1"
 export const ORDER_AMOUNT_ATOMIC = 10n ** 18n
+/** What an order of the service asks for above its amount stays below: one micro-dollar (its own value, docs/security.md). */
+const ORDER_OWN_VALUE_LIMIT = 10n ** 12n
+/** The most one benchmark payment transfers. */
+export const PAYMENT_CAP_ATOMIC = ORDER_AMOUNT_ATOMIC + ORDER_OWN_VALUE_LIMIT - 1n
+
+/** Whether `received` is what `settled` payments transfer: each the amount, and less than a micro-dollar more. */
+export const receivedMatches = (received: bigint, settled: number) => {
+  const beyond = received - BigInt(settled) * ORDER_AMOUNT_ATOMIC
+  return beyond >= 0n && beyond <= BigInt(settled) * (ORDER_OWN_VALUE_LIMIT - 1n)
+}
 /** The relayer (settlement sender) of both x402 servers: the devnet's default relayer, account 9. */
 export const RELAYER_KEY = ANVIL_ACCOUNT_KEYS[9]!
 

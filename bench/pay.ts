@@ -23,9 +23,11 @@ import {
   MERCHANT,
   ORDER_AMOUNT_ATOMIC,
   ORDER_AMOUNT_USD,
+  PAYMENT_CAP_ATOMIC,
   percentile,
   type RatioRow,
   RELAYER_KEY,
+  receivedMatches,
   runConcurrently,
   runDatabase,
   type Section,
@@ -46,7 +48,7 @@ export const payingFetch = (account: PrivateKeyAccount, devnet: Devnet, baseFetc
       {
         network: `eip155:${devnet.chainId}`,
         asset: devnet.usd1,
-        maxAmountPerPayment: ORDER_AMOUNT_ATOMIC.toString()
+        maxAmountPerPayment: PAYMENT_CAP_ATOMIC.toString()
       }
     ]
   })
@@ -105,7 +107,7 @@ export const referenceEnv = (devnet: Devnet, rpcUrl = devnet.rpcUrl) => ({
 export const fundedPayers = (devnet: Devnet, count: number) =>
   Effect.gen(function* () {
     const payers = Array.from({ length: count }, () => privateKeyToAccount(generatePrivateKey()))
-    for (const payer of payers) yield* mintUsd1(devnet, payer.address, ORDER_AMOUNT_ATOMIC * 10_000n)
+    for (const payer of payers) yield* mintUsd1(devnet, payer.address, PAYMENT_CAP_ATOMIC * 10_000n)
     return payers
   })
 
@@ -192,7 +194,7 @@ const payRun = (ctx: BenchContext, side: Side, { concurrency, payments, warm }: 
         slow: outcome.latencies.filter((ms) => ms >= 1000).length,
         cpuPerPayment: cpu / settled,
         failures: outcome.failures,
-        onChainMatches: received === BigInt(settled) * ORDER_AMOUNT_ATOMIC
+        onChainMatches: receivedMatches(received, settled)
       } satisfies PayRun
     })
   )

@@ -19,9 +19,9 @@ import {
   alternating,
   type BenchContext,
   type CountRow,
-  ORDER_AMOUNT_ATOMIC,
   percentile,
   type RatioRow,
+  receivedMatches,
   runConcurrently,
   runDatabase,
   type Section,
@@ -148,7 +148,7 @@ const remoteRun = (ctx: BenchContext, side: Side, setup: Setup, concurrency: num
         perSecond: (settled * 1000) / outcome.wallMs,
         p50: percentile(outcome.latencies, 50),
         failures: outcome.failures,
-        onChainMatches: received === BigInt(settled) * ORDER_AMOUNT_ATOMIC,
+        onChainMatches: receivedMatches(received, settled),
         callsPerPayment: new Map([...calls].map(([method, n]) => [method, n / Math.max(settled, 1)] as const)),
         settled
       } satisfies RemoteRun

@@ -22,7 +22,8 @@ const payer = privateKeyToAccount((process.env.PAYER_PRIVATE_KEY as Hex | undefi
 const payUrl = `${baseUrl}/merchant/orders/${orderId}/pay`
 
 // The client's default spend controls pay only the assets it knows (USDC) up to $1: USD1 is allowed
-// here explicitly: exactly the asset the requirements name, up to 1,000,000 (atomic units, 18 decimals).
+// here explicitly: exactly the asset the requirements name, up to the largest order (1,000,000 and its
+// own value below a micro-dollar).
 const offer = await fetch(payUrl)
 if (offer.status !== 402) {
   console.error(`expected 402 from ${payUrl}, got ${offer.status}: ${await offer.text()}`)
@@ -35,7 +36,7 @@ client.setSpendControls({
   allowedAssets: accepts.map((requirement) => ({
     network: requirement.network,
     asset: requirement.asset,
-    maxAmountPerPayment: parseUnits("1000000", 18).toString()
+    maxAmountPerPayment: parseUnits("1000000.000001", 18).toString()
   }))
 })
 

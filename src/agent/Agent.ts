@@ -2,7 +2,8 @@
  * The agent's account-facing side: a card's strategy, its portfolio (the agent wallet's holdings
  * valued at market), the decision `decide` would take at any instant, the decision log and the
  * wallet's session. Which account a request describes: the signed-in caller's card, or without a
- * token the deployment's default account (`AGENT_CARD`, else the first card that set a strategy).
+ * token the card an operator made public (`AGENT_PUBLIC_CARD`); without one, an anonymous read is
+ * 401: a card holder's address, balances and holdings are never shown to whoever asks.
  *
  * Reads of one account (the card's USD1, the wallet's holdings, every token's market data) run in
  * parallel, each bounded (`AGENT_READ_TIMEOUT`, `PRICE_READ_TIMEOUT`), so an answer never waits on a
@@ -16,7 +17,7 @@ import { Cards } from "../cards/Cards.js"
 import { Statement } from "../cards/Statement.js"
 import type { Address } from "../chain/Address.js"
 import { ChainClient } from "../chain/ChainClient.js"
-import { BadRequest } from "../http/ApiError.js"
+import { BadRequest, Unauthorized } from "../http/ApiError.js"
 import { DEFAULT_PAGE_SIZE } from "../http/QueryParams.js"
 import type { MarketData, PriceUnavailable } from "../market/Api.js"
 import { Market } from "../market/Market.js"
@@ -44,8 +45,8 @@ import { LOOKBACK_DAYS } from "./Forecast.js"
 import { validateStrategy } from "./Strategy.js"
 
 const agentSettings = Config.all({
-  /** The default account: a card id, or its holder's address. */
-  defaultCard: Config.option(Config.string("AGENT_CARD")),
+  /** The card anonymous reads describe (a demo's): a card id, or its holder's address; none by default. */
+  publicCard: Config.option(Config.string("AGENT_PUBLIC_CARD")),
   readTimeout: durationConfig("AGENT_READ_TIMEOUT", "3 seconds")
 })
 
@@ -95,21 +96,28 @@ export class Agent extends Effect.Service<Agent>()("app/Agent", {
         )
       )
 
-    const defaultCard = Effect.gen(function* () {
-      const none = (error: string) => Effect.fail(new NoAgentAccount({ error }))
-      if (Option.isSome(settings.defaultCard)) {
-        const given = settings.defaultCard.value.trim()
-        const card = yield* cards.find(isAddress(given, { strict: false }) ? getAddress(given) : given)
-        return Option.isSome(card) ? card.value : yield* none(`AGENT_CARD names no card (${given})`)
-      }
-      const first = yield* repo.firstStrategyCard()
-      const card = Option.isSome(first) ? yield* cards.find(first.value.cardId) : Option.none()
-      return Option.isSome(card) ? card.value : yield* none("no card has set a strategy yet")
+    const publicCard = Option.match(settings.publicCard, {
+      onNone: () =>
+        Effect.fail(
+          new Unauthorized({
+            error:
+              "no card is public here: send your bearer token to read your own account (an operator may make " +
+              "one card public with AGENT_PUBLIC_CARD)"
+          })
+        ),
+      onSome: (named) =>
+        Effect.gen(function* () {
+          const given = named.trim()
+          const card = yield* cards.find(isAddress(given, { strict: false }) ? getAddress(given) : given)
+          if (Option.isNone(card))
+            return yield* new NoAgentAccount({ error: `AGENT_PUBLIC_CARD names no card (${given})` })
+          return card.value
+        })
     })
 
-    /** The caller's card, or the default account without a caller. */
+    /** The caller's card, or without a caller the public card. */
     const accountOf = (viewer: Option.Option<Address>) =>
-      Option.match(viewer, { onNone: () => defaultCard, onSome: cardOf })
+      Option.match(viewer, { onNone: () => publicCard, onSome: cardOf })
 
     const strategyOf = (card: CardRef) =>
       repo.findStrategy(card.id).pipe(

@@ -377,21 +377,28 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
         return summary
       }).pipe(Effect.withSpan("AgentLoop.tick"))
 
-    return { settings, tick, reconcile: trades.reconcile, followChain }
+    /** This replica stops: its claims' leases end, its trades are the reconciler's at once. */
+    const release = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      repo.releaseClaims(owner, new Date(now - leaseMs))
+    ).pipe(Effect.withSpan("AgentLoop.release"))
+
+    return { settings, tick, reconcile: trades.reconcile, followChain, release }
   }),
   dependencies: [AgentRepo.Default]
 }) {}
 
 /**
- * The loop, when `AGENT_MODE` is `dry` or `live`: unfinished trades first, then the due cards; and
- * beside it the tracker of the agent's transactions, at the same pace.
+ * The loop, when `AGENT_MODE` is `dry` or `live`: unfinished trades first, then the due cards, its
+ * claims given back when it stops; and beside it the tracker of the agent's transactions, at the
+ * same pace.
  */
 export const AgentLoopLive = Layer.merge(
   backgroundLoop(
     "agent",
     Effect.map(AgentLoop, (loop) => ({
       tick: Effect.zipRight(loop.reconcile, loop.tick()),
-      every: loop.settings.poll
+      every: loop.settings.poll,
+      release: loop.release
     }))
   ),
   backgroundLoop(

@@ -175,13 +175,6 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
       execute: (cardId) => sql`SELECT ${columns} FROM agent_strategies WHERE card_id = ${cardId}`
     })
 
-    /** The card whose strategy was set first: the deployment's default agent account. */
-    const firstStrategyCard = SqlSchema.findOne({
-      Request: Schema.Void,
-      Result: Schema.Struct({ cardId: Schema.String }),
-      execute: () => sql`SELECT card_id FROM agent_strategies ORDER BY created_at, card_id LIMIT 1`
-    })
-
     /** Takes the card's one-time funding; false when it was taken before (by any replica). */
     const claimFunding = (cardId: string, now: Date) =>
       sql`UPDATE agent_strategies SET funded_at = ${now} WHERE card_id = ${cardId} AND funded_at IS NULL
@@ -417,6 +410,22 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
       wallets: ReadonlyArray<{ readonly cardId: string; readonly wallet: string }>
     ) => keepingWallets(sql`DELETE FROM agent_pages WHERE id = ${page} AND owner = ${owner}`, wallets)
 
+    /**
+     * The replica `owner` stops: its unfinished pages and slices are anyone's at once (their leases
+     * end), and the trades it was executing look as quiet as `quietSince` (a lease ago), so that the
+     * next reconciler continues them instead of waiting. Only once its loop was interrupted: nothing
+     * of it works on them any more.
+     */
+    const releaseClaims = (owner: string, quietSince: Date) =>
+      sql`
+        WITH pages AS (
+          UPDATE agent_pages SET lease_until = '-infinity' WHERE owner = ${owner}
+        ), slices AS (
+          UPDATE agent_slices SET lease_until = '-infinity' WHERE owner = ${owner} AND NOT done
+        )
+        UPDATE agent_decisions SET updated_at = LEAST(updated_at, ${quietSince})
+        WHERE status = 'executing' AND replica = ${owner}`
+
     /** The slice's decisions are stored: done for its window (unless another replica took it over meanwhile). */
     const finishSlice = (
       slice: SliceClaim,
@@ -645,7 +654,6 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
       ...repository("AgentRepo", {
         upsertStrategy,
         findStrategy,
-        firstStrategyCard,
         claimFunding,
         releaseFunding,
         decisions,
@@ -653,6 +661,7 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
         claimDue,
         takeOverPage,
         finishPage,
+        releaseClaims,
         prepareSlices,
         claimSlice,
         finishSlice,

@@ -1,8 +1,9 @@
 /**
  * The agent over HTTP: the strategy (always served, bearer), and the portfolio, decision preview,
  * decision log and wallet session (served when `AGENT_MODE` is `dry` or `live`). The latter need
- * no token and then describe the deployment's default account; with a valid bearer token they
- * describe the caller's own; an invalid token is 401.
+ * no token: without one the first three describe the card an operator made public
+ * (`AGENT_PUBLIC_CARD`), or answer 401 when none is; with a valid bearer token they describe the
+ * caller's own; an invalid token is 401.
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, OpenApi } from "@effect/platform"
 import { Context, type Option, Schema } from "effect"
@@ -32,8 +33,8 @@ export class NoAgentAccount extends ApiError(
   "NoAgentAccount",
   "NO_AGENT_ACCOUNT",
   409,
-  "Without a bearer token these describe the default account, and there is none yet: no card has set a " +
-    "strategy and AGENT_CARD is not set (or names no card). Send a bearer token to read your own."
+  "Without a bearer token these describe the card an operator made public (AGENT_PUBLIC_CARD), and it names no " +
+    "card. Send a bearer token to read your own."
 ) {}
 
 export class StrategyNotFound extends ApiError(
@@ -66,10 +67,10 @@ export class AgentWalletFailed extends ApiError(
 
 export { ChainUnavailable }
 
-/** Whose agent account a request describes: the signed-in caller's, or none for the default account. */
+/** Whose agent account a request describes: the signed-in caller's, or none for the public card. */
 export class Viewer extends Context.Tag("app/Viewer")<Viewer, Option.Option<Address>>() {}
 
-/** Reads an optional bearer token: absent is the default account, invalid is 401 (never a fallback). */
+/** Reads an optional bearer token: absent is the public card (401 when none is), invalid is 401 (never a fallback). */
 export class OptionalAuthentication extends HttpApiMiddleware.Tag<OptionalAuthentication>()(
   "app/OptionalAuthentication",
   { failure: Unauthorized.wire, provides: Viewer }
@@ -312,7 +313,7 @@ export class AgentApi extends HttpApiGroup.make("agent")
       .annotate(
         OpenApi.Description,
         "The agent wallet's holdings (tokens and USD1 cash) with weights, targets and market data, and the " +
-          "card's USD1. Without a token: the default account; with one: the caller's."
+          "card's USD1. Without a token: the card an operator made public (401 when none is); with one: the caller's."
       )
   )
   .add(
@@ -360,12 +361,13 @@ export class AgentApi extends HttpApiGroup.make("agent")
       .annotate(OpenApi.Description, "Whether the agent wallet's provider session is usable.")
   )
   .middleware(OptionalAuthentication)
-  // The token is optional: absent is the default account, present must be valid.
+  // The token is optional: absent is the public card, present must be valid.
   .annotateEndpoints(OpenApi.Override, { security: [{}, { bearer: [] }] })
   .annotate(OpenApi.Title, "Agent")
   .annotate(
     OpenApi.Description,
     "The agent that keeps the card funded from a stock-token wallet (with AGENT_MODE dry or live): its " +
       "portfolio, what it would decide now or at another instant, and its decision log. Without a bearer token " +
-      "these describe the deployment's default account; with one, the caller's."
+      "these describe the card an operator made public (AGENT_PUBLIC_CARD), and answer 401 when none is; with " +
+      "one, the caller's."
   ) {}

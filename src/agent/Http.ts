@@ -7,7 +7,7 @@ import { AuthenticationLive, withBearerChallenge } from "../auth/Http.js"
 import { Agent } from "./Agent.js"
 import { OptionalAuthentication, Viewer } from "./Api.js"
 
-/** No Authorization header: the default account; a header that does not authenticate: 401. */
+/** No Authorization header: the public card; a header that does not authenticate: 401. */
 const OptionalAuthenticationLive = Layer.effect(
   OptionalAuthentication,
   Effect.map(Auth, (auth) =>
@@ -30,13 +30,25 @@ export const StrategyHttpLive = HttpApiBuilder.group(Api, "strategy", (handlers)
   })
 ).pipe(Layer.provide(AuthenticationLive))
 
+/** An account's read; refused for want of a token (no card is public), it says how to authenticate. */
+const challengedWhenAnonymous = <A, E extends { readonly _tag: string }, R>(read: Effect.Effect<A, E, R>) =>
+  Effect.catchIf(
+    read,
+    (error) => error._tag === "Unauthorized",
+    (refused) => withBearerChallenge(Effect.fail(refused))
+  )
+
 export const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>
   Effect.gen(function* () {
     const agent = yield* Agent
     return handlers
-      .handle("portfolio", () => Effect.flatMap(Viewer, agent.portfolio))
-      .handle("preview", ({ urlParams }) => Effect.flatMap(Viewer, (who) => agent.preview(who, urlParams.at)))
-      .handle("decisions", ({ urlParams }) => Effect.flatMap(Viewer, (who) => agent.decisions(who, urlParams)))
+      .handle("portfolio", () => challengedWhenAnonymous(Effect.flatMap(Viewer, agent.portfolio)))
+      .handle("preview", ({ urlParams }) =>
+        challengedWhenAnonymous(Effect.flatMap(Viewer, (who) => agent.preview(who, urlParams.at)))
+      )
+      .handle("decisions", ({ urlParams }) =>
+        challengedWhenAnonymous(Effect.flatMap(Viewer, (who) => agent.decisions(who, urlParams)))
+      )
       .handle("session", () => agent.session)
   })
 ).pipe(Layer.provide(OptionalAuthenticationLive))

@@ -37,6 +37,14 @@ export class StreamsUnavailable extends ApiError(
   "This replica is shutting down or holds EVENTS_MAX_STREAMS streams: connect again after Retry-After."
 ) {}
 
+export class TooManyStreams extends ApiError(
+  "TooManyStreams",
+  "TOO_MANY_STREAMS",
+  429,
+  "This client address (an IPv6 client: its /64) holds EVENTS_MAX_STREAMS_PER_CLIENT streams on this replica: " +
+    "close one, or connect again after Retry-After."
+) {}
+
 /** An event id: per user, from 1, increasing by one with each event. */
 export const EventId = Schema.Int.pipe(Schema.nonNegative()).annotations({
   description: "the user's event id: 1, 2, 3, ... in the order the changes committed"
@@ -61,7 +69,14 @@ export const KycEvent = Schema.Struct({
   card: Schema.NullOr(Card).annotations({ description: "the card, once the check is approved (it was issued then)" })
 }).annotations({ identifier: "KycEvent", description: "The identity check moved to a new state." })
 
-export const CloseReason = Schema.Literal("shutdown", "signed-out", "session-expired", "replaced", "events-expired")
+export const CloseReason = Schema.Literal(
+  "shutdown",
+  "signed-out",
+  "session-expired",
+  "replaced",
+  "events-expired",
+  "idle"
+)
 export type CloseReason = typeof CloseReason.Type
 
 export const CloseEvent = Schema.Struct({
@@ -69,7 +84,8 @@ export const CloseEvent = Schema.Struct({
     description:
       "shutdown: reconnect (with Last-Event-ID); signed-out, session-expired: the token no longer works; " +
       "replaced: the user opened more than EVENTS_MAX_STREAMS_PER_USER streams and this was the oldest; " +
-      "events-expired: reconnect with Last-Event-ID to learn what to re-read"
+      "events-expired: reconnect with Last-Event-ID to learn what to re-read; " +
+      "idle: no event for EVENTS_IDLE_TIMEOUT, reconnect with Last-Event-ID"
   }),
   message: Schema.String
 }).annotations({ identifier: "CloseEvent", description: "The server ends the stream; nothing follows." })
@@ -163,6 +179,7 @@ export class EventsApi extends HttpApiGroup.make("events")
       .addError(EventIdExpired.wire)
       .addError(EventIdUnknown.wire)
       .addError(StreamsUnavailable.wire)
+      .addError(TooManyStreams.wire)
       .annotate(OpenApi.Summary, "Live events")
       .annotate(
         OpenApi.Description,
@@ -170,8 +187,9 @@ export class EventsApi extends HttpApiGroup.make("events")
           "`decision` and `strategy` as the changes commit, on whichever replica they happen. Ids increase by one " +
           "per user; reconnect with `Last-Event-ID` (or `?lastEventId=`) to receive every event after it exactly " +
           "once, then the live ones. A `: ping` comment comes every EVENTS_HEARTBEAT (15 s). The stream ends with a " +
-          "`close` event (shutdown, sign-out, session expiry, more than EVENTS_MAX_STREAMS_PER_USER streams), or is " +
-          "cut when the client reads too slowly. Browsers read it with `fetch` (the bearer token goes in the " +
+          "`close` event (shutdown, sign-out, session expiry, more than EVENTS_MAX_STREAMS_PER_USER streams, no event " +
+          "for EVENTS_IDLE_TIMEOUT), or is cut when the client reads too slowly. One client address holds at most " +
+          "EVENTS_MAX_STREAMS_PER_CLIENT streams on a replica (429 TOO_MANY_STREAMS), a replica EVENTS_MAX_STREAMS (503). Browsers read it with `fetch` (the bearer token goes in the " +
           "Authorization header, never in the URL); `EventSource` cannot send it."
       )
       .annotate(OpenApi.Transform, eventStreamResponse)

@@ -108,7 +108,9 @@ export class EventRepo extends Effect.Service<EventRepo>()("app/EventRepo", {
 
     /**
      * Registers a stream and drops the user's oldest beyond `max` open ones (whichever replica holds
-     * them: each is told by a notification). Answers the streams dropped.
+     * them: each is told by a notification). Answers the streams dropped. One user's registrations take
+     * turns (a transaction-scoped advisory lock per user): each one's statement sees every earlier one,
+     * so streams opened at once leave `max` registered, never more.
      */
     const openStream = (stream: {
       readonly id: string
@@ -116,7 +118,8 @@ export class EventRepo extends Effect.Service<EventRepo>()("app/EventRepo", {
       readonly replica: string
       readonly max: number
     }) =>
-      sql<{ id: string }>`
+      sql`SELECT pg_advisory_xact_lock(hashtextextended(${`event-streams:${stream.address}`}, 0))`.pipe(
+        Effect.zipRight(sql<{ id: string }>`
         WITH beyond AS (
           SELECT id FROM event_connections WHERE address = ${stream.address}
           ORDER BY opened_at DESC, id DESC OFFSET ${Math.max(0, stream.max - 1)}
@@ -126,8 +129,9 @@ export class EventRepo extends Effect.Service<EventRepo>()("app/EventRepo", {
           INSERT INTO event_connections (id, address, replica, opened_at)
           VALUES (${stream.id}, ${stream.address}, ${stream.replica}, clock_timestamp())
         )
-        SELECT id::text AS id, pg_notify(${EVENTS_CHANNEL}, 'c ' || id) FROM dropped`.pipe(
-        Effect.map((rows) => rows.map((row) => row.id))
+        SELECT id::text AS id, pg_notify(${EVENTS_CHANNEL}, 'c ' || id) FROM dropped`),
+        Effect.map((rows) => rows.map((row) => row.id)),
+        sql.withTransaction
       )
 
     const closeStream = (id: string) => sql`DELETE FROM event_connections WHERE id = ${id}`
@@ -136,6 +140,11 @@ export class EventRepo extends Effect.Service<EventRepo>()("app/EventRepo", {
     const heartbeat = (replica: string) =>
       sql`INSERT INTO event_replicas (id, seen_at) VALUES (${replica}, now())
           ON CONFLICT (id) DO UPDATE SET seen_at = now()`
+
+    /** This replica stops: its stream registrations and its heartbeat go (they count against no user's cap any more). */
+    const forgetReplica = (replica: string) =>
+      sql`WITH streams AS (DELETE FROM event_connections WHERE replica = ${replica})
+          DELETE FROM event_replicas WHERE id = ${replica}`
 
     /** Of the given sessions (SHA-256 hashes, hex), the ones that still exist, and whether each expired. */
     const liveSessions = (sessionIds: ReadonlyArray<string>) =>
@@ -154,6 +163,7 @@ export class EventRepo extends Effect.Service<EventRepo>()("app/EventRepo", {
         openStream,
         closeStream,
         heartbeat,
+        forgetReplica,
         liveSessions
       }),
       publishing

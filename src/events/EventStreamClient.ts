@@ -9,9 +9,10 @@
  *       Stream.runDrain
  *     )
  *
- * It resumes by itself: after a dropped connection or a server shutting down it reconnects after
- * the server's `retry:` delay with `Last-Event-ID` = the last id received, so the events arrive once
- * each, in order, across reconnections. It ends with an `EventStreamError` when reconnecting cannot
+ * It resumes by itself: after a dropped connection, a server shutting down or an idle stream's end
+ * it reconnects after the server's `retry:` delay (or a refusal's `Retry-After`, a 429 or 503) with
+ * `Last-Event-ID` = the last id received, so the events arrive once each, in order, across
+ * reconnections. It ends with an `EventStreamError` when reconnecting cannot
  * help: the token no longer works (401, a `close` for sign-out or expiry), the position is gone
  * (410: re-read the resources and open a new stream without `lastEventId`), or the server replaced
  * this stream by a newer one of the same user.
@@ -70,6 +71,8 @@ export const eventStream = (
 ): Stream.Stream<StreamEvent, EventStreamError, HttpClient.HttpClient> => {
   let lastEventId = options.lastEventId
   let retryMs = DEFAULT_RETRY_MS
+  /** A refusal's `Retry-After`, for the next reconnection only. */
+  let refusedForMs: number | undefined
 
   /** One connection's events; ends with the connection. */
   const connection = Stream.unwrapScoped(
@@ -84,7 +87,11 @@ export const eventStream = (
       )
       const response = yield* client.execute(request).pipe(Effect.mapError(() => new Disconnected()))
       if (response.status !== 200) {
-        if (TRANSIENT_STATUS.has(response.status)) return yield* new Disconnected()
+        if (TRANSIENT_STATUS.has(response.status)) {
+          const retryAfter = Number(response.headers["retry-after"])
+          if (Number.isFinite(retryAfter) && retryAfter > 0) refusedForMs = retryAfter * 1000
+          return yield* new Disconnected()
+        }
         const body = yield* response.json.pipe(Effect.orElseSucceed(() => ({})))
         const { code, error } = body as { readonly code?: unknown; readonly error?: unknown }
         return yield* new EventStreamError({
@@ -131,7 +138,18 @@ export const eventStream = (
     Stream.zipWithIndex,
     Stream.flatMap(
       ([stream, index]) =>
-        index === 0 ? stream : Stream.concat(Stream.fromEffect(Effect.sleep(retryMs)).pipe(Stream.drain), stream),
+        index === 0
+          ? stream
+          : Stream.concat(
+              Stream.fromEffect(
+                Effect.suspend(() => {
+                  const waitMs = refusedForMs ?? retryMs
+                  refusedForMs = undefined
+                  return Effect.sleep(waitMs)
+                })
+              ).pipe(Stream.drain),
+              stream
+            ),
       { concurrency: 1 }
     )
   )

@@ -14,10 +14,14 @@
  * notification ever be lost without the connection dropping).
  *
  * Bounds: each stream's outbox holds at most EVENTS_BUFFER_BYTES; a stream whose writer took
- * nothing between two heartbeats while frames waited is cut (`too-slow`); at most
- * EVENTS_MAX_STREAMS_PER_USER streams per user across replicas (the oldest is closed) and
- * EVENTS_MAX_STREAMS on this replica. The heartbeat also closes the streams whose session was
- * signed out or expired, and asks the identity provider about a pending check (as GET /me does).
+ * nothing between two heartbeats while frames waited is cut (`too-slow`); a stream that sent no event
+ * for EVENTS_IDLE_TIMEOUT is ended (`idle`: its client reconnects, and is admitted again); at most
+ * EVENTS_MAX_STREAMS_PER_USER streams per user across replicas (the oldest is closed: registrations
+ * of one user take turns, so a burst never leaves one more), and on this replica
+ * EVENTS_MAX_STREAMS_PER_CLIENT per client address (429) below EVENTS_MAX_STREAMS in all (503): a
+ * replica's slots are taken when a stream is admitted, in the step that checks them, so a burst never
+ * opens one more either. The heartbeat also closes the streams whose session was signed out or
+ * expired, and asks the identity provider about a pending check (as GET /me does).
  *
  * One file because the dispatcher, the streams' registry and the heartbeat share one state (each
  * stream's position and outbox): split apart, each would reach into the others'.
@@ -26,22 +30,30 @@ import { randomUUID } from "node:crypto"
 import { Readable } from "node:stream"
 import { type HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Cause, Effect, Exit, Option, Runtime, Schema, type Tracer } from "effect"
+import { Cause, Clock, Duration, Effect, Exit, Option, Runtime, Schema, type Tracer } from "effect"
 import { formatUnits } from "viem"
 import { Standing } from "../account/Standing.js"
 import { Card } from "../cards/Card.js"
 import { Cards } from "../cards/Cards.js"
 import type { Address } from "../chain/Address.js"
 import { ChainClient } from "../chain/ChainClient.js"
+import { clientOf, trustProxySetting } from "../http/ClientAddress.js"
+import { answerRetryAfter } from "../http/RateLimit.js"
 import { Kyc } from "../kyc/Kyc.js"
 import type { KycState } from "../kyc/KycState.js"
 import { forkLoop } from "../lifecycle/BackgroundLoop.js"
-import { countEventsSent, countStreamClosed, recordNotificationLag, setOpenStreams } from "../observability/Metrics.js"
+import {
+  countEventsSent,
+  countStreamClosed,
+  countStreamRefused,
+  recordNotificationLag,
+  setOpenStreams
+} from "../observability/Metrics.js"
 import { outageOf, reportUnavailable } from "../observability/Outages.js"
 import { traced } from "../observability/Traced.js"
 import { AppConfig } from "../runtime/Config.js"
 import { DatabasePool } from "../storage/Database.js"
-import { type CloseReason, EventIdExpired, EventIdUnknown, StreamsUnavailable } from "./Api.js"
+import { type CloseReason, EventIdExpired, EventIdUnknown, StreamsUnavailable, TooManyStreams } from "./Api.js"
 import { listen } from "./EventListener.js"
 import { EVENTS_CHANNEL, EventRepo, type StoredEvent } from "./EventRepo.js"
 import { eventSettings } from "./EventSettings.js"
@@ -58,6 +70,8 @@ const USERS_PER_READ = 500
 const READ_RETRY = "1 second"
 /** At shutdown, how long the streams have to send their `close` before they are cut. */
 const SHUTDOWN_WAIT_MS = 2_000
+/** What a client over its cap is told to wait (`Retry-After`): about as long as its other streams take to end. */
+const CLIENT_CAP_RETRY_SECONDS = 30
 
 const PING = formatComment("ping")
 const encodeCard = Schema.encodeSync(Card)
@@ -70,7 +84,8 @@ const closeMessages: Record<CloseReason, string> = {
   "signed-out": "the session was signed out",
   "session-expired": "the session expired: sign in again",
   replaced: "the user opened more streams than allowed: this, the oldest, is closed",
-  "events-expired": "events after this stream's position are no longer kept: reconnect with Last-Event-ID"
+  "events-expired": "events after this stream's position are no longer kept: reconnect with Last-Event-ID",
+  idle: "no event for a while: reconnect with Last-Event-ID"
 }
 
 interface OpenStream {
@@ -80,6 +95,8 @@ interface OpenStream {
   readonly outbox: Outbox
   /** The id of the last event handed to the outbox. */
   cursor: number
+  /** When the last event was handed to the outbox (ms): the stream is idle from then on. */
+  lastEventAt: number
   /** The outbox refused an event: the stream goes on from the table once it drained. */
   behind: boolean
   /** The outbox's takes at the last heartbeat. */
@@ -91,6 +108,8 @@ interface OpenStream {
   /** Bytes handed to the connection and not yet sent (the socket's own buffer). */
   readonly socketBytes: () => number
   readonly span: Tracer.Span
+  /** Gives back the stream's slot in this replica's caps (once, whatever calls it). */
+  readonly release: () => void
 }
 
 export class EventStreams extends Effect.Service<EventStreams>()("app/EventStreams", {
@@ -103,6 +122,7 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
     const pool = yield* DatabasePool
     const { chainTimeout } = yield* AppConfig
     const settings = yield* eventSettings
+    const trustProxy = yield* trustProxySetting
     /** This replica, as the holder of its rows in `event_connections`. */
     const replica = randomUUID()
     /** Runs effects of this service from Node callbacks (a stream's body). */
@@ -116,6 +136,32 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
     const dirty = new Map<string, number>()
     const wakeUp = yield* Effect.makeLatch(false)
     let shuttingDown = false
+    /** This replica's slots taken (its streams, open or being opened), in all and per client address. */
+    let admitted = 0
+    const admittedPerClient = new Map<string, number>()
+
+    /**
+     * Takes a slot for a stream of `client`, or answers the cap that refuses it: checked and taken in one
+     * step (no effect runs in between), so streams opened at once never pass a cap together.
+     */
+    const admit = (client: string): { readonly release: () => void } | "client" | "replica" => {
+      if (admitted >= settings.maxStreams) return "replica"
+      const held = admittedPerClient.get(client) ?? 0
+      if (held >= settings.maxStreamsPerClient) return "client"
+      admitted++
+      admittedPerClient.set(client, held + 1)
+      let released = false
+      return {
+        release: () => {
+          if (released) return
+          released = true
+          admitted--
+          const left = admittedPerClient.get(client)! - 1
+          if (left === 0) admittedPerClient.delete(client)
+          else admittedPerClient.set(client, left)
+        }
+      }
+    }
 
     const markDirty = (address: string, notified = Number.POSITIVE_INFINITY) => {
       dirty.set(address, Math.min(dirty.get(address) ?? Number.POSITIVE_INFINITY, notified))
@@ -160,7 +206,13 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
      * Hands a user's events (ascending, read after `after`) to each of the user's streams at or past
      * `after` (one behind it was not read for: it is marked again when it needs to be).
      */
-    const deliver = (address: Address, after: number, events: ReadonlyArray<StoredEvent>, sent: Map<string, number>) =>
+    const deliver = (
+      address: Address,
+      after: number,
+      events: ReadonlyArray<StoredEvent>,
+      sent: Map<string, number>,
+      now: number
+    ) =>
       Effect.gen(function* () {
         const users = byUser.get(address)
         if (users === undefined || events.length === 0) return
@@ -179,6 +231,7 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
               break
             }
             stream.cursor = event.id
+            stream.lastEventAt = now
             stream.sent++
             if (event.type === "kyc") stream.kyc = (JSON.parse(event.data) as { kyc: KycState }).kyc
             sent.set(event.type, (sent.get(event.type) ?? 0) + 1)
@@ -214,6 +267,7 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
         else list.push(event)
       }
       const sent = new Map<string, number>()
+      const now = yield* Clock.currentTimeMillis
       const notifiedOf = new Map(marked)
       for (const { address, after } of cursors) {
         const found = byAddress.get(address) ?? []
@@ -221,7 +275,7 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
         if (found.length === PAGE) markDirty(address)
         const notified = notifiedOf.get(address) ?? Number.POSITIVE_INFINITY
         yield* recordNotificationLag(found.filter((event) => event.id >= notified).map((event) => event.ageSeconds))
-        yield* deliver(address as Address, after, found, sent)
+        yield* deliver(address as Address, after, found, sent, now)
       }
       for (const [type, count] of sent) yield* countEventsSent(type, count)
     })
@@ -276,12 +330,15 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
     // Heartbeat
 
     const heartbeat = Effect.gen(function* () {
+      const idleSince = (yield* Clock.currentTimeMillis) - Duration.toMillis(settings.idleTimeout)
       for (const stream of streams.values()) {
         // Still open a heartbeat after its close: its writer is stuck.
         if (stream.ending !== undefined) {
           cutOff(stream, stream.ending)
         } else if (stream.outbox.pendingBytes > 0 && stream.outbox.takes === stream.takesSeen) {
           cutOff(stream, "too-slow")
+        } else if (stream.lastEventAt <= idleSince) {
+          close(stream, "idle")
         } else {
           stream.takesSeen = stream.outbox.takes
           stream.outbox.offer(PING)
@@ -311,7 +368,12 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
     })
     // Alive from the start: the streams it registers are never taken for a dead replica's.
     yield* repo.heartbeat(replica)
-    yield* forkLoop("event-heartbeat", { tick: heartbeat, every: settings.heartbeat, firstAfter: settings.heartbeat })
+    yield* forkLoop("event-heartbeat", {
+      tick: heartbeat,
+      every: settings.heartbeat,
+      firstAfter: settings.heartbeat,
+      release: repo.forgetReplica(replica)
+    })
 
     // ---------------------------------------------------------------------------------------------
     // Opening a stream
@@ -353,6 +415,7 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
 
     /** Removes the stream, then its registration (once written), and tells what ended it. */
     const unregister = (stream: OpenStream, registration: Promise<void>) => {
+      stream.release()
       streams.delete(stream.id)
       const users = byUser.get(stream.address)
       users?.delete(stream)
@@ -397,6 +460,7 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
       })
       readable.once("close", () => {
         if (registration !== undefined) unregister(stream, registration)
+        else stream.release()
       })
       return readable
     }
@@ -404,7 +468,7 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
     /**
      * Opens the user's stream after `requested` (the client's Last-Event-ID; none: from now on). Refuses
      * before any byte is sent: 410 when the events after `requested` are gone or it is not an id of the
-     * user, 503 while shutting down or full.
+     * user, 429 when the client address holds its share of this replica, 503 while shutting down or full.
      */
     const open = traced("EventStreams.open")(function* (
       user: { readonly address: Address; readonly sessionId: string },
@@ -412,74 +476,98 @@ export class EventStreams extends Effect.Service<EventStreams>()("app/EventStrea
       request: HttpServerRequest.HttpServerRequest
     ) {
       yield* Effect.annotateCurrentSpan("user.address", user.address)
-      if (shuttingDown || streams.size >= settings.maxStreams) {
-        return yield* new StreamsUnavailable({
-          error: shuttingDown ? "this replica is shutting down" : "this replica holds its maximum of event streams"
+      if (shuttingDown) return yield* new StreamsUnavailable({ error: "this replica is shutting down" })
+      const slot = admit(clientOf(request, trustProxy))
+      if (slot === "replica" || slot === "client") yield* countStreamRefused(slot)
+      if (slot === "replica") {
+        return yield* new StreamsUnavailable({ error: "this replica holds its maximum of event streams" })
+      }
+      if (slot === "client") {
+        yield* answerRetryAfter(CLIENT_CAP_RETRY_SECONDS)
+        return yield* new TooManyStreams({
+          error: `this client address holds ${settings.maxStreamsPerClient} event streams here: close one, or retry later`
         })
       }
-      const requestedId = requested === undefined ? undefined : Number(requested)
-      const position = yield* repo.position({ address: user.address, after: requestedId ?? 0 })
-      const start = startPoint(requestedId, position.lastId, position.nextKept)
-      if (start._tag === "Expired") {
-        return yield* new EventIdExpired({
-          error: `the events after ${requestedId} are no longer kept: re-read the resources, then connect without Last-Event-ID`
-        })
-      }
-      if (start._tag === "Unknown") {
-        return yield* new EventIdUnknown({
-          error: `${requestedId} is not an id of this user's events (the newest is ${position.lastId}): re-read the resources, then connect without Last-Event-ID`
-        })
-      }
-      // Read after the position: whatever changes meanwhile arrives as an event after it.
-      const standing = yield* standings.of(user.address)
-      const cardUsd1 = standing.card === null ? null : yield* balanceOf(user.address)
-      const id = randomUUID()
-      const response = (() => {
-        try {
-          return NodeHttpServerRequest.toServerResponse(request)
-        } catch {
-          return undefined
-        }
-      })()
-      const span = yield* Effect.makeSpan("EventStream", {
-        attributes: { "user.address": user.address, "events.stream_id": id, "events.after": start.after }
-      })
-      const stream: OpenStream = {
-        id,
-        address: user.address,
-        sessionId: user.sessionId,
-        outbox: new Outbox(settings.bufferBytes, () => {
-          if (stream.behind) {
-            stream.behind = false
-            markDirty(stream.address)
-          }
-        }),
-        cursor: start.after,
-        behind: false,
-        takesSeen: -1,
-        kyc: standing.kyc,
-        ending: undefined,
-        sent: 1,
-        cut: () => response?.destroy(),
-        socketBytes: () => response?.writableLength ?? 0,
-        span
-      }
-      stream.outbox.offer(
-        formatFrame({
-          retry: RECONNECT_MS,
-          event: "ready",
-          id: String(start.after),
-          data: JSON.stringify({ kyc: standing.kyc, cardUsd1, lastEventId: position.lastId })
-        })
+      return yield* opening(user, requested, request, slot.release).pipe(
+        Effect.onExit((exit) => (Exit.isFailure(exit) ? Effect.sync(slot.release) : Effect.void))
       )
-      yield* countEventsSent("ready", 1)
-      yield* Effect.annotateCurrentSpan("events.stream_id", id)
-      return HttpServerResponse.raw(body(stream), {
-        contentType: "text/event-stream; charset=utf-8",
-        // Proxies must pass each event on as it comes (nginx buffers unless told not to).
-        headers: { "cache-control": "no-store", "x-accel-buffering": "no" }
-      })
     })
+
+    /** The rest of `open`, once the stream holds its slot (`release` gives it back). */
+    const opening = (
+      user: { readonly address: Address; readonly sessionId: string },
+      requested: string | undefined,
+      request: HttpServerRequest.HttpServerRequest,
+      release: () => void
+    ) =>
+      Effect.gen(function* () {
+        const requestedId = requested === undefined ? undefined : Number(requested)
+        const position = yield* repo.position({ address: user.address, after: requestedId ?? 0 })
+        const start = startPoint(requestedId, position.lastId, position.nextKept)
+        if (start._tag === "Expired") {
+          return yield* new EventIdExpired({
+            error: `the events after ${requestedId} are no longer kept: re-read the resources, then connect without Last-Event-ID`
+          })
+        }
+        if (start._tag === "Unknown") {
+          return yield* new EventIdUnknown({
+            error: `${requestedId} is not an id of this user's events (the newest is ${position.lastId}): re-read the resources, then connect without Last-Event-ID`
+          })
+        }
+        // Read after the position: whatever changes meanwhile arrives as an event after it.
+        const standing = yield* standings.of(user.address)
+        const cardUsd1 = standing.card === null ? null : yield* balanceOf(user.address)
+        const id = randomUUID()
+        const response = (() => {
+          try {
+            return NodeHttpServerRequest.toServerResponse(request)
+          } catch {
+            return undefined
+          }
+        })()
+        const span = yield* Effect.makeSpan("EventStream", {
+          attributes: { "user.address": user.address, "events.stream_id": id, "events.after": start.after }
+        })
+        const stream: OpenStream = {
+          id,
+          address: user.address,
+          sessionId: user.sessionId,
+          outbox: new Outbox(settings.bufferBytes, () => {
+            if (stream.behind) {
+              stream.behind = false
+              markDirty(stream.address)
+            }
+          }),
+          cursor: start.after,
+          lastEventAt: yield* Clock.currentTimeMillis,
+          behind: false,
+          takesSeen: -1,
+          kyc: standing.kyc,
+          ending: undefined,
+          sent: 1,
+          cut: () => response?.destroy(),
+          socketBytes: () => response?.writableLength ?? 0,
+          span,
+          release
+        }
+        // However the connection ends, also before the body is read, the slot is free again.
+        response?.once("close", release)
+        stream.outbox.offer(
+          formatFrame({
+            retry: RECONNECT_MS,
+            event: "ready",
+            id: String(start.after),
+            data: JSON.stringify({ kyc: standing.kyc, cardUsd1, lastEventId: position.lastId })
+          })
+        )
+        yield* countEventsSent("ready", 1)
+        yield* Effect.annotateCurrentSpan("events.stream_id", id)
+        return HttpServerResponse.raw(body(stream), {
+          contentType: "text/event-stream; charset=utf-8",
+          // Proxies must pass each event on as it comes (nginx buffers unless told not to).
+          headers: { "x-accel-buffering": "no" }
+        })
+      })
 
     /**
      * Shutdown: no new stream, every open one ends with `close` (shutdown), and what has not ended

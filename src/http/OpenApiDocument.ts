@@ -51,14 +51,22 @@ const serviceHeaders = {
     description: "Seconds to wait before retrying.",
     schema: { type: "integer", minimum: 0 }
   },
-  WwwAuthenticate: textHeader('The bearer challenge: `Bearer realm="api"`.')
+  WwwAuthenticate: textHeader('The bearer challenge: `Bearer realm="api"`.'),
+  CacheControl: textHeader(
+    "`no-store`: no cache may keep an answer of this API (they carry card data, tokens and personal data).",
+    { enum: ["no-store"] }
+  )
 } satisfies Record<string, HeaderObject>
 
 const headerRef = (name: keyof typeof serviceHeaders) => ({ $ref: `#/components/headers/${name}` })
 
-/** Every response carries x-request-id; 429 and 503 say when to retry; a refused bearer token says how to authenticate. */
+/**
+ * Every response carries x-request-id and `Cache-Control: no-store`; 429 and 503 say when to retry; a
+ * refused bearer token says how to authenticate.
+ */
 const withServiceHeaders = withResponseHeaders((status, operation) => ({
   "x-request-id": headerRef("RequestId"),
+  "Cache-Control": headerRef("CacheControl"),
   ...(status === "429" || status === "503" ? { "Retry-After": headerRef("RetryAfter") } : {}),
   ...(status === "401" && (operation.security ?? []).some((requirement) => "bearer" in requirement)
     ? { "WWW-Authenticate": headerRef("WwwAuthenticate") }

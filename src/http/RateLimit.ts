@@ -2,7 +2,7 @@
  * Per-client request limits for the endpoints that create state for anonymous callers (sign-in
  * challenges and verifications, merchant orders), in fixed one-minute windows. The client is the
  * connection's address, or the first `X-Forwarded-For` entry when `TRUST_PROXY=true` (only behind a
- * proxy that sets it).
+ * proxy that sets it); an IPv6 client is its /64 (ClientAddress.ts).
  *
  * Each replica counts in memory, so a request costs no statement and no contended row, and every
  * second adds its new hits to PostgreSQL in one statement that also reads back the totals all
@@ -13,10 +13,11 @@
  * the limit, since each replica alone never admits more than the limit).
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Clock, Config, Effect, Option } from "effect"
+import { Clock, Config, Effect } from "effect"
 import { forkLoop } from "../lifecycle/BackgroundLoop.js"
 import { traced } from "../observability/Traced.js"
 import { RateLimited } from "./ApiError.js"
+import { clientOf, trustProxySetting } from "./ClientAddress.js"
 import { RateLimitRepo } from "./RateLimitRepo.js"
 
 const WINDOW_MS = 60_000
@@ -32,8 +33,14 @@ const rateLimitSettings = Config.all({
   orders: Config.integer("RATE_LIMIT_ORDERS").pipe(Config.withDefault(60)),
   faucet: Config.integer("RATE_LIMIT_FAUCET").pipe(Config.withDefault(5)),
   cardSandbox: Config.integer("RATE_LIMIT_CARD_SANDBOX").pipe(Config.withDefault(120)),
-  trustProxy: Config.boolean("TRUST_PROXY").pipe(Config.withDefault(false))
+  trustProxy: trustProxySetting
 })
+
+/** Sets the answer's `Retry-After` (seconds): a refusal that says when to come back. */
+export const answerRetryAfter = (seconds: number) =>
+  HttpApp.appendPreResponseHandler((_request, response) =>
+    Effect.succeed(HttpServerResponse.setHeader(response, "retry-after", String(seconds)))
+  )
 
 /** One bucket's count in one window, as this replica knows it. */
 interface Count {
@@ -55,18 +62,12 @@ export class RateLimiter extends Effect.Service<RateLimiter>()("app/RateLimiter"
     const counts = new Map<string, Count>()
     let prunedWindow = 0
 
-    const clientOf = (request: HttpServerRequest.HttpServerRequest) => {
-      const forwarded = request.headers["x-forwarded-for"]?.split(",")[0]?.trim()
-      if (settings.trustProxy && forwarded !== undefined && forwarded !== "") return forwarded
-      return Option.getOrElse(request.remoteAddress, () => "unknown")
-    }
-
     /** Counts one request of the current client against `name`; fails with 429 past the limit. */
     const consume = traced("RateLimiter.consume")(function* (name: RateLimitName) {
       const request = yield* HttpServerRequest.HttpServerRequest
       const now = yield* Clock.currentTimeMillis
       const windowStart = windowOf(now)
-      const bucket = `${name}:${clientOf(request)}`
+      const bucket = `${name}:${clientOf(request, settings.trustProxy)}`
       const key = keyOf(bucket, windowStart)
       const count = counts.get(key) ?? { bucket, windowStart, known: 0, unsynced: 0 }
       counts.set(key, count)
@@ -75,9 +76,7 @@ export class RateLimiter extends Effect.Service<RateLimiter>()("app/RateLimiter"
       count.unsynced += 1
       if (count.known > settings[name]) {
         const retryAfter = Math.ceil((windowStart + WINDOW_MS - now) / 1000)
-        yield* HttpApp.appendPreResponseHandler((_request, response) =>
-          Effect.succeed(HttpServerResponse.setHeader(response, "retry-after", String(retryAfter)))
-        )
+        yield* answerRetryAfter(retryAfter)
         return yield* new RateLimited({ error: `too many requests; retry in ${retryAfter} s` })
       }
     })
@@ -117,10 +116,8 @@ export class RateLimiter extends Effect.Service<RateLimiter>()("app/RateLimiter"
       }
     })
 
-    // Added before the loop starts, so it runs after the loop is interrupted: a replica that shuts
-    // down hands its last second of hits to the others (bounded: the database may be the reason).
-    yield* Effect.addFinalizer(() => sync.pipe(Effect.timeout("1 second"), Effect.exit))
-    yield* forkLoop("rate-limit-sync", { tick: sync, every: SYNC_EVERY, firstAfter: SYNC_EVERY })
+    // A replica that shuts down hands its last second of hits to the others.
+    yield* forkLoop("rate-limit-sync", { tick: sync, every: SYNC_EVERY, firstAfter: SYNC_EVERY, release: sync })
 
     return { consume, sync }
   }),

@@ -260,8 +260,11 @@ const pagePolicies = (apiUrl: string) => {
 }
 
 /**
- * What every response carries: its request id, `nosniff`, a 503's `Retry-After`, an HTML page's CSP;
- * and `extra` (the app's CORS headers). One record, set in one step: this runs on every answer.
+ * What every response carries: its request id, `nosniff`, a 503's `Retry-After`, an HTML page's CSP,
+ * `Cache-Control: no-store` unless it says otherwise (the API's answers carry card data, tokens and
+ * personal data: no cache may keep any of them, and a new endpoint cannot forget it; the web app's
+ * assets say their own); and `extra` (the app's CORS headers). One record, set in one step: this
+ * runs on every answer.
  */
 const answerHeaders = (
   response: HttpServerResponse.HttpServerResponse,
@@ -270,6 +273,7 @@ const answerHeaders = (
   extra?: Record<string, string>
 ) => {
   const headers: Record<string, string> = { "x-request-id": id, ...NOSNIFF }
+  if (response.headers["cache-control"] === undefined) headers["cache-control"] = "no-store"
   if (response.status === 503 && response.headers["retry-after"] === undefined) {
     headers["retry-after"] = String(RETRY_AFTER_SECONDS)
   }

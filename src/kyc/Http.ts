@@ -38,9 +38,8 @@ export const KycWebhookHttpLive = HttpApiBuilder.group(Api, "kycWebhook", (handl
   })
 )
 
-/** The sandbox page is HTML for a person: no caching, no framing, nothing loaded from elsewhere. */
+/** The sandbox page is HTML for a person: no framing, nothing loaded from elsewhere (never cached: Server.ts). */
 const pageHeaders = {
-  "cache-control": "no-store",
   "content-security-policy": STATIC_PAGE_CSP,
   "referrer-policy": "no-referrer",
   "x-frame-options": "DENY"
@@ -57,7 +56,7 @@ export const KycSandboxHttpLive = HttpApiBuilder.group(Api, "kycSandbox", (handl
       )
       .handle("submit", ({ path, payload }) =>
         Effect.map(desk.submit(path.sessionId, payload), ({ redirectTo }) =>
-          HttpServerResponse.redirect(redirectTo, { status: 303, headers: { "cache-control": "no-store" } })
+          HttpServerResponse.redirect(redirectTo, { status: 303 })
         )
       )
   })

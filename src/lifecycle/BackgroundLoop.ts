@@ -4,9 +4,11 @@
  * shutdown. Each tick is a root span `job.<name>` and logs with `job=<name>`; a tick that fails or
  * dies is logged and the next one runs on schedule: a loop never stops on its own. A tick that
  * failed because the database or the chain is unavailable is counted in that outage (Outages.ts),
- * not logged on its own.
+ * not logged on its own. A loop that holds leases in the database gives them back when it stops
+ * (`release`), so that another replica, or this service started again, takes its work up at once
+ * instead of waiting for them to expire.
  */
-import { Cause, type Duration, Effect, Layer, Option, Schedule, type Scope } from "effect"
+import { Cause, Duration, Effect, Layer, Option, Schedule, type Scope } from "effect"
 import { outageOf, reportUnavailable } from "../observability/Outages.js"
 
 export interface Loop<E, R> {
@@ -15,7 +17,16 @@ export interface Loop<E, R> {
   readonly every: Duration.DurationInput
   /** When the first tick runs, if not at start-up: for a loop that has nothing to do before then. */
   readonly firstAfter?: Duration.DurationInput
+  /**
+   * Run once when the loop's scope closes, after the loop was interrupted (no tick runs any more):
+   * what it holds is given back. Bounded by RELEASE_LIMIT, failures ignored: the database may be why
+   * the service stops, and what is not given back expires as it would have.
+   */
+  readonly release?: Effect.Effect<unknown, unknown, R>
 }
+
+/** The longest a loop's `release` may take at shutdown. */
+const RELEASE_LIMIT = Duration.seconds(2)
 
 /**
  * Starts the loop in a fiber of the current scope: for a service whose loop works on the service's
@@ -23,8 +34,24 @@ export interface Loop<E, R> {
  */
 export const forkLoop = <E, R>(
   name: string,
-  { tick, every, firstAfter }: Loop<E, R>
+  { tick, every, firstAfter, release }: Loop<E, R>
 ): Effect.Effect<void, never, R | Scope.Scope> =>
+  Effect.zipRight(
+    // Added before the loop is forked, so it runs after the loop is interrupted.
+    release === undefined
+      ? Effect.void
+      : Effect.addFinalizer(() =>
+          release.pipe(Effect.timeout(RELEASE_LIMIT), Effect.exit, Effect.annotateLogs("job", name))
+        ),
+    forkTicks(name, tick, every, firstAfter)
+  )
+
+const forkTicks = <E, R>(
+  name: string,
+  tick: Effect.Effect<unknown, E, R>,
+  every: Duration.DurationInput,
+  firstAfter: Duration.DurationInput | undefined
+) =>
   tick.pipe(
     Effect.withSpan(`job.${name}`, { root: true }),
     Effect.catchAllCause((cause) => {

@@ -24,7 +24,6 @@ const withX402Headers = <E>(effect: Effect.Effect<PaidOrder, E | PaymentRequired
       const refused = error as PaymentRequired
       return setHeaders({
         "payment-required": encodeHeader(refused.body),
-        "cache-control": "no-store",
         ...(refused.settlement === undefined ? {} : { "payment-response": encodeHeader(refused.settlement) })
       })
     }),
@@ -35,7 +34,7 @@ const withX402Headers = <E>(effect: Effect.Effect<PaidOrder, E | PaymentRequired
       inProgress
         ? HttpServerResponse.unsafeJson(Schema.encodeSync(Order)(order), {
             status: 202,
-            headers: { location: `/merchant/orders/${order.id}`, "cache-control": "no-store" }
+            headers: { location: `/merchant/orders/${order.id}` }
           })
         : order
     )

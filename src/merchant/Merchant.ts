@@ -42,7 +42,7 @@ import {
   RelayerUnfunded
 } from "./Api.js"
 import { merchantSettings } from "./MerchantSettings.js"
-import { microsToAtomic, parseAmount } from "./Money.js"
+import { microsToAtomic, orderTag, parseAmount } from "./Money.js"
 import { OrderRepo, type OrderRow, type SettlementRow } from "./OrderRepo.js"
 import { type BroadcastRecord, PaymentProcessor, SettlementAbandoned, type SettleOutcome } from "./PaymentProcessor.js"
 import { settlementReconciler } from "./Reconciler.js"
@@ -50,12 +50,12 @@ import { relayerTracker } from "./RelayerTracker.js"
 import { settlementOutcomes } from "./Settlement.js"
 import {
   checkAuthorization,
+  checkResource,
   decodePaymentHeader,
   matchesOffer,
   type PaymentPayload,
   type PaymentRequirements,
   paymentRequired,
-  paysResource,
   Reason,
   requirementsFor,
   type SettleResponse
@@ -158,7 +158,8 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
         chainId: chain.chainId,
         asset: usd1.address,
         payTo,
-        amountAtomic: microsToAtomic(row.amountMicros, usd1.decimals),
+        // The order's own value below a micro-dollar: its authorization pays no other order.
+        amountAtomic: microsToAtomic(row.amountMicros, usd1.decimals) + orderTag(row.id, usd1.decimals),
         maxTimeoutSeconds: MAX_TIMEOUT_SECONDS,
         domain: { name: usd1.name, version: usd1.version }
       })
@@ -395,9 +396,8 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       if (order.status === "expired") return yield* new OrderExpired({ error: "the order expired" })
 
       // Off-chain checks first, then the signature and the chain state; all before any reservation.
-      if (!paysResource(payload, resourceOf(order).url)) {
-        return yield* refuse(order, Reason.resourceMismatch, "PAYMENT_INVALID")
-      }
+      const resource = checkResource(payload, resourceOf(order).url)
+      if (Either.isLeft(resource)) return yield* refuse(order, resource.left, "PAYMENT_INVALID")
       const requirements = requirementsOf(order)
       if (!matchesOffer(payload.accepted, requirements)) {
         return yield* refuse(order, Reason.noMatchingRequirements, "PAYMENT_INVALID")
@@ -481,6 +481,17 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
     })
     const { followChain, followAlarm, followNonceAtStart } = yield* relayerTracker(confirmations, outcomes)
 
+    /**
+     * This replica stops: once none of its fibers settles anything (a request answered 202 leaves one
+     * going), its heartbeat goes, so that the other replicas (or this service started again) take over
+     * its unfinished settlements at once rather than after SETTLEMENT_RECONCILE_AFTER. A fiber still
+     * settling when the wait is cut (BackgroundLoop's bound) keeps the heartbeat: it expires as before.
+     */
+    const leave = Effect.gen(function* () {
+      while (working.size > 0) yield* Effect.sleep("20 millis")
+      yield* repo.forgetReplica(replica)
+    })
+
     return {
       createOrder,
       getOrder,
@@ -491,6 +502,7 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       followNonceAtStart,
       stuckSettlements,
       heartbeat,
+      leave,
       reconcileInterval: settings.reconcileInterval,
       heartbeatInterval: Duration.times(settings.reconcileAfter, 1 / 3)
     }
@@ -500,11 +512,15 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
 
 /**
  * The reconciler and the relayer's tracker, at start-up and then every RECONCILE_INTERVAL, and the
- * replica's heartbeat, every third of SETTLEMENT_RECONCILE_AFTER; on every replica. Each loop is its
+ * replica's heartbeat, every third of SETTLEMENT_RECONCILE_AFTER (gone when the replica stops); on
+ * every replica. Each loop is its
  * own fiber, named for its logs and spans.
  */
 const settlementLoops: ReadonlyArray<readonly [name: string, loop: (merchant: Merchant) => Loop<unknown, never>]> = [
-  ["settlement-heartbeat", (merchant) => ({ tick: merchant.heartbeat, every: merchant.heartbeatInterval })],
+  [
+    "settlement-heartbeat",
+    (merchant) => ({ tick: merchant.heartbeat, every: merchant.heartbeatInterval, release: merchant.leave })
+  ],
   ["settlement-reconciler", (merchant) => ({ tick: merchant.reconcile, every: merchant.reconcileInterval })],
   ["relayer-nonce-alarm", (merchant) => ({ tick: merchant.followAlarm, every: Duration.zero })],
   ["relayer-tracker", (merchant) => ({ tick: merchant.followChain, every: merchant.reconcileInterval })]

@@ -2,6 +2,7 @@
  * Order amounts: decimal USD strings as the client sends them. Pure.
  * At most 6 decimals, greater than 0, at most 1,000,000.
  */
+import { createHash } from "node:crypto"
 import { Either } from "effect"
 
 const MAX_ORDER_USD = 1_000_000n
@@ -32,3 +33,14 @@ export const parseAmount = (text: string): Either.Either<ParsedAmount, string> =
 /** Millionths of a dollar to the token's atomic units (USD1 has 18 decimals). */
 export const microsToAtomic = (micros: bigint, decimals: number): bigint =>
   decimals >= 6 ? micros * 10n ** BigInt(decimals - 6) : micros / 10n ** BigInt(6 - decimals)
+
+/**
+ * What an order asks for below its amount's last micro-dollar, in the token's atomic units: a value
+ * no other order asks for, so that the EIP-3009 authorization signed for this order (whose `value`
+ * is the order's amount plus this) pays no other order, whatever the payload's unsigned parts say.
+ * Derived from the order's id (128 random bits, chosen by us) with SHA-256: two orders of one amount
+ * ask for the same value with a chance of one in 10^(decimals - 6), 10^12 for USD1's 18 decimals. A
+ * token of 6 decimals or fewer has no room below a micro-dollar: 0.
+ */
+export const orderTag = (orderId: string, decimals: number): bigint =>
+  decimals <= 6 ? 0n : BigInt(`0x${createHash("sha256").update(orderId).digest("hex")}`) % 10n ** BigInt(decimals - 6)

@@ -540,6 +540,9 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
         Effect.zipRight(sql`DELETE FROM merchant_replicas WHERE heartbeat_at < now() - interval '1 day'`)
       )
 
+    /** This replica stops: with its heartbeat gone, its unfinished settlements are the others' at once. */
+    const forgetReplica = (replica: string) => sql`DELETE FROM merchant_replicas WHERE id = ${replica}`
+
     /**
      * Unfinished settlements nobody works on, claimed for this check: no owner, an owner whose
      * heartbeat is older than `leaseSeconds` (dead), or this replica itself for an order it is no
@@ -598,6 +601,7 @@ export class OrderRepo extends Effect.Service<OrderRepo>()("app/OrderRepo", {
         undoLostSettlement,
         finishSettlement,
         heartbeat,
+        forgetReplica,
         claimAbandoned,
         countStuckSettlements
       }),

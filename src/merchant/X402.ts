@@ -13,6 +13,11 @@ import { parseHttpUrl } from "../runtime/HttpUrl.js"
 const X402_VERSION = 2
 /** Seconds a signed authorization must still be valid for when it reaches us (block time). */
 const VALID_BEFORE_BUFFER_SECONDS = 6
+/**
+ * How far the payer's clock may run ahead of ours: a standard client signs `validBefore = its now +
+ * maxTimeoutSeconds`, so we accept at most our now + maxTimeoutSeconds + this.
+ */
+export const CLOCK_SKEW_SECONDS = 30
 /** The decoded PAYMENT-SIGNATURE may not exceed this (a 6492 smart-wallet signature fits). */
 const MAX_PAYMENT_HEADER_BYTES = 16 * 1024
 
@@ -42,7 +47,12 @@ export const Reason = {
    */
   transactionLost: "transaction_lost_authorization_expired",
   /** Ours (x402 names none): the payload's `resource` is not this order's pay URL. */
-  resourceMismatch: "resource_mismatch: the payment was made for another resource than this order's pay URL"
+  resourceMismatch: "resource_mismatch: the payment was made for another resource than this order's pay URL",
+  /** Ours: x402 makes `resource` optional, we bind a payment to its order by it (the standard client echoes it). */
+  resourceMissing:
+    "resource_missing: the payment names no resource: send the 402's resource with it, as x402 v2 clients do",
+  /** Ours, after the reference reason: an authorization valid for longer than the offer allows. */
+  validBeforeTooLate: "invalid_exact_evm_payload_authorization_valid_before: later than maxTimeoutSeconds from now"
 } as const
 
 const MAX_UINT256 = 2n ** 256n - 1n
@@ -195,19 +205,23 @@ const normalizedResource = (url: string): string | undefined => {
 }
 
 /**
- * Whether a payment that names a resource names `payUrl`, its order's pay URL, once both are
- * normalised: a payment signed for one order never pays another of the same amount. A payment that
- * names none (x402 makes it optional) is not bound.
+ * Whether the payment names `payUrl`, its order's pay URL, once both are normalised; Left with the
+ * reason when it names another resource or none. `resource` is not signed: this stops a client that
+ * pays the wrong order by mistake, and the order's own amount (`orderTag`) stops a rewritten one.
  */
-export const paysResource = (payload: PaymentPayload, payUrl: string): boolean => {
-  if (payload.resource === undefined) return true
+export const checkResource = (payload: PaymentPayload, payUrl: string): Either.Either<void, string> => {
+  if (payload.resource === undefined) return Either.left(Reason.resourceMissing)
   const named = normalizedResource(payload.resource.url)
   return named !== undefined && named === normalizedResource(payUrl)
+    ? Either.void
+    : Either.left(Reason.resourceMismatch)
 }
 
 /**
  * Off-chain checks of the authorization against our requirements, after the signature, in the
- * reference order: recipient, time window (`validAfter <= now < validBefore - 6 s`), value.
+ * reference order: recipient, time window (`validAfter <= now < validBefore - 6 s`, and beyond the
+ * reference `validBefore <= now + maxTimeoutSeconds + CLOCK_SKEW_SECONDS`: a leaked payment stays
+ * spendable minutes, not years), value.
  */
 export const checkAuthorization = (
   authorization: Authorization,
@@ -215,8 +229,10 @@ export const checkAuthorization = (
   nowSeconds: number
 ): Either.Either<void, string> => {
   if (!sameAddress(authorization.to, requirements.payTo)) return Either.left(Reason.recipientMismatch)
-  if (BigInt(authorization.validBefore) < BigInt(nowSeconds + VALID_BEFORE_BUFFER_SECONDS)) {
-    return Either.left(Reason.validBefore)
+  const validBefore = BigInt(authorization.validBefore)
+  if (validBefore < BigInt(nowSeconds + VALID_BEFORE_BUFFER_SECONDS)) return Either.left(Reason.validBefore)
+  if (validBefore > BigInt(nowSeconds + requirements.maxTimeoutSeconds + CLOCK_SKEW_SECONDS)) {
+    return Either.left(Reason.validBeforeTooLate)
   }
   if (BigInt(authorization.validAfter) > BigInt(nowSeconds)) return Either.left(Reason.validAfter)
   if (BigInt(authorization.value) !== BigInt(requirements.amount)) return Either.left(Reason.valueMismatch)

@@ -14,7 +14,8 @@
  * | `db_pool_connections` | gauge | `state` (`total`, `idle`, `waiting`) |
  * | `events_open_streams` | gauge | – (this replica's `GET /me/events` streams) |
  * | `events_sent_total` | counter | `type` (`ready`, `kyc`, `payment`, `refill`, `decision`, `strategy`, `close`) |
- * | `events_streams_closed_total` | counter | `reason` (`client`, `shutdown`, `signed-out`, `session-expired`, `replaced`, `events-expired`, `too-slow`) |
+ * | `events_streams_closed_total` | counter | `reason` (`client`, `shutdown`, `signed-out`, `session-expired`, `replaced`, `events-expired`, `idle`, `too-slow`) |
+ * | `events_streams_refused_total` | counter | `cap` (`client`: 429, one client address's streams; `replica`: 503, this replica's) |
  * | `events_notification_lag_seconds` | histogram | – (an event's commit to its read by a notified replica) |
  * | `chain_rpc_endpoint_up` | gauge | `endpoint` (position in CHAIN_RPC_URL, from 1), `host` (never the path or credentials) |
  * | `chain_rpc_endpoint_latency_seconds` | gauge | `endpoint`, `host` (mean of the recent probes; several endpoints only) |
@@ -83,6 +84,9 @@ const eventsSent = Metric.counter("events_sent_total", { description: "Events se
 const streamsClosed = Metric.counter("events_streams_closed_total", {
   description: "Event streams ended, by reason"
 })
+const streamsRefused = Metric.counter("events_streams_refused_total", {
+  description: "New event streams refused, by the cap that refused them"
+})
 const notificationLag = Metric.histogram(
   "events_notification_lag_seconds",
   MetricBoundaries.exponential({ start: 0.001, factor: 2, count: 14 }),
@@ -149,6 +153,9 @@ export const countEventsSent = (type: string, count: number) =>
   Metric.incrementBy(Metric.tagged(eventsSent, "type", type), count)
 
 export const countStreamClosed = (reason: string) => Metric.increment(Metric.tagged(streamsClosed, "reason", reason))
+
+export const countStreamRefused = (cap: "client" | "replica") =>
+  Metric.increment(Metric.tagged(streamsRefused, "cap", cap))
 
 export const recordNotificationLag = (seconds: ReadonlyArray<number>) =>
   Effect.sync(() => {

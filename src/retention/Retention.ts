@@ -11,11 +11,15 @@
  * - events (GET /me/events): after EVENTS_RETENTION (7 days); a stream asked to resume before the
  *   oldest kept one answers 410 EVENT_ID_EXPIRED;
  * - the event-stream registrations of a replica whose heartbeat (every EVENTS_HEARTBEAT) is four
- *   heartbeats, and at least a minute, old: that replica is gone; and its heartbeat row.
+ *   heartbeats, and at least a minute, old: that replica is gone; and its heartbeat row;
+ * - orders never paid, ORDER_RETENTION (7 days) after they expired, unless a payment of them was
+ *   ever reserved (its failed settlement refers to the order and is kept with it).
  *
  * Every RETENTION_INTERVAL each replica tries to take (or renew) the job's lease in the database;
- * the one that holds it runs the job, the others skip it, and when the holder dies another replica
- * takes over once its lease (three intervals) has expired. The job deletes in bounded batches, each
+ * the one that holds it runs the job, the others skip it. A replica that stops gives the lease up,
+ * so another one, or the service started again, runs the job at its next try (at start-up for a
+ * new process); when the holder dies instead, another replica takes over once its lease (three
+ * intervals) has expired. The job deletes in bounded batches, each
  * one short statement, and at most MAX_BATCHES per table per run: a large backlog is worked off
  * over several runs without long locks or transactions.
  */
@@ -40,6 +44,7 @@ const STALE_STREAM_MIN_MS = 60_000
 const retentionSettings = Config.all({
   events: eventSettings,
   interval: durationConfig("RETENTION_INTERVAL", "10 minutes"),
+  orderRetention: durationConfig("ORDER_RETENTION", "7 days"),
   webhookRetention: durationConfig("KYC_WEBHOOK_RETENTION", "30 days").pipe(
     Config.mapOrFail((retention) =>
       Duration.toMillis(retention) < WEBHOOK_TOLERANCE_MS
@@ -99,25 +104,30 @@ export class Retention extends Effect.Service<Retention>()("app/Retention", {
         ),
         events: yield* prune("events", new Date(now - Duration.toMillis(settings.events.retention))),
         eventStreams: yield* prune("eventStreams", staleReplicas),
-        eventReplicas: yield* prune("eventReplicas", staleReplicas)
+        eventReplicas: yield* prune("eventReplicas", staleReplicas),
+        unpaidOrders: yield* prune("unpaidOrders", new Date(now - Duration.toMillis(settings.orderRetention)))
       }
       if (Object.values(pruned).some((deleted) => deleted > 0)) {
         yield* Effect.logInfo(
           `retention: deleted ${pruned.sessions} expired session(s), ${pruned.challenges} challenge(s), ` +
             `${pruned.webhookDeliveries} webhook deliver(ies), ${pruned.events} event(s), ` +
-            `${pruned.eventStreams} stale event-stream registration(s)`
+            `${pruned.eventStreams} stale event-stream registration(s), ${pruned.unpaidOrders} unpaid expired order(s)`
         )
       }
       return pruned
     }).pipe(Effect.withSpan("Retention.run"))
 
-    return { run, interval: settings.interval }
+    return { run, release: repo.releaseLease(JOB, holder), interval: settings.interval }
   }),
   dependencies: [RetentionRepo.Default]
 }) {}
 
-/** The retention job, every RETENTION_INTERVAL from start-up, on every replica (one runs it). */
+/** The retention job, every RETENTION_INTERVAL from start-up, on every replica (one runs it); its lease given up at shutdown. */
 export const RetentionLive = backgroundLoop(
   JOB,
-  Effect.map(Retention, (retention) => ({ tick: retention.run, every: retention.interval }))
+  Effect.map(Retention, (retention) => ({
+    tick: retention.run,
+    every: retention.interval,
+    release: retention.release
+  }))
 )

@@ -12,7 +12,7 @@ import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
 import { ScriptedKycProvider } from "../../src/kyc/ScriptedKycProvider.js"
 import { ScriptedPriceFeed } from "../../src/market/ScriptedPriceFeed.js"
 import { cardHolder } from "../support/agent.js"
-import { signIn } from "../support/auth.js"
+import { newAccount, signIn } from "../support/auth.js"
 import { bearer, send } from "../support/http.js"
 import { testServer } from "../support/TestServer.js"
 
@@ -127,14 +127,24 @@ layer(dry, { excludeTestServices: true })("the agent in dry mode", (it) => {
     })
   )
 
-  it.effect("with no strategy anywhere there is no default account: 409 NO_AGENT_ACCOUNT (404 is the agent off)", () =>
-    Effect.gen(function* () {
-      for (const path of ["/portfolio", "/agent/preview", "/agent/decisions"]) {
-        const response = yield* send("GET", path)
-        expect(response.status).toBe(409)
-        expect(response.body).toEqual({ error: "no card has set a strategy yet", code: "NO_AGENT_ACCOUNT" })
-      }
-    })
+  it.effect(
+    "without a token and with no card made public, the account reads are 401 saying how to read one's own",
+    () =>
+      Effect.gen(function* () {
+        // A card holder with a strategy: not shown to whoever asks.
+        const { token } = yield* cardHolder()
+        expect((yield* putStrategy(token, strategy)).status).toBe(200)
+        for (const path of ["/portfolio", "/agent/preview", "/agent/decisions"]) {
+          const response = yield* send("GET", path)
+          expect(response.status, path).toBe(401)
+          expect(response.body, path).toEqual({
+            error: expect.stringContaining("no card is public here: send your bearer token"),
+            code: "UNAUTHORIZED"
+          })
+          expect(response.headers["www-authenticate"], path).toContain("Bearer")
+          expect((yield* send("GET", path, { headers: bearer(token) })).status, path).toBe(200)
+        }
+      })
   )
 
   it.effect("a strategy needs a card: 403 CARD_REQUIRED", () =>
@@ -208,35 +218,32 @@ layer(dry, { excludeTestServices: true })("the agent in dry mode", (it) => {
     })
   )
 
-  it.effect(
-    "without a token the default account is the first card that set a strategy; a token means the caller's",
-    () =>
-      Effect.gen(function* () {
-        const wallet = yield* ScriptedAgentWallet
-        const chain = yield* InMemoryChain
-        const [first, second] = [yield* cardHolder("First Holder"), yield* cardHolder("Second Holder")]
-        const nvda = chain.tokens.find((t) => t.symbol === "NVDA")!
-        yield* wallet.setHoldings(second.cardId, { usd1: 0n, tokens: new Map([[nvda.address, parseUnits("2", 18)]]) })
-        expect((yield* putStrategy(second.token, strategy)).status).toBe(200)
-        const anonymous = yield* send("GET", "/portfolio")
-        // An earlier test set the first strategy of all; it stays the default.
-        expect(anonymous.status).toBe(200)
-        expect(anonymous.body.card.address).not.toBe(second.account.address)
-        const own = yield* send("GET", "/portfolio", { headers: bearer(second.token) })
-        expect(own.body.card.address).toBe(second.account.address)
-        expect(own.body.holdings.find((h: { symbol: string }) => h.symbol === "NVDA")).toMatchObject({
-          balance: "2",
-          valueUsd: 362,
-          target: 0.5
-        })
-        const invalid = yield* send("GET", "/portfolio", { headers: bearer("not-a-valid-token") })
-        expect(invalid.status).toBe(401)
-        expect(invalid.body.code).toBe("UNAUTHORIZED")
-        expect(invalid.headers["www-authenticate"]).toContain("Bearer")
-        // The first holder has a card but no strategy: the agent paths answer it all the same (below).
-        const bare = yield* send("GET", "/portfolio", { headers: bearer(first.token) })
-        expect(bare.body).toMatchObject({ totalUsd: 0, holdings: [{ symbol: "USD1", balance: "0", weight: 0 }] })
+  it.effect("a token means the caller's account; a token that does not authenticate is 401, never a fallback", () =>
+    Effect.gen(function* () {
+      const wallet = yield* ScriptedAgentWallet
+      const chain = yield* InMemoryChain
+      const [first, second] = [yield* cardHolder("First Holder"), yield* cardHolder("Second Holder")]
+      const nvda = chain.tokens.find((t) => t.symbol === "NVDA")!
+      yield* wallet.setHoldings(second.cardId, { usd1: 0n, tokens: new Map([[nvda.address, parseUnits("2", 18)]]) })
+      expect((yield* putStrategy(second.token, strategy)).status).toBe(200)
+      const own = yield* send("GET", "/portfolio", { headers: bearer(second.token) })
+      expect(own.body.card.address).toBe(second.account.address)
+      expect(own.body.holdings.find((h: { symbol: string }) => h.symbol === "NVDA")).toMatchObject({
+        balance: "2",
+        valueUsd: 362,
+        target: 0.5
       })
+      const invalid = yield* send("GET", "/portfolio", { headers: bearer("not-a-valid-token") })
+      expect(invalid.status).toBe(401)
+      expect(invalid.body.code).toBe("UNAUTHORIZED")
+      expect(invalid.headers["www-authenticate"]).toContain("Bearer")
+      // The first holder has a card but no strategy: their portfolio is empty, their preview does nothing.
+      const bare = yield* send("GET", "/portfolio", { headers: bearer(first.token) })
+      expect(bare.body).toMatchObject({ totalUsd: 0, holdings: [{ symbol: "USD1", balance: "0", weight: 0 }] })
+      const preview = yield* send("GET", "/agent/preview", { headers: bearer(first.token) })
+      expect(preview.status).toBe(200)
+      expect(preview.body.decision).toMatchObject({ action: "none", rule: "NO_STRATEGY" })
+    })
   )
 
   it.effect("a card without a strategy: 200 on every agent path, the preview's action none (NO_STRATEGY)", () =>
@@ -353,6 +360,40 @@ layer(dry, { excludeTestServices: true })("the agent in dry mode", (it) => {
       yield* wallet.failWith("*", Option.some("SESSION_EXPIRED"))
       expect((yield* send("GET", "/agent/session")).body.code).toBe("SESSION_EXPIRED")
       yield* wallet.failWith("*", Option.none())
+    })
+  )
+})
+
+/** The demo card an operator makes public: its holder's key is known before the service starts. */
+const demoHolder = newAccount()
+
+layer(
+  testServer(
+    { AGENT_MODE: "dry", AGENT_POLL: "24 hours", AGENT_PUBLIC_CARD: demoHolder.address.toLowerCase() },
+    ports()
+  ),
+  { excludeTestServices: true }
+)("a card made public (AGENT_PUBLIC_CARD)", (it) => {
+  it.effect("answers the seed's anonymous reads; a token still means the caller's own", () =>
+    Effect.gen(function* () {
+      // Named before it exists: 409 until the holder has a card (404 means only that the agent is off).
+      const early = yield* send("GET", "/portfolio")
+      expect(early.status).toBe(409)
+      expect(early.body).toEqual({
+        error: expect.stringContaining("AGENT_PUBLIC_CARD names no card"),
+        code: "NO_AGENT_ACCOUNT"
+      })
+
+      const demo = yield* cardHolder("Demo Holder", demoHolder)
+      expect((yield* putStrategy(demo.token, strategy)).status).toBe(200)
+      const other = yield* cardHolder("Other Holder")
+      for (const path of ["/portfolio", "/agent/preview", "/agent/decisions"]) {
+        expect((yield* send("GET", path)).status, path).toBe(200)
+      }
+      expect((yield* send("GET", "/portfolio")).body.card.address).toBe(demoHolder.address)
+      const own = yield* send("GET", "/portfolio", { headers: bearer(other.token) })
+      expect(own.body.card.address).toBe(other.account.address)
+      expect((yield* send("GET", "/portfolio", { headers: bearer("not-a-valid-token") })).status).toBe(401)
     })
   )
 })

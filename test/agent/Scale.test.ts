@@ -429,6 +429,55 @@ layer(Base, { excludeTestServices: true, timeout: "240 seconds" })("the agent lo
       return { id, record, failUnsigned }
     })
 
+  it.scoped("a replica that stops gives its claims back: its page and its slice are decided at once", () =>
+    Effect.gen(function* () {
+      yield* reset
+      const { sql } = yield* sqlOf
+      const repo = yield* AgentRepo
+      const seededDue = new Date()
+      yield* Effect.orDie(seedAgentCards(sql, 600, seededDue))
+      // A page and a slice held under an hour's lease by a replica that is stopping.
+      const now = Date.now()
+      const lease = { owner: "stopping-replica", now: new Date(now), leaseUntil: new Date(now + 3_600_000) }
+      const { cards: page } = yield* repo.claimDue({ ...lease, limit: 200 })
+      expect(page).toHaveLength(200)
+      const survivor = yield* replica
+      expect((yield* survivor.tick(seededDue.getTime())).claimed).toBe(400)
+      const next = intervalsAfter(seededDue.getTime(), 2)
+      const slices = yield* repo.prepareSlices({ pageSize: PAGE, dueBy: new Date(next), intervalMs: INTERVAL_MS })
+      const { cards: slice } = yield* repo.claimSlice({
+        ...lease,
+        slices,
+        dueBy: next,
+        intervalMs: INTERVAL_MS,
+        spreadMs: INTERVAL_MS
+      })
+      expect(slice.length).toBeGreaterThan(0)
+      // Its lease has an hour to run: nobody else takes them...
+      expect((yield* survivor.tick(seededDue.getTime())).claimed).toBe(0)
+      // ...until it stops and gives them back: the next tick decides them.
+      yield* repo.releaseClaims("stopping-replica", new Date(Date.now() - LEASE_MS))
+      expect((yield* survivor.tick(seededDue.getTime())).claimed).toBe(200)
+      expect(yield* takenOver(page, sql`due_at = ${seededDue}`)).toMatchObject({ n: 200, killed: 0 })
+      yield* survivor.tick(next)
+      const [sliceDecided] = yield* Effect.orDie(sql<{ n: number }>`
+        SELECT count(*)::int AS n FROM agent_decisions
+        WHERE card_id IN ${sql.in(slice.map((card) => card.cardId))} AND due_at <> ${seededDue}`)
+      expect(sliceDecided).toEqual({ n: slice.length })
+    })
+  )
+
+  it.scoped("a replica that stops leaves its executing trade to the next reconciler at once", () =>
+    Effect.gen(function* () {
+      const repo = yield* AgentRepo
+      const { id } = yield* executingRefill()
+      const quiet = () => repo.lockStale({ before: new Date(Date.now() - LEASE_MS / 2), limit: 10 })
+      expect(yield* quiet()).toEqual([])
+      yield* repo.releaseClaims("executor", new Date(Date.now() - LEASE_MS))
+      expect(yield* quiet()).toEqual([{ id }])
+    })
+  )
+
   it.scoped("a trade stored late in a long tick is not the reconciler's before its lease ends", () =>
     Effect.gen(function* () {
       const repo = yield* AgentRepo

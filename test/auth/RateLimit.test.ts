@@ -24,7 +24,8 @@ layer(
     {
       RATE_LIMIT_SIGNIN: "3",
       RATE_LIMIT_ORDERS: "2",
-      MERCHANT_PAY_TO: "0x000000000000000000000000000000000000dEaD"
+      MERCHANT_PAY_TO: "0x000000000000000000000000000000000000dEaD",
+      TRUST_PROXY: "true"
     },
     { chain: InMemoryChain.layer() }
   ),
@@ -60,6 +61,23 @@ layer(
       expect(limited.body.code).toBe("RATE_LIMITED")
       expect((yield* send("GET", "/health")).status).toBe(200)
     })
+  )
+
+  it.effect(
+    "an IPv6 client is its /64: other addresses of the network share its limit, another network has its own",
+    () =>
+      Effect.gen(function* () {
+        const address = newAccount().address
+        const from = (client: string) =>
+          send("POST", "/auth/challenge", { json: { address }, headers: { "x-forwarded-for": client } }).pipe(
+            Effect.map((response) => response.status)
+          )
+        yield* awayFromTheMinutesTurn
+        const network = ["2001:db8:40:1::1", "2001:db8:40:1:ffff::2", "2001:DB8:40:1:0:0:0:3"]
+        expect(yield* Effect.forEach(network, from)).toEqual([200, 200, 200])
+        expect(yield* from("2001:db8:40:1:abcd::4")).toBe(429)
+        expect(yield* from("2001:db8:40:2::1")).toBe(200)
+      })
   )
 })
 

@@ -10,13 +10,12 @@ import { Effect } from "effect"
 import { createWalletClient, erc20Abi, http, parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ScriptedKycProvider } from "../../src/kyc/ScriptedKycProvider.js"
-import type { PaymentRequirements } from "../../src/merchant/X402.js"
-import { followedUsd1, fundedCardHolder, fundFromAnvil, swipe } from "../support/cards.js"
+import { followedAtomic, fundedCardHolder, fundFromAnvil, swipe } from "../support/cards.js"
 import { send } from "../support/http.js"
 import { ChainEndpoints, multiEndpointTestChain, TestDevnet } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
 import { eventually } from "../support/wait.js"
-import { signPayment } from "../support/x402.js"
+import { type Offer, signPayment } from "../support/x402.js"
 
 const merchant = privateKeyToAccount(generatePrivateKey())
 const stranger = privateKeyToAccount(generatePrivateKey())
@@ -38,14 +37,19 @@ describe("available funds follow the chain", () => {
         // An x402 payment of $3 by the card's key, settled by the relayer.
         const order = (yield* send("POST", "/merchant/orders", { json: { amount: "3", description: "Tea" } })).body
         const offer = yield* send("GET", `/merchant/orders/${order.id}/pay`)
-        const { header } = yield* Effect.promise(() =>
-          signPayment(holder.account, offer.body.accepts[0] as PaymentRequirements, { resource: offer.body.resource })
-        )
+        const { header } = yield* Effect.promise(() => signPayment(holder.account, offer.body as Offer))
+        // The order's amount: $3 and its own value below a micro-dollar (docs/security.md).
+        const paidAtomic = BigInt((offer.body as Offer).accepts[0]!.amount)
         const paid = yield* send("POST", `/merchant/orders/${order.id}/pay`, {
           headers: { "PAYMENT-SIGNATURE": header }
         })
         expect(paid.status).toBe(200)
-        yield* eventually("the payment followed", followedUsd1(holder.account.address), (usd1) => usd1 === 17)
+        const afterPayment = parseUnits("20", 18) - paidAtomic
+        yield* eventually(
+          "the payment followed",
+          followedAtomic(holder.account.address),
+          (usd1) => usd1 === afterPayment
+        )
 
         // $5 sent out of the card wallet outside the service.
         yield* fundFromAnvil(devnet, holder.account.address)
@@ -58,7 +62,11 @@ describe("available funds follow the chain", () => {
             chain: null
           })
         )
-        yield* eventually("the transfer followed", followedUsd1(holder.account.address), (usd1) => usd1 === 12)
+        yield* eventually(
+          "the transfer followed",
+          followedAtomic(holder.account.address),
+          (usd1) => usd1 === afterPayment - parseUnits("5", 18)
+        )
 
         const answeredBefore = endpoint!.answered()
         endpoint!.stall()
@@ -70,7 +78,9 @@ describe("available funds follow the chain", () => {
         const authorizations = (yield* send("GET", "/card/authorizations", {
           headers: { authorization: `Bearer ${holder.token}` }
         })).body
-        expect(authorizations[0]).toMatchObject({ approved: true, availableUsd: 7.5 })
+        expect(authorizations[0]).toMatchObject({ approved: true })
+        // $20 − $3.000000xx − $5 − $4.50, in millionths rounded down.
+        expect(authorizations[0].availableUsd).toBe(Number((afterPayment - parseUnits("9.5", 18)) / 10n ** 12n) / 1e6)
         expect(endpoint!.answered()).toBe(answeredBefore)
       })
     )

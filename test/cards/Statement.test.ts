@@ -2,11 +2,10 @@ import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
-import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { signIn } from "../support/auth.js"
 import { bearer, send } from "../support/http.js"
 import { testServer } from "../support/TestServer.js"
-import { signPayment } from "../support/x402.js"
+import { type Offer, signPayment } from "../support/x402.js"
 
 const merchant = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[0]!)
 
@@ -14,8 +13,8 @@ const merchant = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[0]!)
 const payOrder = (payer: ReturnType<typeof privateKeyToAccount>, amount: string, description: string) =>
   Effect.gen(function* () {
     const order = (yield* send("POST", "/merchant/orders", { json: { amount, description } })).body
-    const requirements = (yield* send("GET", `/merchant/orders/${order.id}/pay`)).body.accepts[0] as PaymentRequirements
-    const { header } = yield* Effect.promise(() => signPayment(payer, requirements))
+    const offer: Offer = (yield* send("GET", `/merchant/orders/${order.id}/pay`)).body
+    const { header } = yield* Effect.promise(() => signPayment(payer, offer))
     const paid = yield* send("POST", `/merchant/orders/${order.id}/pay`, { headers: { "payment-signature": header } })
     expect(paid.status).toBe(200)
     return paid.body

@@ -11,14 +11,14 @@ import { Effect } from "effect"
 import { parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
-import { encodeHeader, type PaymentRequirements } from "../../src/merchant/X402.js"
+import { encodeHeader, Reason } from "../../src/merchant/X402.js"
 import { ChainFaults, FaultyChain } from "../support/FaultyChain.js"
 import { send } from "../support/http.js"
 import { rawRequest } from "../support/rawHttp.js"
 import { DatabaseProxy, ProxiedTestDatabase } from "../support/TestDatabase.js"
 import { testServer } from "../support/TestServer.js"
 import { eventually } from "../support/wait.js"
-import { signPayment } from "../support/x402.js"
+import { type Offer, signPayment } from "../support/x402.js"
 
 const merchant = privateKeyToAccount(generatePrivateKey())
 
@@ -53,8 +53,7 @@ const createOrder = (amount = "2", description = "Tea") =>
     Effect.map((response) => response.body as { id: string })
   )
 
-const requirementsOf = (id: string) =>
-  send("GET", `/merchant/orders/${id}/pay`).pipe(Effect.map((r) => r.body.accepts[0] as PaymentRequirements))
+const offerOf = (id: string) => send("GET", `/merchant/orders/${id}/pay`).pipe(Effect.map((r) => r.body as Offer))
 
 /** A payer holding 100 USD1 on the in-memory chain. */
 const fundedPayer = Effect.gen(function* () {
@@ -77,20 +76,21 @@ const eventuallyPaid = (id: string) =>
   eventually(`order ${id} to be paid`, orderStatus(id), (status) => status === "paid")
 
 layer(server, { excludeTestServices: true })("hostile input and failing dependencies", (it) => {
-  it.effect("1. a signed validBefore beyond 2^63-1 pays; beyond 2^256-1 is 402 before any write", () =>
+  it.effect("1. a signed validBefore beyond 2^63-1, or beyond 2^256-1, is 402 before any write", () =>
     Effect.gen(function* () {
       const payer = yield* fundedPayer
       const order = yield* createOrder()
-      const requirements = yield* requirementsOf(order.id)
-      const far = yield* Effect.promise(() => signPayment(payer, requirements, { validBefore: (2n ** 64n).toString() }))
-      const paid = yield* pay(order.id, far.header)
-      expect(paid.status).toBe(200)
-      expect(paid.body.status).toBe("paid")
+      const offer = yield* offerOf(order.id)
+      const far = yield* Effect.promise(() => signPayment(payer, offer, { validBefore: (2n ** 64n).toString() }))
+      const tooLate = yield* pay(order.id, far.header)
+      expect(tooLate.status).toBe(402)
+      expect(tooLate.body).toMatchObject({ code: "PAYMENT_INVALID", error: Reason.validBeforeTooLate })
+      expect(yield* settlementsOf(order.id)).toEqual([])
 
       // No key signs beyond a uint256; such a payload is refused before its signature is looked at.
       const other = yield* createOrder()
-      const otherRequirements = yield* requirementsOf(other.id)
-      const valid = yield* Effect.promise(() => signPayment(payer, otherRequirements))
+      const otherOffer = yield* offerOf(other.id)
+      const valid = yield* Effect.promise(() => signPayment(payer, otherOffer))
       const { authorization } = valid.payload.payload
       const beyond = encodeHeader({
         ...valid.payload,
@@ -115,8 +115,9 @@ layer(server, { excludeTestServices: true })("hostile input and failing dependen
         }
         const payer = yield* fundedPayer
         const order = yield* createOrder()
-        const requirements = yield* requirementsOf(order.id)
-        const signed = yield* Effect.promise(() => signPayment(payer, requirements))
+        const offer = yield* offerOf(order.id)
+        const requirements = offer.accepts[0]!
+        const signed = yield* Effect.promise(() => signPayment(payer, offer))
         const variants: ReadonlyArray<[string, object]> = [
           ["extensions.note", { ...signed.payload, extensions: { note: "a\u0000b" } }],
           ["resource.description", { ...signed.payload, resource: { url: "https://x", description: "\u0000" } }],
@@ -300,8 +301,8 @@ layer(server, { excludeTestServices: true })("hostile input and failing dependen
       const faults = yield* ChainFaults
       const payer = yield* fundedPayer
       const order = yield* createOrder()
-      const requirements = yield* requirementsOf(order.id)
-      const signed = yield* Effect.promise(() => signPayment(payer, requirements))
+      const offer = yield* offerOf(order.id)
+      const signed = yield* Effect.promise(() => signPayment(payer, offer))
       yield* faults.stall
       const stalled = yield* pay(order.id, signed.header)
       const ready = yield* send("GET", "/ready")
@@ -328,8 +329,8 @@ layer(server, { excludeTestServices: true })("hostile input and failing dependen
 
         // The database goes down once the transfer is recorded: the receipt proves the payment.
         const first = yield* createOrder("3")
-        const firstRequirements = yield* requirementsOf(first.id)
-        const firstPayment = yield* Effect.promise(() => signPayment(payer, firstRequirements))
+        const firstOffer = yield* offerOf(first.id)
+        const firstPayment = yield* Effect.promise(() => signPayment(payer, firstOffer))
         yield* faults.afterRecord(Effect.sync(() => proxy.setMode("refuse")))
         const whileDown = yield* pay(first.id, firstPayment.header)
         proxy.setMode("forward")
@@ -338,8 +339,8 @@ layer(server, { excludeTestServices: true })("hostile input and failing dependen
 
         // The chain stops answering once the transfer is sent: the outcome is unknown, so 202.
         const second = yield* createOrder("4")
-        const secondRequirements = yield* requirementsOf(second.id)
-        const secondPayment = yield* Effect.promise(() => signPayment(payer, secondRequirements))
+        const secondOffer = yield* offerOf(second.id)
+        const secondPayment = yield* Effect.promise(() => signPayment(payer, secondOffer))
         yield* faults.afterRecord(faults.stall)
         const whileStalled = yield* pay(second.id, secondPayment.header)
         expect(whileStalled.status).toBe(202)
@@ -349,7 +350,9 @@ layer(server, { excludeTestServices: true })("hostile input and failing dependen
         yield* eventuallyPaid(second.id)
 
         const transfers = (yield* chain.transfers).slice(transfersBefore)
-        expect(transfers.map((transfer) => transfer.value)).toEqual([parseUnits("3", 18), parseUnits("4", 18)])
+        expect(transfers.map((transfer) => transfer.value)).toEqual(
+          [firstOffer, secondOffer].map((offer) => BigInt(offer.accepts[0]!.amount))
+        )
       })
   )
 

@@ -11,10 +11,10 @@ import { Effect, FastCheck, Layer, Logger, LogLevel, Runtime } from "effect"
 import type { Hex } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
-import { encodeHeader, type PaymentRequirements } from "../../src/merchant/X402.js"
+import { encodeHeader } from "../../src/merchant/X402.js"
 import { type RawResponse, send } from "../support/http.js"
 import { testServer } from "../support/TestServer.js"
-import { signPayment } from "../support/x402.js"
+import { type Offer, signPayment } from "../support/x402.js"
 
 const merchant = privateKeyToAccount(generatePrivateKey())
 /** Funded on the devnet, so that its payments reach the signature check. */
@@ -80,13 +80,13 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }).pipe(Layer.provide(Captu
   const openOrder = Effect.gen(function* () {
     const created = yield* send("POST", "/merchant/orders", { json: { amount: "1.5", description: "sig" } })
     const offer = yield* send("GET", `/merchant/orders/${created.body.id}/pay`)
-    return { id: created.body.id as string, requirements: offer.body.accepts[0] as PaymentRequirements }
+    return { id: created.body.id as string, offer: offer.body as Offer }
   })
 
   /** A well-formed payment of `order` whose signature is replaced by `signature`. */
-  const payWith = (order: { id: string; requirements: PaymentRequirements }, signature: Hex) =>
+  const payWith = (order: { id: string; offer: Offer }, signature: Hex) =>
     Effect.gen(function* () {
-      const { payload } = yield* Effect.promise(() => signPayment(payer, order.requirements))
+      const { payload } = yield* Effect.promise(() => signPayment(payer, order.offer))
       const header = encodeHeader({ ...payload, payload: { ...payload.payload, signature } })
       return yield* send("POST", `/merchant/orders/${order.id}/pay`, { headers: { "PAYMENT-SIGNATURE": header } })
     })
@@ -107,7 +107,7 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }).pipe(Layer.provide(Captu
   it.effect("the pay path: the audit's cases are 402 invalid_exact_evm_signature, the order stays open", () =>
     Effect.gen(function* () {
       const order = yield* openOrder
-      const valid = (yield* Effect.promise(() => signPayment(payer, order.requirements))).payload.payload.signature
+      const valid = (yield* Effect.promise(() => signPayment(payer, order.offer))).payload.payload.signature
       for (const [what, signature] of malformed(valid as Hex)) {
         expectRefusedSignature(yield* payWith(order, signature), what)
       }

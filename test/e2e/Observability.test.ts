@@ -64,9 +64,7 @@ it.live(
       // A paid order: the devnet funds dev account 1 with USD1.
       const { body: order } = yield* call("POST", "/merchant/orders", { amount: "1.25", description: "traced" })
       const { body: offer } = yield* call("GET", `/merchant/orders/${order.id}/pay`)
-      const payment = yield* Effect.promise(() =>
-        signPayment(privateKeyToAccount(ANVIL_ACCOUNT_KEYS[1]!), offer.accepts[0], { resource: offer.resource })
-      )
+      const payment = yield* Effect.promise(() => signPayment(privateKeyToAccount(ANVIL_ACCOUNT_KEYS[1]!), offer))
       const paid = yield* call("POST", `/merchant/orders/${order.id}/pay`, undefined, {
         "payment-signature": payment.header
       })

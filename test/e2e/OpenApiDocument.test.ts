@@ -161,40 +161,53 @@ layer(
     })
   )
 
-  it.effect("response headers: x-request-id everywhere, Retry-After, WWW-Authenticate and the x402 headers", () =>
-    Effect.gen(function* () {
-      const spec = yield* servedDocument
-      const headersOf = (path: string, method: "get" | "post" | "put", status: string) => {
-        return Object.keys(spec.paths[path][method].responses[status].headers).sort()
-      }
-      for (const [path, item] of Object.entries(spec.paths)) {
-        for (const [method, operation] of Object.entries(item as Record<string, { responses: object }>)) {
-          for (const status of Object.keys(operation.responses)) {
-            expect(headersOf(path, method as "get", status), `${method} ${path} ${status}`).toContain("x-request-id")
+  it.effect(
+    "response headers: x-request-id and no-store everywhere, Retry-After, WWW-Authenticate, the x402 headers",
+    () =>
+      Effect.gen(function* () {
+        const spec = yield* servedDocument
+        const headersOf = (path: string, method: "get" | "post" | "put", status: string) => {
+          return Object.keys(spec.paths[path][method].responses[status].headers).sort()
+        }
+        for (const [path, item] of Object.entries(spec.paths)) {
+          for (const [method, operation] of Object.entries(item as Record<string, { responses: object }>)) {
+            for (const status of Object.keys(operation.responses)) {
+              expect(headersOf(path, method as "get", status), `${method} ${path} ${status}`).toEqual(
+                expect.arrayContaining(["Cache-Control", "x-request-id"])
+              )
+            }
           }
         }
-      }
-      // The API-wide errors, on every operation.
-      expect(Object.keys(spec.paths["/health"].get.responses)).toEqual(
-        expect.arrayContaining(["400", "413", "415", "500", "503"])
-      )
-      expect(headersOf("/health", "get", "503")).toEqual(["Retry-After", "x-request-id"])
-      expect(headersOf("/auth/challenge", "post", "429")).toEqual(["Retry-After", "x-request-id"])
-      expect(headersOf("/me", "get", "401")).toEqual(["WWW-Authenticate", "x-request-id"])
-      expect(headersOf("/portfolio", "get", "401")).toEqual(["WWW-Authenticate", "x-request-id"])
-      // A bad signature is not a bearer challenge.
-      expect(headersOf("/auth/verify", "post", "401")).toEqual(["x-request-id"])
-      for (const method of ["get", "post"] as const) {
-        expect(headersOf("/merchant/orders/{id}/pay", method, "402")).toEqual([
-          "PAYMENT-REQUIRED",
-          "PAYMENT-RESPONSE",
-          "x-request-id"
-        ])
-        expect(headersOf("/merchant/orders/{id}/pay", method, "200")).toEqual(["PAYMENT-RESPONSE", "x-request-id"])
-        expect(headersOf("/merchant/orders/{id}/pay", method, "202")).toEqual(["Location", "x-request-id"])
-      }
-      expect(spec.components.headers.RetryAfter).toMatchObject({ schema: { type: "integer" } })
-    })
+        // The API-wide errors, on every operation.
+        expect(Object.keys(spec.paths["/health"].get.responses)).toEqual(
+          expect.arrayContaining(["400", "413", "415", "500", "503"])
+        )
+        expect(headersOf("/health", "get", "503")).toEqual(["Cache-Control", "Retry-After", "x-request-id"])
+        expect(headersOf("/auth/challenge", "post", "429")).toEqual(["Cache-Control", "Retry-After", "x-request-id"])
+        expect(headersOf("/me", "get", "401")).toEqual(["Cache-Control", "WWW-Authenticate", "x-request-id"])
+        expect(headersOf("/portfolio", "get", "401")).toEqual(["Cache-Control", "WWW-Authenticate", "x-request-id"])
+        // A bad signature is not a bearer challenge.
+        expect(headersOf("/auth/verify", "post", "401")).toEqual(["Cache-Control", "x-request-id"])
+        for (const method of ["get", "post"] as const) {
+          expect(headersOf("/merchant/orders/{id}/pay", method, "402")).toEqual([
+            "Cache-Control",
+            "PAYMENT-REQUIRED",
+            "PAYMENT-RESPONSE",
+            "x-request-id"
+          ])
+          expect(headersOf("/merchant/orders/{id}/pay", method, "200")).toEqual([
+            "Cache-Control",
+            "PAYMENT-RESPONSE",
+            "x-request-id"
+          ])
+          expect(headersOf("/merchant/orders/{id}/pay", method, "202")).toEqual([
+            "Cache-Control",
+            "Location",
+            "x-request-id"
+          ])
+        }
+        expect(spec.components.headers.RetryAfter).toMatchObject({ schema: { type: "integer" } })
+      })
   )
 
   it.scoped("Redocly's recommended ruleset reports no error", () =>

@@ -9,7 +9,6 @@ import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { parseUnits } from "viem"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
-import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { newAccount } from "../support/auth.js"
 import { send } from "../support/http.js"
 import { testServer } from "../support/TestServer.js"
@@ -52,9 +51,7 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }, { chain: InMemoryChain.l
       expect(order.status).toBe(200)
       const required = yield* send("GET", `/merchant/orders/${order.body.id}/pay`)
       expect(required.status).toBe(402)
-      const { header } = yield* Effect.promise(() =>
-        signPayment(payer, required.body.accepts[0] as PaymentRequirements)
-      )
+      const { header } = yield* Effect.promise(() => signPayment(payer, required.body))
       const paid = yield* send("POST", `/merchant/orders/${order.body.id}/pay`, {
         headers: { "PAYMENT-SIGNATURE": header }
       })

@@ -10,7 +10,6 @@ import { Duration, Effect, Either } from "effect"
 import { parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
-import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { readEvents } from "../support/events.js"
 import { callService, devnetServiceEnv, sandboxCardHolder, startService, stopService } from "../support/process.js"
 import { devnetWithDatabase, devnetRpc as rpc } from "../support/TestChain.js"
@@ -49,15 +48,15 @@ describe("events across replicas", () => {
         const events = yield* readEvents({ token: holder.token, baseUrl: a.baseUrl, reconnect: false })
         yield* events.await("ready", (event) => event.event === "ready")
 
-        // A payment of $15 from the card's $20, settled by B.
-        yield* mintUsd1(devnet, holder.account.address, parseUnits("20", 18)).pipe(Effect.orDie)
+        // A payment of $15 (and the order's own value below a micro-dollar) from the card, settled by B,
+        // that leaves the card $5.
         const order = (yield* callService(b, "POST", "/merchant/orders", {
           json: { amount: "15", description: "On B" }
         })).body
         const offer = yield* callService(b, "GET", `/merchant/orders/${order.id}/pay`)
-        const { header } = yield* Effect.promise(() =>
-          signPayment(holder.account, offer.body.accepts[0] as PaymentRequirements)
-        )
+        const asked = BigInt(offer.body.accepts[0].amount)
+        yield* mintUsd1(devnet, holder.account.address, asked + parseUnits("5", 18)).pipe(Effect.orDie)
+        const { header } = yield* Effect.promise(() => signPayment(holder.account, offer.body))
         const paid = yield* callService(b, "POST", `/merchant/orders/${order.id}/pay`, {
           headers: { "payment-signature": header }
         })

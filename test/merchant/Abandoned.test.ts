@@ -56,9 +56,9 @@ layer(MerchantTest, { excludeTestServices: true })("a settlement decided meanwhi
       const order = yield* merchant.createOrder({ amount: "2", description: "stalled" })
       const offer = yield* Effect.flip(merchant.pay(order.id, Option.none()))
       expect(offer._tag).toBe("PaymentRequired")
-      const requirements = offer._tag === "PaymentRequired" ? offer.body.accepts[0]! : undefined
+      const required = offer._tag === "PaymentRequired" ? offer.body : undefined
       const { header } = yield* Effect.promise(() =>
-        signPayment(privateKeyToAccount(ANVIL_ACCOUNT_KEYS[3]!), requirements!)
+        signPayment(privateKeyToAccount(ANVIL_ACCOUNT_KEYS[3]!), required!)
       )
       const refused = yield* Effect.flip(merchant.pay(order.id, Option.some(header)))
       expect(refused._tag).toBe("PaymentRequired")

@@ -9,11 +9,10 @@ import { Effect } from "effect"
 import { parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
-import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { send } from "../support/http.js"
 import { proxiedTestChain, TestDevnet, withNode } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
-import { signPayment } from "../support/x402.js"
+import { type Offer, signPayment } from "../support/x402.js"
 
 const merchant = privateKeyToAccount(generatePrivateKey())
 
@@ -29,7 +28,7 @@ const openOrder = Effect.gen(function* () {
   const unpaid = yield* send("GET", `/merchant/orders/${created.body.id}/pay`)
   const payer = privateKeyToAccount(generatePrivateKey())
   yield* mintUsd1(yield* TestDevnet, payer.address, parseUnits("10", 18)).pipe(Effect.orDie)
-  return { id: created.body.id as string, requirements: unpaid.body.accepts[0] as PaymentRequirements, payer }
+  return { id: created.body.id as string, offer: unpaid.body as Offer, payer }
 })
 
 const payWith = (id: string, header: string) =>
@@ -41,8 +40,8 @@ const settlementsOf = (id: string) =>
 layer(server, { excludeTestServices: true, timeout: "120 seconds" })("paying while the chain does not answer", (it) => {
   it.effect("is 503 CHAIN_UNAVAILABLE with nothing reserved; answered again, the same payment is paid", () =>
     Effect.gen(function* () {
-      const { id, requirements, payer } = yield* openOrder
-      const { header } = yield* Effect.promise(() => signPayment(payer, requirements))
+      const { id, offer, payer } = yield* openOrder
+      const { header } = yield* Effect.promise(() => signPayment(payer, offer))
       for (const mode of ["stall", "refuse"] as const) {
         const refused = yield* withNode(mode, payWith(id, header))
         expect(refused.status, mode).toBe(503)
@@ -60,9 +59,9 @@ layer(server, { excludeTestServices: true, timeout: "120 seconds" })("paying whi
 
   it.effect("a forged signature is called invalid only once the chain has judged it", () =>
     Effect.gen(function* () {
-      const { id, requirements, payer } = yield* openOrder
+      const { id, offer, payer } = yield* openOrder
       const forger = privateKeyToAccount(generatePrivateKey())
-      const { header } = yield* Effect.promise(() => signPayment(payer, requirements, { signer: forger }))
+      const { header } = yield* Effect.promise(() => signPayment(payer, offer, { signer: forger }))
       const unjudged = yield* withNode("stall", payWith(id, header))
       expect(unjudged.status).toBe(503)
       expect(unjudged.body.code).toBe("CHAIN_UNAVAILABLE")

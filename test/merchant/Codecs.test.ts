@@ -1,15 +1,17 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Either, FastCheck } from "effect"
-import { microsToAtomic, parseAmount } from "../../src/merchant/Money.js"
+import { microsToAtomic, orderTag, parseAmount } from "../../src/merchant/Money.js"
 import {
   type Authorization,
+  CLOCK_SKEW_SECONDS,
   checkAuthorization,
+  checkResource,
   decodePaymentHeader,
   encodeHeader,
   matchesOffer,
   type PaymentPayload,
   type PaymentRequirements,
-  paysResource,
+  Reason,
   requirementsFor
 } from "../../src/merchant/X402.js"
 
@@ -103,25 +105,34 @@ describe("matching and authorization checks", () => {
     to: offer.payTo,
     value: offer.amount,
     validAfter: "0",
-    validBefore: String(now + 60),
+    // as a standard client signs it
+    validBefore: String(now + offer.maxTimeoutSeconds),
     nonce: `0x${"22".repeat(32)}`,
     ...overrides
   })
 
   it.prop(
-    "the window is validAfter <= now < validBefore - 6 s, the value exact, the recipient payTo",
+    "the window is validAfter <= now < validBefore - 6 s, validBefore <= now + maxTimeoutSeconds + 30 s, the value exact, the recipient payTo",
     [
-      requirements,
+      requirements.filter((offer) => offer.maxTimeoutSeconds >= 6),
       FastCheck.integer({ min: 1_000_000, max: 2_000_000_000 }),
       FastCheck.integer({ min: -100, max: 100 })
     ],
     ([offer, now, shift]) => {
       const check = (overrides: Partial<Authorization>) =>
         checkAuthorization(authorizationFor(offer, now, overrides), offer, now)
+      const latest = now + offer.maxTimeoutSeconds + CLOCK_SKEW_SECONDS
+      const windowSays = (validBefore: number) =>
+        validBefore < now + 6
+          ? Either.left("invalid_exact_evm_payload_authorization_valid_before")
+          : validBefore > latest
+            ? Either.left(Reason.validBeforeTooLate)
+            : Either.void
       expect(check({})).toEqual(Either.void)
-      expect(check({ validBefore: String(now + 6 + shift) })).toEqual(
-        shift >= 0 ? Either.void : Either.left("invalid_exact_evm_payload_authorization_valid_before")
-      )
+      for (const validBefore of [now + 6 + shift, latest + shift]) {
+        expect(check({ validBefore: String(validBefore) })).toEqual(windowSays(validBefore))
+      }
+      expect(check({ validBefore: (2n ** 255n).toString() })).toEqual(Either.left(Reason.validBeforeTooLate))
       expect(check({ validAfter: String(now + shift) })).toEqual(
         shift <= 0 ? Either.void : Either.left("invalid_exact_evm_payload_authorization_valid_after")
       )
@@ -153,6 +164,22 @@ describe("order amounts", () => {
     }
   )
 
+  it.prop(
+    "an order's own value lies below one micro-dollar of the token, and is always the same for the order",
+    [FastCheck.string({ minLength: 1, maxLength: 30 }), FastCheck.integer({ min: 0, max: 30 })],
+    ([id, decimals]) => {
+      const tag = orderTag(id, decimals)
+      expect(tag).toBe(orderTag(id, decimals))
+      expect(tag >= 0n && tag < microsToAtomic(1n, Math.max(decimals, 6))).toBe(true)
+      if (decimals <= 6) expect(tag).toBe(0n)
+    }
+  )
+
+  it("orders ask for values of their own: 1,000 ids, 1,000 values (18 decimals)", () => {
+    const ids = Array.from({ length: 1_000 }, (_, i) => `order-${i}`)
+    expect(new Set(ids.map((id) => orderTag(id, 18))).size).toBe(1_000)
+  })
+
   it("refuses zero, too many decimals, over a million and anything that is not a plain decimal", () => {
     for (const text of ["0", "0.0", "1.1234567", "1000000.000001", "1e3", "-1", "+1", " 1", "1.", ".5", "abc", ""]) {
       expect(Either.isLeft(parseAmount(text)), text).toBe(true)
@@ -165,6 +192,7 @@ describe("order amounts", () => {
 describe("a payment's resource", () => {
   const payUrl = "https://api.example.com/merchant/orders/Abc_123-xyz/pay"
   const naming = (url: string) => ({ resource: { url } }) as unknown as PaymentPayload
+  const paysResource = (payload: PaymentPayload, url: string) => Either.isRight(checkResource(payload, url))
 
   it("binds the payment to its order's pay URL, compared after normalising", () => {
     for (const url of [
@@ -193,12 +221,12 @@ describe("a payment's resource", () => {
       "not a url",
       ""
     ]) {
-      expect(paysResource(naming(url), payUrl), url).toBe(false)
+      expect(checkResource(naming(url), payUrl), url).toEqual(Either.left(Reason.resourceMismatch))
     }
   })
 
-  it("leaves a payment that names no resource unbound, and never throws", () => {
-    expect(paysResource({} as PaymentPayload, payUrl)).toBe(true)
+  it("refuses a payment that names no resource, and never throws", () => {
+    expect(checkResource({} as PaymentPayload, payUrl)).toEqual(Either.left(Reason.resourceMissing))
     FastCheck.assert(
       FastCheck.property(FastCheck.string(), (url) => {
         expect(typeof paysResource(naming(url), payUrl)).toBe("boolean")

@@ -13,7 +13,6 @@ import { createPublicClient, type Hex, http } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
 import { freePort } from "../../src/embedded/EmbeddedPostgres.js"
-import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { callService, devnetServiceEnv, type ServiceProcess, startService, stopService } from "../support/process.js"
 import { devnetWithDatabase, usd1TransfersTo } from "../support/TestChain.js"
 import { queryDatabase as query } from "../support/TestDatabase.js"
@@ -56,7 +55,7 @@ const pay = (service: ServiceProcess, amount: string) =>
     const order = (yield* callService(service, "POST", "/merchant/orders", { json: { amount, description: "crash" } }))
       .body
     const offer = yield* callService(service, "GET", `/merchant/orders/${order.id}/pay`)
-    const payment = yield* Effect.promise(() => signPayment(payer, offer.body.accepts[0] as PaymentRequirements))
+    const payment = yield* Effect.promise(() => signPayment(payer, offer.body))
     return {
       id: order.id as string,
       answer: callService(service, "POST", `/merchant/orders/${order.id}/pay`, {

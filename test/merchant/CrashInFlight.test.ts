@@ -11,7 +11,6 @@ import { Effect } from "effect"
 import { createPublicClient, http } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
-import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { callService, devnetServiceEnv, type ServiceProcess, startService, stopService } from "../support/process.js"
 import { devnetRpc, devnetWithDatabase, usd1TransfersTo } from "../support/TestChain.js"
 import { queryDatabase as query } from "../support/TestDatabase.js"
@@ -30,7 +29,7 @@ const signedOrder = (service: ServiceProcess) =>
       json: { amount: "1", description: "kill" }
     })).body
     const offer = yield* callService(service, "GET", `/merchant/orders/${order.id}/pay`)
-    const payment = yield* Effect.promise(() => signPayment(payer, offer.body.accepts[0] as PaymentRequirements))
+    const payment = yield* Effect.promise(() => signPayment(payer, offer.body))
     return { id: order.id as string, header: payment.header }
   })
 

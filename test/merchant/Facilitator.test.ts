@@ -117,8 +117,8 @@ describe("x402 facilitator", () => {
         const payer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[1]!)
 
         const order = (yield* send("POST", "/merchant/orders", { json: { amount: "6", description: "Book" } })).body
-        const requirements = (yield* send("GET", `/merchant/orders/${order.id}/pay`)).body.accepts[0]
-        const { header, payload } = yield* Effect.promise(() => signPayment(payer, requirements))
+        const offer = (yield* send("GET", `/merchant/orders/${order.id}/pay`)).body
+        const { header, payload } = yield* Effect.promise(() => signPayment(payer, offer))
         const paid = yield* send("POST", `/merchant/orders/${order.id}/pay`, {
           headers: { "payment-signature": header }
         })
@@ -127,7 +127,7 @@ describe("x402 facilitator", () => {
 
         expect(facilitator.calls.map((call) => call.path)).toEqual(["/verify", "/settle"])
         for (const call of facilitator.calls) {
-          expect(call.body).toEqual({ x402Version: 2, paymentPayload: payload, paymentRequirements: requirements })
+          expect(call.body).toEqual({ x402Version: 2, paymentPayload: payload, paymentRequirements: offer.accepts[0] })
         }
         expect(yield* Effect.promise(() => reader.getTransactionCount({ address: relayer }))).toBe(relayerBefore)
         const balance = yield* Effect.promise(() =>
@@ -138,7 +138,7 @@ describe("x402 facilitator", () => {
             args: [merchant.address]
           })
         )
-        expect(balance).toBe(6n * 10n ** 18n)
+        expect(balance).toBe(BigInt(offer.accepts[0].amount))
       })
     )
 
@@ -149,8 +149,8 @@ describe("x402 facilitator", () => {
         facilitator.refuseWith = "invalid_exact_evm_insufficient_balance"
         const payer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[2]!)
         const order = (yield* send("POST", "/merchant/orders", { json: { amount: "1", description: "Pen" } })).body
-        const requirements = (yield* send("GET", `/merchant/orders/${order.id}/pay`)).body.accepts[0]
-        const { header } = yield* Effect.promise(() => signPayment(payer, requirements))
+        const offer = (yield* send("GET", `/merchant/orders/${order.id}/pay`)).body
+        const { header } = yield* Effect.promise(() => signPayment(payer, offer))
         const refused = yield* send("POST", `/merchant/orders/${order.id}/pay`, {
           headers: { "payment-signature": header }
         })

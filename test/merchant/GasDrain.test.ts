@@ -11,12 +11,11 @@ import { createPublicClient, createWalletClient, erc20Abi, type Hex, http, parse
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
-import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { send } from "../support/http.js"
 import { awaitBroadcast } from "../support/settlements.js"
 import { devnetRpc, TestDevnet } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
-import { signPayment } from "../support/x402.js"
+import { type Offer, signPayment } from "../support/x402.js"
 
 const merchant = privateKeyToAccount(generatePrivateKey())
 const RELAYER = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[9]!).address
@@ -35,14 +34,14 @@ const relayerState = Effect.flatMap(chainReader, ({ client }) =>
   }))
 )
 
-/** An open order of `amount` and the payment requirements its pay path announces. */
+/** An open order of `amount` and what its pay path offers. */
 const openOrder = (amount: string) =>
   Effect.gen(function* () {
     const created = yield* send("POST", "/merchant/orders", { json: { amount, description: "drain" } })
     expect(created.status).toBe(200)
     const offer = yield* send("GET", `/merchant/orders/${created.body.id}/pay`)
     expect(offer.status).toBe(402)
-    return { id: created.body.id as string, requirements: offer.body.accepts[0] as PaymentRequirements }
+    return { id: created.body.id as string, offer: offer.body as Offer }
   })
 
 /** The value of a counter in /metrics (0 when it has no sample yet). */
@@ -75,12 +74,12 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }).pipe(Layer.provide(Captu
       Effect.gen(function* () {
         const { devnet, client } = yield* chainReader
         const payer = privateKeyToAccount(generatePrivateKey())
-        const amount = "0.000001"
-        yield* mintUsd1(devnet, payer.address, parseUnits(amount, 18)).pipe(Effect.orDie)
-        const orders = yield* Effect.forEach(Array.from({ length: PAYMENTS }), () => openOrder(amount))
-        const signed = yield* Effect.forEach(orders, (order) =>
-          Effect.promise(() => signPayment(payer, order.requirements))
-        )
+        const orders = yield* Effect.forEach(Array.from({ length: PAYMENTS }), () => openOrder("0.000001"))
+        // One order's worth: the most any of them asks (each has its own value below a micro-dollar),
+        // less than any two ask.
+        const [oneOrder] = orders.map((order) => BigInt(order.offer.accepts[0]!.amount)).sort((a, b) => Number(b - a))
+        yield* mintUsd1(devnet, payer.address, oneOrder!).pipe(Effect.orDie)
+        const signed = yield* Effect.forEach(orders, (order) => Effect.promise(() => signPayment(payer, order.offer)))
         const before = yield* relayerState
         const revertedBefore = yield* metric("merchant_settlements_reverted_total")
 
@@ -120,10 +119,11 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }).pipe(Layer.provide(Captu
       Effect.gen(function* () {
         const { devnet } = yield* chainReader
         const payer = privateKeyToAccount(generatePrivateKey())
-        yield* mintUsd1(devnet, payer.address, parseUnits("2", 18)).pipe(Effect.orDie)
-        yield* devnetRpc(devnet, "anvil_setBalance", [payer.address, `0x${parseEther("1").toString(16)}`])
         const order = yield* openOrder("2")
-        const { header } = yield* Effect.promise(() => signPayment(payer, order.requirements))
+        const amount = BigInt(order.offer.accepts[0]!.amount)
+        yield* mintUsd1(devnet, payer.address, amount).pipe(Effect.orDie)
+        yield* devnetRpc(devnet, "anvil_setBalance", [payer.address, `0x${parseEther("1").toString(16)}`])
+        const { header } = yield* Effect.promise(() => signPayment(payer, order.offer))
         const revertedBefore = yield* metric("merchant_settlements_reverted_total")
 
         // Our settlement is simulated, signed and broadcast, and waits in the pool...
@@ -140,7 +140,7 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }).pipe(Layer.provide(Captu
             address: devnet.usd1,
             abi: erc20Abi,
             functionName: "transfer",
-            args: [privateKeyToAccount(generatePrivateKey()).address, parseUnits("2", 18)],
+            args: [privateKeyToAccount(generatePrivateKey()).address, amount],
             gas: 100_000n,
             maxFeePerGas: parseUnits("100", 9),
             maxPriorityFeePerGas: parseUnits("50", 9)

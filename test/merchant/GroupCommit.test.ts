@@ -10,7 +10,7 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { createPublicClient, http, parseUnits } from "viem"
+import { createPublicClient, http } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
@@ -19,6 +19,7 @@ import { payAllAtOnce, signedOrder, usd1TransfersTo } from "../support/settlemen
 import { devnetRpc, TestDevnet } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
 import { eventually } from "../support/wait.js"
+import { enoughFor } from "../support/x402.js"
 
 const merchant = privateKeyToAccount(generatePrivateKey())
 const RELAYER = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[9]!).address
@@ -38,7 +39,7 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address, RECONCILE_INTERVAL: "500 m
       const client = createPublicClient({ transport: http(devnet.rpcUrl) })
       yield* devnetRpc(devnet, "evm_setAutomine", [true])
       const payers = Array.from({ length: size }, () => privateKeyToAccount(generatePrivateKey()))
-      for (const payer of payers) yield* mintUsd1(devnet, payer.address, parseUnits("1", 18)).pipe(Effect.orDie)
+      for (const payer of payers) yield* mintUsd1(devnet, payer.address, enoughFor("1")).pipe(Effect.orDie)
       const payments = yield* Effect.forEach(payers, (payer) => signedOrder(payer, "1", "group"))
       const poison = payments.filter((_, index) => poisoned(index)).map((payment) => payment.id)
       if (poison.length > 0) yield* sql`INSERT INTO journal_poison ${sql.insert(poison.map((id) => ({ orderId: id })))}`

@@ -73,8 +73,8 @@ layer(MerchantTest, { excludeTestServices: true })("a settlement out of gas", (i
       yield* chain.mint(chain.usd1.address, payer.address, 10n ** 19n)
       const order = yield* merchant.createOrder({ amount: "2", description: "starved" })
       const offer = yield* Effect.flip(merchant.pay(order.id, Option.none()))
-      const requirements = offer._tag === "PaymentRequired" ? offer.body.accepts[0]! : undefined
-      const { header } = yield* Effect.promise(() => signPayment(payer, requirements!))
+      const required = offer._tag === "PaymentRequired" ? offer.body : undefined
+      const { header } = yield* Effect.promise(() => signPayment(payer, required!))
 
       const paid = yield* merchant.pay(order.id, Option.some(header))
       const receipt = Option.getOrThrow(paid.receipt)
@@ -82,7 +82,7 @@ layer(MerchantTest, { excludeTestServices: true })("a settlement out of gas", (i
       expect(receipt.transaction).not.toBe(starved.hash)
       const transfers = (yield* chain.transfers).filter((transfer) => transfer.to === MERCHANT)
       expect(transfers.map((transfer) => [transfer.hash, transfer.value])).toEqual([
-        [receipt.transaction, 2n * 10n ** 18n]
+        [receipt.transaction, BigInt(required!.accepts[0]!.amount)]
       ])
       const sql = yield* SqlClient.SqlClient
       const rows = yield* sql<{ status: string; txHash: string }>`

@@ -24,12 +24,12 @@ import {
   mintUsd1,
   smartAccountAddress
 } from "../../src/chain/DevnetOperator.js"
-import { encodeHeader, type PaymentRequirements } from "../../src/merchant/X402.js"
+import { CLOCK_SKEW_SECONDS, encodeHeader, type PaymentPayload, Reason } from "../../src/merchant/X402.js"
 import { send } from "../support/http.js"
 import { awaitBroadcast } from "../support/settlements.js"
 import { TestDevnet } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
-import { decodeHeader, signPayment } from "../support/x402.js"
+import { decodeHeader, expectWorth, type Offer, signPayment } from "../support/x402.js"
 
 const merchant = privateKeyToAccount(generatePrivateKey())
 const RELAYER = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[9]!)
@@ -69,11 +69,14 @@ const createOrder = (amount: string, description = "Flat white") =>
     Effect.map((response) => response.body)
   )
 
-const requirementsOf = (id: string) =>
+const offerOf = (id: string) =>
   send("GET", `/merchant/orders/${id}/pay`).pipe(
     Effect.tap((response) => expect(response.status).toBe(402)),
-    Effect.map((response) => response.body.accepts[0] as PaymentRequirements)
+    Effect.map((response) => response.body as Offer)
   )
+
+/** What paying the offer transfers: the order's amount and its own value below a micro-dollar. */
+const asked = (offer: Offer) => BigInt(offer.accepts[0]!.amount)
 
 const payWith = (id: string, header: string, method: "GET" | "POST" = "POST") =>
   send(method, `/merchant/orders/${id}/pay`, { headers: { "PAYMENT-SIGNATURE": header } })
@@ -94,6 +97,8 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
       expect(order.id).toMatch(/^[A-Za-z0-9_-]{22}$/)
       const payerBefore = yield* usd1Balance(payer.address)
       const merchantBefore = yield* usd1Balance(merchant.address)
+      const amount = asked(yield* offerOf(order.id))
+      expectWorth(amount, "12.5")
 
       const client = new x402Client()
       registerExactEvmScheme(client, { signer: payer })
@@ -117,7 +122,6 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
         payer: payer.address
       })
 
-      const amount = parseUnits("12.5", 18)
       expect(yield* usd1Balance(payer.address)).toBe(payerBefore - amount)
       expect(yield* usd1Balance(merchant.address)).toBe(merchantBefore + amount)
       expect((yield* send("GET", `/merchant/orders/${order.id}`)).body).toMatchObject({
@@ -141,8 +145,8 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
       yield* mintUsd1(devnet, wallet, parseUnits("10", 18)).pipe(Effect.orDie)
       const asWallet = { ...owner, address: wallet } as PrivateKeyAccount
       /** A payment from the wallet signed by `signer`, its signature optionally wrapped (ERC-6492). */
-      const payment = (requirements: PaymentRequirements, signer: PrivateKeyAccount, wrapped: boolean) =>
-        Effect.promise(() => signPayment(asWallet, requirements, { signer })).pipe(
+      const payment = (offer: Offer, signer: PrivateKeyAccount, wrapped: boolean) =>
+        Effect.promise(() => signPayment(asWallet, offer, { signer })).pipe(
           Effect.map(({ payload }) =>
             encodeHeader({
               ...payload,
@@ -169,33 +173,35 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
       // Not deployed: the token has no account to ask. A right ERC-6492 signature is told so; a
       // wrong one, or the owner's bare signature, is a wrong signature.
       const early = yield* createOrder("4")
-      const earlyRequirements = yield* requirementsOf(early.id)
+      const earlyOffer = yield* offerOf(early.id)
       yield* refusedWith(
         early.id,
-        yield* payment(earlyRequirements, owner, true),
+        yield* payment(earlyOffer, owner, true),
         "invalid_exact_evm_payload_undeployed_smart_wallet"
       )
       const stranger = privateKeyToAccount(generatePrivateKey())
-      yield* refusedWith(early.id, yield* payment(earlyRequirements, stranger, true), "invalid_exact_evm_signature")
-      yield* refusedWith(early.id, yield* payment(earlyRequirements, owner, false), "invalid_exact_evm_signature")
+      yield* refusedWith(early.id, yield* payment(earlyOffer, stranger, true), "invalid_exact_evm_signature")
+      yield* refusedWith(early.id, yield* payment(earlyOffer, owner, false), "invalid_exact_evm_signature")
 
       // Deployed: the token asks the account (ERC-1271), whether the client still wraps or not.
       yield* createSmartAccount(devnet, account).pipe(Effect.orDie)
-      yield* refusedWith(early.id, yield* payment(earlyRequirements, stranger, false), "invalid_exact_evm_signature")
-      yield* refusedWith(early.id, yield* payment(earlyRequirements, stranger, true), "invalid_exact_evm_signature")
+      yield* refusedWith(early.id, yield* payment(earlyOffer, stranger, false), "invalid_exact_evm_signature")
+      yield* refusedWith(early.id, yield* payment(earlyOffer, stranger, true), "invalid_exact_evm_signature")
       const merchantBefore = yield* usd1Balance(merchant.address)
-      const paid = yield* payWith(early.id, yield* payment(earlyRequirements, owner, false))
+      const paid = yield* payWith(early.id, yield* payment(earlyOffer, owner, false))
       expect(paid.status).toBe(200)
       expect(paid.body).toMatchObject({ status: "paid", payer: getAddress(wallet) })
       const later = yield* createOrder("2.5")
-      const wrappedPaid = yield* payWith(later.id, yield* payment(yield* requirementsOf(later.id), owner, true))
+      const laterOffer = yield* offerOf(later.id)
+      const wrappedPaid = yield* payWith(later.id, yield* payment(laterOffer, owner, true))
       expect(wrappedPaid.status).toBe(200)
       expect(decodeHeader(wrappedPaid.headers["payment-response"])).toMatchObject({
         success: true,
         payer: getAddress(wallet)
       })
-      expect(yield* usd1Balance(wallet)).toBe(parseUnits("3.5", 18))
-      expect(yield* usd1Balance(merchant.address)).toBe(merchantBefore + parseUnits("6.5", 18))
+      const spent = asked(earlyOffer) + asked(laterOffer)
+      expect(yield* usd1Balance(wallet)).toBe(parseUnits("10", 18) - spent)
+      expect(yield* usd1Balance(merchant.address)).toBe(merchantBefore + spent)
     })
   )
 
@@ -206,8 +212,8 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
         Effect.promise(() => client.request({ method, params } as never))
       const payer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[6]!)
       const order = yield* createOrder("3.3")
-      const requirements = yield* requirementsOf(order.id)
-      const { header, payload } = yield* Effect.promise(() => signPayment(payer, requirements))
+      const offer = yield* offerOf(order.id)
+      const { header, payload } = yield* Effect.promise(() => signPayment(payer, offer))
       const merchantBefore = yield* usd1Balance(merchant.address)
 
       // Our settlement waits in the pool; a watcher submits the same authorization with a higher tip.
@@ -248,41 +254,58 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
       const paid = yield* Fiber.join(paying)
       expect(paid.status).toBe(200)
       expect(paid.body).toMatchObject({ status: "paid", tx: frontRun, payer: payer.address })
-      expect(yield* usd1Balance(merchant.address)).toBe(merchantBefore + parseUnits("3.3", 18))
+      expect(yield* usd1Balance(merchant.address)).toBe(merchantBefore + asked(offer))
     })
   )
 
-  it.effect("a payment made for order A is refused by order B of the same amount, and still pays A", () =>
-    Effect.gen(function* () {
-      const payer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[5]!)
-      const [a, b] = [yield* createOrder("2.25"), yield* createOrder("2.25")]
-      const offerA = yield* send("GET", `/merchant/orders/${a.id}/pay`)
-      // A standard client echoes the resource of the 402 it answers.
-      const { header } = yield* Effect.promise(() =>
-        signPayment(payer, offerA.body.accepts[0], { resource: offerA.body.resource })
-      )
-      const sentBefore = yield* relayerSent
+  it.effect(
+    "a payment made for order A pays no order B of the same amount, whatever its unsigned parts say, and still pays A",
+    () =>
+      Effect.gen(function* () {
+        const payer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[5]!)
+        const [a, b] = [yield* createOrder("2.25"), yield* createOrder("2.25")]
+        const [offerA, offerB] = [yield* offerOf(a.id), yield* offerOf(b.id)]
+        // Each order asks for its own value, which the signature covers.
+        expectWorth(asked(offerA), "2.25")
+        expectWorth(asked(offerB), "2.25")
+        expect(asked(offerA)).not.toBe(asked(offerB))
+        // A standard client echoes the resource of the 402 it answers.
+        const { payload } = yield* Effect.promise(() => signPayment(payer, offerA))
+        expect(payload.resource).toEqual(offerA.resource)
+        const { resource: _, ...withoutResource } = payload
+        const sentBefore = yield* relayerSent
 
-      const refused = yield* payWith(b.id, header)
-      expect(refused.status).toBe(402)
-      expect(refused.body).toMatchObject({
-        code: "PAYMENT_INVALID",
-        error: "resource_mismatch: the payment was made for another resource than this order's pay URL"
+        // What whoever holds A's unspent payment can make of it for B: none pays B.
+        const rewritten: ReadonlyArray<readonly [string, PaymentPayload, string]> = [
+          ["as signed", payload, Reason.resourceMismatch],
+          ["resource: B's", { ...payload, resource: offerB.resource }, "No matching payment requirements"],
+          [
+            "resource and accepted: B's",
+            { ...payload, resource: offerB.resource, accepted: offerB.accepts[0]! },
+            Reason.valueMismatch
+          ],
+          ["no resource", { ...withoutResource, accepted: offerB.accepts[0]! }, Reason.resourceMissing]
+        ]
+        for (const [what, tampered, reason] of rewritten) {
+          const refused = yield* payWith(b.id, encodeHeader(tampered))
+          expect(refused.status, what).toBe(402)
+          expect(refused.body, what).toMatchObject({ code: "PAYMENT_INVALID", error: reason })
+          expect(decodeHeader(refused.headers["payment-required"]).error, what).toBe(reason)
+        }
+        expect((yield* send("GET", `/merchant/orders/${b.id}`)).body.status).toBe("open")
+        expect(yield* relayerSent).toBe(sentBefore)
+
+        const paid = yield* payWith(a.id, encodeHeader(payload))
+        expect(paid.status).toBe(200)
+        expect(paid.body).toMatchObject({ id: a.id, status: "paid", payer: payer.address })
       })
-      expect(decodeHeader(refused.headers["payment-required"]).error).toBe(refused.body.error)
-      expect((yield* send("GET", `/merchant/orders/${b.id}`)).body.status).toBe("open")
-      expect(yield* relayerSent).toBe(sentBefore)
-
-      const paid = yield* payWith(a.id, header)
-      expect(paid.status).toBe(200)
-      expect(paid.body).toMatchObject({ id: a.id, status: "paid", payer: payer.address })
-    })
   )
 
   it.effect("an unpaid order answers 402 with PAYMENT-REQUIRED on GET and POST", () =>
     Effect.gen(function* () {
       const { devnet } = yield* chainReader
       const order = yield* createOrder("3")
+      const amounts = new Set<string>()
       for (const method of ["GET", "POST"] as const) {
         const response = yield* send(method, `/merchant/orders/${order.id}/pay`)
         expect(response.status).toBe(402)
@@ -299,7 +322,7 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
             {
               scheme: "exact",
               network: "eip155:31337",
-              amount: parseUnits("3", 18).toString(),
+              amount: expect.any(String),
               asset: devnet.usd1,
               payTo: merchant.address,
               maxTimeoutSeconds: 300,
@@ -307,7 +330,11 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
             }
           ]
         })
+        amounts.add(header.accepts[0].amount)
       }
+      // Always the same: 3 USD1 and the order's own value below a micro-dollar.
+      expect(amounts.size).toBe(1)
+      expectWorth(BigInt([...amounts][0]!), "3")
     })
   )
 
@@ -315,37 +342,51 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
     Effect.gen(function* () {
       const payer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[2]!)
       const order = yield* createOrder("5")
-      const requirements = yield* requirementsOf(order.id)
+      const offer = yield* offerOf(order.id)
       const now = Math.floor(Date.now() / 1000)
       const pauper = privateKeyToAccount(generatePrivateKey())
+      /** Later than the offer's 300 s plus the clock skew allowed, by two minutes. */
+      const pastTheBound = now + offer.accepts[0]!.maxTimeoutSeconds + CLOCK_SKEW_SECONDS + 120
       const cases: ReadonlyArray<[string, Promise<{ header: string }> | { header: string }, string]> = [
+        ["no resource", signPayment(payer, offer, { resource: null }), Reason.resourceMissing],
+        [
+          "another resource",
+          signPayment(payer, offer, { resource: { url: `${offer.resource.url}/../../other/pay` } }),
+          Reason.resourceMismatch
+        ],
         [
           "tampered amount",
-          signPayment(payer, requirements, { accepted: { amount: "1" }, value: "1" }),
+          signPayment(payer, offer, { accepted: { amount: "1" }, value: "1" }),
           "No matching payment requirements"
         ],
         [
           "value below the amount",
-          signPayment(payer, requirements, { value: "1" }),
+          signPayment(payer, offer, { value: "1" }),
           "invalid_exact_evm_payload_authorization_value_mismatch"
         ],
-        [
-          "wrong payTo",
-          signPayment(payer, requirements, { to: pauper.address }),
-          "invalid_exact_evm_recipient_mismatch"
-        ],
+        ["wrong payTo", signPayment(payer, offer, { to: pauper.address }), "invalid_exact_evm_recipient_mismatch"],
         [
           "expired validBefore",
-          signPayment(payer, requirements, { validBefore: String(now - 1) }),
+          signPayment(payer, offer, { validBefore: String(now - 1) }),
           "invalid_exact_evm_payload_authorization_valid_before"
         ],
         [
+          "validBefore past maxTimeoutSeconds and the clock skew",
+          signPayment(payer, offer, { validBefore: String(pastTheBound) }),
+          Reason.validBeforeTooLate
+        ],
+        [
+          "validBefore ten years ahead",
+          signPayment(payer, offer, { validBefore: String(now + 10 * 365 * 86_400) }),
+          Reason.validBeforeTooLate
+        ],
+        [
           "not yet valid",
-          signPayment(payer, requirements, { validAfter: String(now + 600) }),
+          signPayment(payer, offer, { validAfter: String(now + 600) }),
           "invalid_exact_evm_payload_authorization_valid_after"
         ],
-        ["wrong signer", signPayment(payer, requirements, { signer: pauper }), "invalid_exact_evm_signature"],
-        ["insufficient balance", signPayment(pauper, requirements), "invalid_exact_evm_insufficient_balance"],
+        ["wrong signer", signPayment(payer, offer, { signer: pauper }), "invalid_exact_evm_signature"],
+        ["insufficient balance", signPayment(pauper, offer), "invalid_exact_evm_insufficient_balance"],
         ["not base64", { header: "%%%not-base64%%%" }, "invalid_payload"],
         ["not JSON", { header: Buffer.from("{nope").toString("base64") }, "invalid_payload"],
         ["wrong shape", { header: Buffer.from('{"x402Version":1}').toString("base64") }, "invalid_payload"]
@@ -373,12 +414,12 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
       const first = yield* createOrder("1")
       const second = yield* createOrder("1")
       const nonce = `0x${"ab".repeat(32)}` as Hex
-      const firstRequirements = yield* requirementsOf(first.id)
-      const signedFirst = yield* Effect.promise(() => signPayment(payer, firstRequirements, { nonce }))
+      const firstOffer = yield* offerOf(first.id)
+      const signedFirst = yield* Effect.promise(() => signPayment(payer, firstOffer, { nonce }))
       expect((yield* payWith(first.id, signedFirst.header)).status).toBe(200)
       const sentBefore = yield* relayerSent
-      const secondRequirements = yield* requirementsOf(second.id)
-      const signedSecond = yield* Effect.promise(() => signPayment(payer, secondRequirements, { nonce }))
+      const secondOffer = yield* offerOf(second.id)
+      const signedSecond = yield* Effect.promise(() => signPayment(payer, secondOffer, { nonce }))
       const reused = yield* payWith(second.id, signedSecond.header)
       expect(reused.status).toBe(402)
       expect(reused.body.error).toBe("invalid_exact_evm_nonce_already_used")
@@ -390,9 +431,9 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
     Effect.gen(function* () {
       const payers = [4, 5, 6, 7].map((i) => privateKeyToAccount(ANVIL_ACCOUNT_KEYS[i]!))
       const order = yield* createOrder("7.25")
-      const requirements = yield* requirementsOf(order.id)
+      const offer = yield* offerOf(order.id)
       const payments = yield* Effect.promise(() =>
-        Promise.all(Array.from({ length: 20 }, (_, i) => signPayment(payers[i % payers.length]!, requirements)))
+        Promise.all(Array.from({ length: 20 }, (_, i) => signPayment(payers[i % payers.length]!, offer)))
       )
       const sentBefore = yield* relayerSent
       const merchantBefore = yield* usd1Balance(merchant.address)
@@ -409,7 +450,7 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
       }
       expect(yield* relayerSent).toBe(sentBefore + 1)
       expect(yield* transfersTo(merchant.address)).toBe(transfersBefore + 1)
-      expect(yield* usd1Balance(merchant.address)).toBe(merchantBefore + parseUnits("7.25", 18))
+      expect(yield* usd1Balance(merchant.address)).toBe(merchantBefore + asked(offer))
       const sql = yield* SqlClient.SqlClient
       const rows = yield* sql<{ status: string }>`SELECT status FROM settlements WHERE order_id = ${order.id}`
       expect(rows.map((r) => r.status)).toEqual(["succeeded"])
@@ -422,10 +463,9 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
       const payers = Array.from({ length: 4 }, () => privateKeyToAccount(generatePrivateKey()))
       for (const payer of payers) yield* mintUsd1(devnet, payer.address, parseUnits("10", 18)).pipe(Effect.orDie)
       const orders = yield* Effect.forEach(Array.from({ length: 12 }), (_, i) => createOrder(`1.0${i}`))
-      const payments = yield* Effect.forEach(orders, (order, i) =>
-        Effect.flatMap(requirementsOf(order.id), (requirements) =>
-          Effect.promise(() => signPayment(payers[i % payers.length]!, requirements))
-        )
+      const offers = yield* Effect.forEach(orders, (order) => offerOf(order.id))
+      const payments = yield* Effect.forEach(offers, (offer, i) =>
+        Effect.promise(() => signPayment(payers[i % payers.length]!, offer))
       )
       const sentBefore = yield* relayerSent
       const merchantBefore = yield* usd1Balance(merchant.address)
@@ -438,7 +478,7 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
       expect(responses.map((r) => r.status)).toEqual(orders.map(() => 200))
       const txs = responses.map((r) => r.body.tx as Hex)
       expect(new Set(txs).size).toBe(12)
-      const total = orders.reduce((sum, _, i) => sum + parseUnits(`1.0${i}`, 18), 0n)
+      const total = offers.reduce((sum, offer) => sum + asked(offer), 0n)
       expect(yield* usd1Balance(merchant.address)).toBe(merchantBefore + total)
       expect(yield* transfersTo(merchant.address)).toBe(transfersBefore + 12)
       expect(yield* relayerSent).toBe(sentBefore + 12)
@@ -457,8 +497,8 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
     Effect.gen(function* () {
       const payer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[8]!)
       const order = yield* createOrder("2")
-      const requirements = yield* requirementsOf(order.id)
-      const payment = yield* Effect.promise(() => signPayment(payer, requirements))
+      const offer = yield* offerOf(order.id)
+      const payment = yield* Effect.promise(() => signPayment(payer, offer))
       const first = yield* payWith(order.id, payment.header)
       expect(first.status).toBe(200)
       const sentBefore = yield* relayerSent
@@ -466,7 +506,7 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
       expect(retry.status).toBe(200)
       expect(retry.body).toEqual(first.body)
       expect(decodeHeader(retry.headers["payment-response"])).toEqual(decodeHeader(first.headers["payment-response"]))
-      const other = yield* payWith(order.id, (yield* Effect.promise(() => signPayment(payer, requirements))).header)
+      const other = yield* payWith(order.id, (yield* Effect.promise(() => signPayment(payer, offer))).header)
       expect(other.status).toBe(409)
       expect(other.body.code).toBe("ORDER_ALREADY_PAID")
       expect(yield* relayerSent).toBe(sentBefore)

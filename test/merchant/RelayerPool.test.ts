@@ -7,7 +7,7 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { getAddress, parseEther, parseUnits } from "viem"
+import { getAddress, parseEther } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
@@ -16,6 +16,7 @@ import { signedOrder } from "../support/settlements.js"
 import { devnetRpc, TestDevnet } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
 import { eventually } from "../support/wait.js"
+import { enoughFor } from "../support/x402.js"
 
 const merchant = privateKeyToAccount(generatePrivateKey())
 const KEYS = [ANVIL_ACCOUNT_KEYS[9]!, ANVIL_ACCOUNT_KEYS[8]!, ANVIL_ACCOUNT_KEYS[7]!]
@@ -28,7 +29,7 @@ const gauge = (relayer: string, value: 0 | 1) => `relayer_gas_funded{relayer="${
 const payOnce = Effect.gen(function* () {
   const devnet = yield* TestDevnet
   const payer = privateKeyToAccount(generatePrivateKey())
-  yield* mintUsd1(devnet, payer.address, parseUnits("1", 18)).pipe(Effect.orDie)
+  yield* mintUsd1(devnet, payer.address, enoughFor("1")).pipe(Effect.orDie)
   const { id, header } = yield* signedOrder(payer, "1", "pool")
   const answer = yield* send("POST", `/merchant/orders/${id}/pay`, { headers: { "PAYMENT-SIGNATURE": header } })
   return { id, answer }

@@ -11,7 +11,7 @@ import { existsSync } from "node:fs"
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer, Logger } from "effect"
-import { parseEther, parseUnits } from "viem"
+import { parseEther } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
@@ -20,6 +20,7 @@ import { signedOrder } from "../support/settlements.js"
 import { devnetRpc, TestDevnet } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
 import { eventually } from "../support/wait.js"
+import { enoughFor } from "../support/x402.js"
 
 const PROMTOOL = "/usr/bin/promtool"
 const merchant = privateKeyToAccount(generatePrivateKey())
@@ -41,7 +42,7 @@ const fundedOrder = (amount: string) =>
   Effect.gen(function* () {
     const devnet = yield* TestDevnet
     const payer = privateKeyToAccount(generatePrivateKey())
-    yield* mintUsd1(devnet, payer.address, parseUnits(amount, 18)).pipe(Effect.orDie)
+    yield* mintUsd1(devnet, payer.address, enoughFor(amount)).pipe(Effect.orDie)
     return yield* signedOrder(payer, amount, "unfunded")
   })
 

@@ -10,7 +10,6 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
 import { MULTICALL3_ADDRESS } from "../../src/chain/Multicall.js"
@@ -19,6 +18,7 @@ import { signedOrder } from "../support/settlements.js"
 import { ChainEndpoints, devnetRpc, multiEndpointTestChain, TestDevnet } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
 import { eventually } from "../support/wait.js"
+import { enoughFor } from "../support/x402.js"
 
 const merchant = privateKeyToAccount(generatePrivateKey())
 const PAYERS = 25
@@ -46,7 +46,7 @@ layer(
         const [endpoint] = yield* ChainEndpoints
         const payers = Array.from({ length: PAYERS }, () => privateKeyToAccount(generatePrivateKey()))
         for (const payer of payers) {
-          yield* mintUsd1(devnet, payer.address, parseUnits(String(ROUNDS), 18)).pipe(Effect.orDie)
+          yield* mintUsd1(devnet, payer.address, enoughFor(String(ROUNDS), ROUNDS)).pipe(Effect.orDie)
         }
         yield* devnetRpc(devnet, "evm_setAutomine", [false])
         yield* devnetRpc(devnet, "evm_setIntervalMining", [1])
@@ -120,7 +120,7 @@ layer(
         const devnet = yield* TestDevnet
         const [endpoint] = yield* ChainEndpoints
         const payer = privateKeyToAccount(generatePrivateKey())
-        yield* mintUsd1(devnet, payer.address, parseUnits("2", 18)).pipe(Effect.orDie)
+        yield* mintUsd1(devnet, payer.address, enoughFor("2", 2)).pipe(Effect.orDie)
         const offers = yield* Effect.forEach([1, 2], () => signedOrder(payer, "1", "twice"))
         const simulatedBefore = endpoint!.answeredByLabel().get(`eth_call ${devnet.usd1.toLowerCase()} pending`) ?? 0
         yield* Effect.forEach(

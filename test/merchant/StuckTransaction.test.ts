@@ -9,7 +9,7 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
-import { createPublicClient, type Hash, http, parseGwei, parseUnits } from "viem"
+import { createPublicClient, type Hash, http, parseGwei } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
@@ -18,6 +18,7 @@ import { awaitBroadcast, signedOrder } from "../support/settlements.js"
 import { devnetRpc, TestDevnet, usd1TransfersTo } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
 import { eventually } from "../support/wait.js"
+import { enoughFor } from "../support/x402.js"
 
 const merchant = privateKeyToAccount(generatePrivateKey())
 const RELAYER = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[9]!).address
@@ -46,7 +47,7 @@ const stuckPayment = (
     const devnet = yield* TestDevnet
     const client = createPublicClient({ transport: http(devnet.rpcUrl) })
     const payer = privateKeyToAccount(generatePrivateKey())
-    yield* mintUsd1(devnet, payer.address, parseUnits("3", 18)).pipe(Effect.orDie)
+    yield* mintUsd1(devnet, payer.address, enoughFor("3")).pipe(Effect.orDie)
     const { id: orderId, header } = yield* signedOrder(payer, "3", describe)
     const sentBefore = yield* Effect.promise(() => client.getTransactionCount({ address: RELAYER }))
 

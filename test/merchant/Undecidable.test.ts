@@ -11,11 +11,10 @@ import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
-import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { send } from "../support/http.js"
 import { testServer } from "../support/TestServer.js"
 import { eventually } from "../support/wait.js"
-import { signPayment } from "../support/x402.js"
+import { type Offer, signPayment } from "../support/x402.js"
 
 const merchant = privateKeyToAccount(generatePrivateKey())
 const payer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[4]!)
@@ -29,15 +28,15 @@ const server = testServer({
 const order = Effect.gen(function* () {
   const created = yield* send("POST", "/merchant/orders", { json: { amount: "1", description: "undecidable" } })
   const offer = yield* send("GET", `/merchant/orders/${created.body.id}/pay`)
-  return { id: created.body.id as string, requirements: offer.body.accepts[0] as PaymentRequirements }
+  return { id: created.body.id as string, offer: offer.body as Offer }
 })
 
 /** An order left settling by a replica that died, with its settlement as given. */
 const abandoned = (settlement: { readonly status: "pending" | "broadcast"; readonly tx: string | null }) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const { id, requirements } = yield* order
-    const { payload } = yield* Effect.promise(() => signPayment(payer, requirements))
+    const { id, offer } = yield* order
+    const { payload } = yield* Effect.promise(() => signPayment(payer, offer))
     const { authorization } = payload.payload
     yield* sql`UPDATE orders SET status = 'settling' WHERE id = ${id}`
     yield* sql`INSERT INTO settlements
@@ -61,8 +60,8 @@ layer(server, { excludeTestServices: true, timeout: "240 seconds" })("50 undecid
       // Decidable: recorded before broadcast and no transaction recorded, so nothing was sent.
       const decidable = yield* abandoned({ status: "pending", tx: null })
 
-      const { id, requirements } = yield* order
-      const { header } = yield* Effect.promise(() => signPayment(payer, requirements))
+      const { id, offer } = yield* order
+      const { header } = yield* Effect.promise(() => signPayment(payer, offer))
       const paid = yield* send("POST", `/merchant/orders/${id}/pay`, { headers: { "PAYMENT-SIGNATURE": header } })
       expect(paid.status).toBe(200)
       expect(paid.body.status).toBe("paid")

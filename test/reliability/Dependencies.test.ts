@@ -15,7 +15,6 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { DEVNET_RELAYER_KEY } from "../../src/chain/Deployment.js"
 import { freePort } from "../../src/embedded/EmbeddedPostgres.js"
 import { isAlive } from "../../src/embedded/EmbeddedServer.js"
-import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import {
   type Answer,
   callService,
@@ -28,7 +27,7 @@ import {
 import { startTcpProxy } from "../support/TcpProxy.js"
 import { temporaryDatabaseUrl } from "../support/TestDatabase.js"
 import { eventually } from "../support/wait.js"
-import { signPayment } from "../support/x402.js"
+import { expectWorth, type Offer, signPayment } from "../support/x402.js"
 import { record, table } from "./figures.js"
 import { contractBreaches, payers, statuses } from "./services.js"
 
@@ -185,9 +184,8 @@ const orderAndPay = (service: ServiceProcess, payer: (typeof payers)[number]) =>
     const created = yield* createOrder(service)
     if (created.status !== 200) return created
     const offer = yield* callService(service, "GET", `/merchant/orders/${created.body.id}/pay`)
-    const requirements = offer.body?.accepts?.[0] as PaymentRequirements | undefined
-    if (requirements === undefined) return offer
-    const signed = yield* Effect.promise(() => signPayment(payer, requirements))
+    if (offer.body?.accepts?.[0] === undefined) return offer
+    const signed = yield* Effect.promise(() => signPayment(payer, offer.body as Offer))
     return yield* callService(service, "POST", `/merchant/orders/${created.body.id}/pay`, {
       headers: { "payment-signature": signed.header }
     })
@@ -205,9 +203,8 @@ const auditedPayments = (service: ServiceProcess) =>
         if (created.status !== 200) return created
         yield* Ref.update(orders, (all) => [...all, created.body.id as string])
         const offer = yield* callService(service, "GET", `/merchant/orders/${created.body.id}/pay`)
-        const requirements = offer.body?.accepts?.[0] as PaymentRequirements | undefined
-        if (requirements === undefined) return offer
-        const signed = yield* Effect.promise(() => signPayment(payer, requirements))
+        if (offer.body?.accepts?.[0] === undefined) return offer
+        const signed = yield* Effect.promise(() => signPayment(payer, offer.body as Offer))
         return yield* callService(service, "POST", `/merchant/orders/${created.body.id}/pay`, {
           headers: { "payment-signature": signed.header }
         })
@@ -244,7 +241,10 @@ const auditPayments = (service: ServiceProcess, merchant: Hex, ids: ReadonlyArra
     }
   })
 
-/** The three sources agree: each paid order is its own transfer on chain, and the merchant holds 1.25 USD1 each. */
+/**
+ * The three sources agree: each paid order is its own transfer on chain, of 1.25 USD1 (and the order's
+ * own value below a micro-dollar), and the merchant holds what they transferred.
+ */
 const expectSourcesAgree = ({
   paidOrders,
   transfers,
@@ -253,7 +253,8 @@ const expectSourcesAgree = ({
   expect(transfers).toHaveLength(paidOrders.length)
   expect(new Set(transfers.map((log) => log.transactionHash)).size).toBe(transfers.length)
   expect(new Set(transfers.map((log) => log.transactionHash))).toEqual(new Set(paidOrders.map((order) => order.tx)))
-  expect(balance).toBe(BigInt(paidOrders.length) * 125n * 10n ** 16n)
+  for (const log of transfers) expectWorth(log.args.value!, "1.25")
+  expect(balance).toBe(transfers.reduce((sum, log) => sum + log.args.value!, 0n))
 }
 
 describe("dependencies that fail under the service", () => {

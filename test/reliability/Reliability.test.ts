@@ -6,12 +6,11 @@
 import { HttpServer } from "@effect/platform"
 import { afterAll, describe, expect, it, layer } from "@effect/vitest"
 import { Duration, Effect, Fiber } from "effect"
-import { createPublicClient, type Hex, http, parseUnits } from "viem"
+import { createPublicClient, type Hex, http } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS, startDevnet } from "../../src/chain/Devnet.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
-import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { startService, stopService } from "../support/process.js"
 import { startRpcProxy } from "../support/RpcProxy.js"
 import { startTcpProxy } from "../support/TcpProxy.js"
@@ -19,6 +18,7 @@ import { devnetRpc as rpc } from "../support/TestChain.js"
 import { queryDatabase as query, temporaryDatabaseUrl } from "../support/TestDatabase.js"
 import { testServer } from "../support/TestServer.js"
 import { eventually } from "../support/wait.js"
+import type { Offer } from "../support/x402.js"
 import { record, table } from "./figures.js"
 import { fuzz, HANG_LIMIT_MS, samples } from "./fuzzRun.js"
 import {
@@ -141,10 +141,12 @@ describe("reliability", () => {
         const databaseUrl = yield* temporaryDatabaseUrl
         const merchant = privateKeyToAccount(generatePrivateKey()).address
         const chain = { rpcUrl: devnet.rpcUrl, devnet }
+        const env = yield* serviceEnv(chain, databaseUrl, merchant, 9)
+        // Behind one public URL, as replicas are: a payment names the order's URL there.
         const replicas = yield* Effect.all(
           [
-            startService(yield* serviceEnv(chain, databaseUrl, merchant, 9)),
-            startService(yield* serviceEnv(chain, databaseUrl, merchant, 0))
+            startService(env),
+            startService({ ...(yield* serviceEnv(chain, databaseUrl, merchant, 0)), API_URL: env.API_URL })
           ],
           { concurrency: 2 }
         )
@@ -426,10 +428,10 @@ describe("reliability", () => {
           ether: await client.getBalance({ address: relayer }),
           sent: await client.getTransactionCount({ address: relayer, blockTag: "pending" })
         }))
-        // Ten orders of 0.000001 USD1; the attacker holds exactly one order's worth.
+        // Ten orders of 0.000001 USD1 (each with its own value below a micro-dollar); the attacker
+        // holds one order's worth: the most any of them asks, less than any two ask.
         const amount = "0.000001"
         const attacker = privateKeyToAccount(generatePrivateKey())
-        yield* mintUsd1(devnet, attacker.address, parseUnits(amount, 18)).pipe(Effect.orDie)
         const orders = yield* Effect.forEach(
           Array.from({ length: 10 }),
           () =>
@@ -437,15 +439,13 @@ describe("reliability", () => {
               const created = yield* call(service, "POST", "/merchant/orders", {
                 json: { amount, description: "drain" }
               })
-              const offer = yield* call(service, "GET", `/merchant/orders/${created.body.id}/pay`)
-              return {
-                id: created.body.id as string,
-                amount: parseUnits(amount, 18),
-                requirements: offer.body.accepts[0] as PaymentRequirements
-              }
+              const offer: Offer = (yield* call(service, "GET", `/merchant/orders/${created.body.id}/pay`)).body
+              return { id: created.body.id as string, amount: BigInt(offer.accepts[0]!.amount), offer }
             }),
           { concurrency: 4 }
         )
+        const [oneOrder] = orders.map((order) => order.amount).sort((a, b) => Number(b - a))
+        yield* mintUsd1(devnet, attacker.address, oneOrder!).pipe(Effect.orDie)
         const before = yield* relayerState
         const round = (open: ReadonlyArray<(typeof orders)[number]>) =>
           Effect.forEach(open, (order) => payOnce(service, order, attacker), { concurrency: "unbounded" })

@@ -8,11 +8,11 @@ import { Effect } from "effect"
 import { parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
-import { encodeHeader, type PaymentRequirements } from "../../src/merchant/X402.js"
+import { encodeHeader } from "../../src/merchant/X402.js"
 import { signIn } from "../support/auth.js"
 import { send } from "../support/http.js"
 import { rawRequest } from "../support/rawHttp.js"
-import { signPayment } from "../support/x402.js"
+import { type Offer, signPayment } from "../support/x402.js"
 import {
   conformingErrorBody,
   type FuzzRequest,
@@ -47,11 +47,11 @@ export interface FuzzTally {
 /** Orders, a bearer token and payment headers (valid, unfunded, and subtly broken ones). */
 const fixtures = Effect.gen(function* () {
   const chain = yield* InMemoryChain
-  const orders: Array<{ id: string; requirements: PaymentRequirements }> = []
+  const orders: Array<{ id: string; offer: Offer }> = []
   for (const amount of ["1", "2.5", "0.000001", "1000000", "42"]) {
     const created = yield* send("POST", "/merchant/orders", { json: { amount, description: `fuzz ${amount}` } })
     const offer = yield* send("GET", `/merchant/orders/${created.body.id}/pay`)
-    orders.push({ id: created.body.id, requirements: offer.body.accepts[0] })
+    orders.push({ id: created.body.id, offer: offer.body })
   }
   const { token } = yield* signIn()
   const payer = privateKeyToAccount(generatePrivateKey())
@@ -59,18 +59,19 @@ const fixtures = Effect.gen(function* () {
   const pauper = privateKeyToAccount(generatePrivateKey())
   const paymentHeaders = yield* Effect.promise(() =>
     Promise.all(
-      orders.flatMap(({ requirements }) => [
-        signPayment(payer, requirements).then((signed) => signed.header),
-        signPayment(pauper, requirements).then((signed) => signed.header),
-        signPayment(payer, requirements, { validBefore: (2n ** 200n).toString() }).then((signed) => signed.header),
-        signPayment(payer, requirements, { value: "1" }).then((signed) => signed.header),
-        signPayment(payer, requirements).then((signed) =>
+      orders.flatMap(({ offer }) => [
+        signPayment(payer, offer).then((signed) => signed.header),
+        signPayment(pauper, offer).then((signed) => signed.header),
+        signPayment(payer, offer, { validBefore: (2n ** 200n).toString() }).then((signed) => signed.header),
+        signPayment(payer, offer, { value: "1" }).then((signed) => signed.header),
+        signPayment(payer, offer, { resource: null }).then((signed) => signed.header),
+        signPayment(payer, offer).then((signed) =>
           encodeHeader({
             ...signed.payload,
             extensions: { note: "\u0000", deep: JSON.parse("[".repeat(60) + "]".repeat(60)) }
           })
         ),
-        signPayment(payer, requirements).then((signed) =>
+        signPayment(payer, offer).then((signed) =>
           encodeHeader({
             ...signed.payload,
             payload: {

@@ -4,15 +4,14 @@
  * say afterwards.
  */
 import { Effect } from "effect"
-import { createPublicClient, type Hex, http, parseAbiItem, parseUnits } from "viem"
+import { createPublicClient, type Hex, http, parseAbiItem } from "viem"
 import { type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts"
 import { Usd1Artifact } from "../../src/chain/contracts/artifacts.js"
 import { ANVIL_ACCOUNT_KEYS, type Devnet } from "../../src/chain/Devnet.js"
-import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { type Answer, callService, devnetServiceEnv, type ServiceProcess } from "../support/process.js"
 import { queryDatabase as query } from "../support/TestDatabase.js"
 import { eventually } from "../support/wait.js"
-import { signPayment } from "../support/x402.js"
+import { type Offer, signPayment } from "../support/x402.js"
 
 /** Dev accounts 1-8 hold 10,000 USD1 each on a fresh devnet (9 is the relayer). */
 export const payers: ReadonlyArray<PrivateKeyAccount> = [1, 2, 3, 4, 5, 6, 7, 8].map((i) =>
@@ -47,8 +46,9 @@ export const call = callService
 
 export interface Order {
   readonly id: string
+  /** What its payment transfers, in atomic units (the order's own value: its requirements' amount). */
   readonly amount: bigint
-  readonly requirements: PaymentRequirements
+  readonly offer: Offer
 }
 
 /** Orders with distinct amounts (1.001, 1.002, ...): a transfer's value names its order. */
@@ -61,12 +61,8 @@ export const createOrders = (service: ServiceProcess, count: number, offset = 0)
           json: { amount, description: "reliability" }
         })
         if (created.status !== 200) return yield* Effect.dieMessage(`order not created: ${created.status}`)
-        const offer = yield* call(service, "GET", `/merchant/orders/${created.body.id}/pay`)
-        return {
-          id: created.body.id as string,
-          amount: parseUnits(amount, 18),
-          requirements: offer.body.accepts[0] as PaymentRequirements
-        } satisfies Order
+        const offer: Offer = (yield* call(service, "GET", `/merchant/orders/${created.body.id}/pay`)).body
+        return { id: created.body.id as string, amount: BigInt(offer.accepts[0]!.amount), offer } satisfies Order
       }),
     { concurrency: 4 }
   )
@@ -81,7 +77,7 @@ export interface Attempt {
 /** Signs one payment of `order` by `payer` and sends it. */
 export const payOnce = (service: ServiceProcess, order: Order, payer: PrivateKeyAccount) =>
   Effect.gen(function* () {
-    const signed = yield* Effect.promise(() => signPayment(payer, order.requirements))
+    const signed = yield* Effect.promise(() => signPayment(payer, order.offer))
     const answer = yield* call(service, "POST", `/merchant/orders/${order.id}/pay`, {
       headers: { "payment-signature": signed.header }
     })

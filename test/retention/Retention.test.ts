@@ -1,15 +1,16 @@
 /**
  * The retention job (issue 25): expired sessions, challenges a day past their expiry, webhook
- * deliveries past KYC_WEBHOOK_RETENTION, events past EVENTS_RETENTION (issue 19) and stale
- * event-stream registrations go, in bounded batches; live rows stay; one replica at a time holds the
- * job's lease.
+ * deliveries past KYC_WEBHOOK_RETENTION, events past EVENTS_RETENTION (issue 19), stale
+ * event-stream registrations and unpaid orders past ORDER_RETENTION (issue 40) go, in bounded
+ * batches; live rows stay; one replica at a time holds the job's lease, and gives it up when it stops.
  */
 import { randomBytes } from "node:crypto"
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { ConfigProvider, Context, Effect, Layer } from "effect"
-import { Retention } from "../../src/retention/Retention.js"
+import { ConfigProvider, Context, Effect, Exit, Layer, Scope } from "effect"
+import { Retention, RetentionLive } from "../../src/retention/Retention.js"
 import { TestDatabase } from "../support/TestDatabase.js"
+import { eventually } from "../support/wait.js"
 
 const DAY = 24 * 60 * 60 * 1000
 
@@ -22,7 +23,15 @@ const replica = (env: Record<string, string> = {}) => Effect.map(Layer.build(ret
 const at = (ms: number) => new Date(ms)
 
 /** A run that found nothing to delete. */
-const nothingLeft = { sessions: 0, challenges: 0, webhookDeliveries: 0, events: 0, eventStreams: 0, eventReplicas: 0 }
+const nothingLeft = {
+  sessions: 0,
+  challenges: 0,
+  webhookDeliveries: 0,
+  events: 0,
+  eventStreams: 0,
+  eventReplicas: 0,
+  unpaidOrders: 0
+}
 
 layer(TestDatabase, { excludeTestServices: true })("retention", (it) => {
   it.scoped(
@@ -91,7 +100,8 @@ layer(TestDatabase, { excludeTestServices: true })("retention", (it) => {
           webhookDeliveries: 1,
           events: 1,
           eventStreams: 1,
-          eventReplicas: 1
+          eventReplicas: 1,
+          unpaidOrders: 0
         })
         // The other replica skips while the first one's lease runs.
         expect(yield* b.run).toBeUndefined()
@@ -123,6 +133,69 @@ layer(TestDatabase, { excludeTestServices: true })("retention", (it) => {
         expect(yield* b.run).toEqual(nothingLeft)
         expect(yield* a.run).toBeUndefined()
       })
+  )
+
+  it.scoped("deletes orders never paid ORDER_RETENTION after they expired, unless a payment of them was reserved", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`DELETE FROM job_leases`
+      const now = Date.now()
+      const order = (id: string, status: string, expiredAgo: number) => ({
+        id,
+        amount: "1",
+        amountMicros: 1_000_000,
+        description: id,
+        status,
+        createdAt: at(now - expiredAgo - 30 * 60_000),
+        expiresAt: at(now - expiredAgo),
+        payer: status === "paid" ? "0x0000000000000000000000000000000000000001" : null,
+        tx: status === "paid" ? "0xab" : null,
+        paidAt: status === "paid" ? at(now - expiredAgo - 60_000) : null
+      })
+      yield* sql`INSERT INTO orders ${sql.insert([
+        order("open-8-days", "open", 8 * DAY),
+        order("expired-8-days", "expired", 8 * DAY),
+        order("expired-6-days", "expired", 6 * DAY),
+        order("open-live", "open", -10 * 60_000),
+        order("paid-8-days", "paid", 8 * DAY),
+        order("failed-payment-8-days", "expired", 8 * DAY)
+      ])}`
+      yield* sql`INSERT INTO settlements
+                   (order_id, payer, nonce, amount_atomic, valid_before, payload, status, created_at, updated_at)
+                 VALUES ('failed-payment-8-days', '0x0000000000000000000000000000000000000002', '0x01', 1, 1,
+                         '{}'::jsonb, 'failed', ${at(now - 8 * DAY)}, ${at(now - 8 * DAY)})`
+      const ran = yield* (yield* replica()).run
+      expect(ran).toEqual({ ...nothingLeft, unpaidOrders: 2 })
+      const left = yield* sql<{ id: string }>`SELECT id FROM orders ORDER BY id`
+      expect(left.map((row) => row.id)).toEqual(["expired-6-days", "failed-payment-8-days", "open-live", "paid-8-days"])
+      // A shorter ORDER_RETENTION: the six-day-old one goes too.
+      yield* sql`DELETE FROM job_leases`
+      const shorter = yield* (yield* replica({ ORDER_RETENTION: "5 days" })).run
+      expect(shorter).toEqual({ ...nothingLeft, unpaidOrders: 1 })
+    })
+  )
+
+  it.scoped("a replica that stops gives its lease up: another runs the job at once", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`DELETE FROM job_leases`
+      // The job's loop, as the service runs it: its first run at start takes the lease.
+      const scope = yield* Scope.make()
+      yield* Layer.buildWithScope(RetentionLive.pipe(Layer.provide(retention())), scope)
+      const held = yield* eventually(
+        "the loop's first run to take the lease",
+        sql<{ holder: string }>`SELECT holder FROM job_leases WHERE name = 'retention'`,
+        (rows) => rows.length === 1
+      )
+      const other = yield* replica()
+      expect(yield* other.run).toBeUndefined()
+      // The service stops: its lease goes with it, and the other replica runs the job now.
+      yield* Scope.close(scope, Exit.void)
+      expect(yield* sql`SELECT holder FROM job_leases WHERE name = 'retention'`).toEqual([])
+      expect(yield* other.run).toEqual(nothingLeft)
+      const [taken] = yield* sql<{ holder: string }>`SELECT holder FROM job_leases WHERE name = 'retention'`
+      expect(taken!.holder).not.toBe(held[0]!.holder)
+    })
   )
 })
 

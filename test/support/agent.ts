@@ -4,14 +4,14 @@ import { SqlClient } from "@effect/sql"
 import { expect } from "@effect/vitest"
 import { Effect } from "effect"
 import { ScriptedKycProvider, ScriptedOutcome } from "../../src/kyc/ScriptedKycProvider.js"
-import { signIn } from "./auth.js"
+import { newAccount, signIn } from "./auth.js"
 import { bearer, send } from "./http.js"
 
-/** Signs a new user in and has the scripted provider approve them: they hold a card. */
-export const cardHolder = (fullName = "Ada Lovelace") =>
+/** Signs a user in (a new one unless given) and has the scripted provider approve them: they hold a card. */
+export const cardHolder = (fullName = "Ada Lovelace", account = newAccount()) =>
   Effect.gen(function* () {
     const kyc = yield* ScriptedKycProvider
-    const user = yield* signIn()
+    const user = yield* signIn(account)
     const documentNumber = `DOC-${randomBytes(6).toString("hex")}`
     yield* kyc.script(user.account.address, ScriptedOutcome.Approve({ fullName, documentNumber }))
     expect((yield* send("POST", "/kyc/session", { headers: bearer(user.token) })).status).toBe(200)

@@ -23,6 +23,14 @@ export const followedUsd1 = (address: string) =>
     )
   ).pipe(Effect.orDie)
 
+/** The card wallet's balance as the follower stored it, in atomic units (none before it read it). */
+export const followedAtomic = (address: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql<{ usd1: string }>`SELECT usd1::text FROM card_wallet_balances WHERE address = ${address}`.pipe(
+      Effect.map((rows) => (rows[0] === undefined ? undefined : BigInt(rows[0].usd1)))
+    )
+  ).pipe(Effect.orDie)
+
 /** A card holder whose card wallet holds `usd1` USD1 on the devnet, once the follower has seen it. */
 export const fundedCardHolder = (usd1: string) =>
   Effect.gen(function* () {

@@ -10,7 +10,6 @@ import { Events } from "../../src/events/Events.js"
 import { Merchant } from "../../src/merchant/Merchant.js"
 import { OrderRepo } from "../../src/merchant/OrderRepo.js"
 import type { PaymentProcessor } from "../../src/merchant/PaymentProcessor.js"
-import type { PaymentRequirements } from "../../src/merchant/X402.js"
 import { AppConfig } from "../../src/runtime/Config.js"
 import { send } from "./http.js"
 import { TestDatabase } from "./TestDatabase.js"
@@ -56,10 +55,8 @@ export const settlingOrder = (options: {
     const sql = yield* SqlClient.SqlClient
     const order = yield* merchant.createOrder({ amount: options.amount, description: `settling, ${options.owner}` })
     const offer = yield* Effect.flip(merchant.pay(order.id, Option.none()))
-    const requirements = offer._tag === "PaymentRequired" ? offer.body.accepts[0]! : undefined
-    const { payload } = yield* Effect.promise(() =>
-      signPayment(privateKeyToAccount(generatePrivateKey()), requirements!)
-    )
+    const required = offer._tag === "PaymentRequired" ? offer.body : undefined
+    const { payload } = yield* Effect.promise(() => signPayment(privateKeyToAccount(generatePrivateKey()), required!))
     const { from, nonce, value, validBefore } = payload.payload.authorization
     const [row] = yield* sql<{ id: number }>`INSERT INTO settlements
         (order_id, payer, nonce, amount_atomic, valid_before, payload, status, owner, tx_hash, raw_tx,
@@ -80,7 +77,7 @@ export const signedOrder = (payer: PrivateKeyAccount, amount: string, descriptio
   Effect.gen(function* () {
     const created = yield* send("POST", "/merchant/orders", { json: { amount, description } })
     const offer = yield* send("GET", `/merchant/orders/${created.body.id}/pay`)
-    const { header } = yield* Effect.promise(() => signPayment(payer, offer.body.accepts[0] as PaymentRequirements))
+    const { header } = yield* Effect.promise(() => signPayment(payer, offer.body))
     return { id: created.body.id as string, header }
   })
 

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto"
+import { expect } from "@effect/vitest"
 import { Effect } from "effect"
-import { type Hex, type PrivateKeyAccount, toHex } from "viem"
+import { type Hex, type PrivateKeyAccount, parseUnits, toHex } from "viem"
 import type { Address } from "../../src/chain/Address.js"
 import { ChainClient, type TransferAuthorization } from "../../src/chain/ChainClient.js"
 import { transferWithAuthorizationTypedData } from "../../src/chain/Eip3009.js"
@@ -21,16 +22,24 @@ export interface SignOptions {
   readonly validBefore?: string
   readonly nonce?: Hex
   readonly accepted?: Partial<PaymentRequirements>
-  /** The resource the payment names, as a standard client echoes it from the 402. */
-  readonly resource?: ResourceInfo
+  /** The resource the payment names: the offer's unless given (a standard client echoes the 402's); null: none. */
+  readonly resource?: ResourceInfo | null
 }
 
-/** Builds and signs a PaymentPayload for `requirements` as a standard client would, with overrides. */
+/** What a 402 offers, as a standard client reads it: the requirements to pay, and the resource they pay for. */
+export interface Offer {
+  readonly accepts: ReadonlyArray<PaymentRequirements>
+  readonly resource: ResourceInfo
+}
+
+/** Builds and signs a PaymentPayload for the offer's first requirements as a standard client would, with overrides. */
 export const signPayment = async (
   payer: PrivateKeyAccount,
-  requirements: PaymentRequirements,
+  offer: Offer,
   options: SignOptions = {}
 ): Promise<{ payload: PaymentPayload; header: string }> => {
+  const requirements = offer.accepts[0]!
+  const resource = options.resource === undefined ? offer.resource : options.resource
   const chainId = Number(requirements.network.split(":")[1])
   const authorization = {
     from: payer.address,
@@ -52,7 +61,7 @@ export const signPayment = async (
   const signature = await (options.signer ?? payer).signTypedData(typed)
   const payload: PaymentPayload = {
     x402Version: 2,
-    ...(options.resource === undefined ? {} : { resource: options.resource }),
+    ...(resource === null ? {} : { resource }),
     accepted: { ...requirements, ...options.accepted },
     payload: { signature, authorization }
   }
@@ -82,3 +91,16 @@ export const signedTransfer = (payer: PrivateKeyAccount, to: Address, value: big
     )
     return { authorization, signature }
   })
+
+/**
+ * That `atomic` USD1 is what paying `orders` orders worth `usd` in all transfers: each order asks for
+ * its amount and less than a micro-dollar more, its own value (`orderTag`).
+ */
+export const expectWorth = (atomic: bigint, usd: string, orders = 1) => {
+  const beyond = atomic - parseUnits(usd, 18)
+  expect(beyond).toBeGreaterThanOrEqual(0n)
+  expect(beyond).toBeLessThan(BigInt(orders) * parseUnits("0.000001", 18))
+}
+
+/** USD1 enough to pay `orders` orders worth `usd` in all: each asks for less than a micro-dollar more. */
+export const enoughFor = (usd: string, orders = 1) => parseUnits(usd, 18) + BigInt(orders) * parseUnits("0.000001", 18)
