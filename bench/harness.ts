@@ -480,6 +480,8 @@ export const serviceEnv = (
     // Load generators are one client address; the limits have their own tests.
     RATE_LIMIT_ORDERS: "1000000000",
     RATE_LIMIT_SIGNIN: "1000000000",
+    // Every stream of the events section comes from it too (below the replica's 5,000, as required).
+    EVENTS_MAX_STREAMS_PER_CLIENT: "4999",
     // The default (Info, one access-log line per request) unless BENCH_LOG_LEVEL says otherwise.
     ...(process.env.BENCH_LOG_LEVEL === undefined ? {} : { LOG_LEVEL: process.env.BENCH_LOG_LEVEL }),
     SHUTDOWN_GRACE: "2 seconds",

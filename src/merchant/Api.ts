@@ -144,7 +144,9 @@ const payEndpoint = <const Name extends string>(endpoint: HttpApiEndpoint.HttpAp
         "PAYMENT-RESPONSE header, or 202 with the settling order when the settlement's outcome is not known within " +
         "SETTLEMENT_WAIT (poll GET /merchant/orders/{id}: it becomes paid, or open when nothing was transferred). " +
         "503 CHAIN_UNAVAILABLE: the chain did not answer before anything was reserved; 503 RELAYER_UNFUNDED: the " +
-        "relayer cannot pay gas now, nothing was reserved. GET and POST behave alike."
+        "relayer cannot pay gas now, nothing was reserved. GET and POST behave alike. The requirements' amount is " +
+        "the order's and its own value below a micro-dollar (which the authorization signs: it pays no other " +
+        "order); the payment must name the 402's resource and be valid for at most maxTimeoutSeconds (+30 s)."
     )
     .annotate(OpenApi.Transform, x402Headers)
 
