@@ -73,6 +73,8 @@ layer(server, { excludeTestServices: true, timeout: "120 seconds" })("Cache-Cont
       const payment = yield* Effect.promise(() => signPayment(holder.account, offer))
 
       const asHolder = { headers: bearer(holder.token) }
+      const card = (yield* send("GET", "/me", asHolder)).body.card
+      const unknownAuthorization = "/sandbox/card-network/authorizations/00000000-0000-4000-8000-000000000000"
       /** A real request of each operation, and the statuses it may answer. */
       const requests: Record<
         string,
@@ -123,7 +125,43 @@ layer(server, { excludeTestServices: true, timeout: "120 seconds" })("Cache-Cont
         "GET /market/status": [send("GET", "/market/status"), [200]],
         "GET /market/tokens": [send("GET", "/market/tokens"), [200]],
         "GET /market/tokens/{token}": [send("GET", "/market/tokens/NVDA"), [200]],
-        "POST /devnet/faucet": [send("POST", "/devnet/faucet", asHolder), [200]]
+        "POST /devnet/faucet": [send("POST", "/devnet/faucet", asHolder), [200]],
+        "GET /kyc/return": [send("GET", `/kyc/return?user=${holder.account.address}`), [303]],
+        "GET /card/controls": [send("GET", "/card/controls", asHolder), [200]],
+        "PUT /card/controls": [send("PUT", "/card/controls", { ...asHolder, json: { frozen: false } }), [200]],
+        "POST /card/replace": [send("POST", "/card/replace", asHolder), [200]],
+        "GET /card/authorizations": [send("GET", "/card/authorizations", asHolder), [200]],
+        // Unsigned: refused, and the refusal is not kept either.
+        "POST /card-network/messages": [send("POST", "/card-network/messages", { json: {} }), [401]],
+        "POST /sandbox/card-network/authorizations": [
+          send("POST", "/sandbox/card-network/authorizations", {
+            json: {
+              cardNumber: card.number,
+              expiry: card.expiry,
+              cvv: card.cvv,
+              amountUsd: "1.00",
+              merchant: { name: "Tea", mcc: "5814", country: "USA" }
+            }
+          }),
+          [200]
+        ],
+        "POST /sandbox/card-network/authorizations/{id}/increment": [
+          send("POST", `${unknownAuthorization}/increment`, { json: { amountUsd: "1.00" } }),
+          [404]
+        ],
+        "POST /sandbox/card-network/authorizations/{id}/reverse": [
+          send("POST", `${unknownAuthorization}/reverse`, { json: {} }),
+          [404]
+        ],
+        "POST /sandbox/card-network/authorizations/{id}/clear": [
+          send("POST", `${unknownAuthorization}/clear`, { json: {} }),
+          [404]
+        ],
+        "POST /sandbox/card-network/authorizations/{id}/refund": [
+          send("POST", `${unknownAuthorization}/refund`, { json: { amountUsd: "1.00" } }),
+          [404]
+        ],
+        "POST /sandbox/card-network/authorizations/{id}/expire": [send("POST", `${unknownAuthorization}/expire`), [404]]
       }
 
       const documented = Object.entries(spec.paths).flatMap(([path, item]) =>
