@@ -2,7 +2,8 @@
  * The web app's build: the TypeScript, TSX and CSS under web/ bundled by esbuild into static files
  * under dist/web/ (an `index.html` and content-hashed files under `assets/`, each with a gzip twin).
  * The service runs it as it starts (`ensureWebBuild`), so `npm start`, `npm run dev`, the tests and
- * CI need no step of their own; a build is reused while no file under web/, nor this module, nor
+ * CI need no step of their own; a build is reused while no file it read (under web/ and the modules of
+ * src/ that web/ imports, such as the API's schemas), no file under web/, nor this module, nor
  * package-lock.json has changed (their paths, sizes and modification times are compared with the
  * build's stamp), as scripts/start.mjs does for the service itself.
  *
@@ -42,16 +43,39 @@ const filesUnder = (root: string, dir: string): ReadonlyArray<string> =>
     return entry.isDirectory() ? filesUnder(root, relative) : [relative]
   })
 
-/** What decides whether a build is current: every file under web/, this module and the lock file. */
-const stampOf = (root: string) =>
-  JSON.stringify(
-    [...filesUnder(root, "web"), path.join("src", "app", "WebBuild.ts"), "package-lock.json"]
-      .filter((file) => existsSync(path.join(root, file)))
-      .map((file) => {
-        const stat = statSync(path.join(root, file))
-        return [file, stat.size, stat.mtimeMs]
-      })
-  )
+type FileStat = readonly [file: string, size: number, modified: number]
+
+/** Paths, sizes and modification times of the files given that exist. */
+const statsOf = (root: string, files: Iterable<string>): ReadonlyArray<FileStat> =>
+  [...new Set(files)]
+    .sort()
+    .filter((file) => existsSync(path.join(root, file)))
+    .map((file) => {
+      const stat = statSync(path.join(root, file))
+      return [file, stat.size, stat.mtimeMs] as const
+    })
+
+/** Files a build depends on whatever it read: every file under web/ (a new one may be imported), this module and the lock file. */
+const alwaysStamped = (root: string) => [
+  ...filesUnder(root, "web"),
+  path.join("src", "app", "WebBuild.ts"),
+  "package-lock.json"
+]
+
+/**
+ * What decides whether a build is current: the files it read outside node_modules (the lock file
+ * stands for those) and the files always stamped, as they were before it started.
+ */
+const stampOf = (stats: ReadonlyArray<FileStat>, paths: ReadonlyArray<string>) => {
+  const keep = new Set(paths)
+  return JSON.stringify({ paths, stats: stats.filter(([file]) => keep.has(file)) })
+}
+
+const isCurrent = (root: string, stamp: string) => {
+  const { paths } = JSON.parse(stamp) as { paths: ReadonlyArray<string> }
+  const files = [...new Set([...alwaysStamped(root), ...paths])].sort()
+  return stamp === stampOf(statsOf(root, files), files)
+}
 
 const page = (script: string, style: string) => `<!doctype html>
 <html lang="en">
@@ -78,8 +102,11 @@ const ICON_SVG =
   'fill="#1d4ed8"/><rect x="2" y="11" width="28" height="4" fill="#0f172a"/><rect x="6" y="19" width="8" ' +
   'height="2" rx="1" fill="#fff"/></svg>'
 
-/** Builds web/ into `out` (a fresh folder): the bundle, its chunks, the page and gzip twins. */
-const build = async (root: string, out: string) => {
+/**
+ * Builds web/ into `out` (a fresh folder): the bundle, its chunks, the page and gzip twins. Answers
+ * the files the bundle read outside node_modules, relative to `root`.
+ */
+const build = async (root: string, out: string): Promise<ReadonlyArray<string>> => {
   // required, not imported: npm start runs the service's bundle as a script, which has no import()
   const esbuild = createRequire(import.meta.url)("esbuild") as typeof import("esbuild")
   try {
@@ -115,6 +142,9 @@ const build = async (root: string, out: string) => {
       if (!/\.(js|css|svg)$/.test(file)) continue
       writeFileSync(path.join(out, `${file}.gz`), gzipSync(readFileSync(path.join(out, file)), { level: 9 }))
     }
+    return Object.keys(result.metafile.inputs)
+      .filter((file) => !file.split(/[\\/]/).includes("node_modules"))
+      .map((file) => path.normalize(file))
   } finally {
     await esbuild.stop()
   }
@@ -150,7 +180,7 @@ const ensure = async (root: string): Promise<WebBuild> => {
   const dir = path.join(root, WEB_OUT)
   const current = () => {
     try {
-      return readFileSync(path.join(dir, STAMP), "utf8") === stampOf(root)
+      return isCurrent(root, readFileSync(path.join(dir, STAMP), "utf8"))
     } catch {
       return false
     }
@@ -160,12 +190,15 @@ const ensure = async (root: string): Promise<WebBuild> => {
     return { dir, built: false }
   }
   if (current()) return { dir, built: false }
-  const stamp = stampOf(root)
+  // Taken before the build, so that a file edited while it runs makes the next start build again.
+  const before = statsOf(root, [...alwaysStamped(root), ...filesUnder(root, "src")])
   const fresh = `${dir}.build-${process.pid}-${Date.now()}`
   const old = `${dir}.old-${process.pid}-${Date.now()}`
   try {
-    await build(root, fresh)
-    writeFileSync(path.join(fresh, STAMP), stamp)
+    const read = await build(root, fresh)
+    const paths = [...new Set([...alwaysStamped(root), ...read])].sort()
+    const outside = paths.filter((file) => !before.some(([known]) => known === file))
+    writeFileSync(path.join(fresh, STAMP), stampOf([...before, ...statsOf(root, outside)], paths))
     // Another process may swap its own build in meanwhile: whichever lands, it is as current.
     if (existsSync(dir)) renameIfThere(dir, old)
     try {

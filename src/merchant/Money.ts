@@ -1,9 +1,10 @@
 /**
- * Order amounts: decimal USD strings as the client sends them. Pure.
+ * Order amounts: decimal USD strings as the client sends them. Pure, and bundled into the web app
+ * (through the merchant's API schemas): nothing here may need Node.
  * At most 6 decimals, greater than 0, at most 1,000,000.
  */
-import { createHash } from "node:crypto"
 import { Either } from "effect"
+import { sha256, stringToBytes } from "viem"
 
 const MAX_ORDER_USD = 1_000_000n
 const MAX_DECIMALS = 6
@@ -43,4 +44,4 @@ export const microsToAtomic = (micros: bigint, decimals: number): bigint =>
  * token of 6 decimals or fewer has no room below a micro-dollar: 0.
  */
 export const orderTag = (orderId: string, decimals: number): bigint =>
-  decimals <= 6 ? 0n : BigInt(`0x${createHash("sha256").update(orderId).digest("hex")}`) % 10n ** BigInt(decimals - 6)
+  decimals <= 6 ? 0n : BigInt(sha256(stringToBytes(orderId))) % 10n ** BigInt(decimals - 6)
