@@ -4,7 +4,7 @@
  * dependency that answers probes while requests still fail stays down.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Logger, Ref, TestClock } from "effect"
+import { Effect, Layer, Logger, Ref, TestClock, TestContext } from "effect"
 import { Outages, outagesLayer } from "../../src/observability/Outages.js"
 
 /** Log lines as `LEVEL message`, and a probe the test switches. */
@@ -23,7 +23,7 @@ const harness = Effect.gen(function* () {
 })
 
 describe("Outages", () => {
-  it.scoped("one WARN, a summary every 10 s with the counts, one INFO once a probe answers", () =>
+  it.live("one WARN, a summary every 10 s with the counts, one INFO once a probe answers", () =>
     Effect.gen(function* () {
       const { lines, databaseAnswers, layer } = yield* harness
       const outages = yield* Layer.build(layer).pipe(Effect.map((context) => context.unsafeMap.get(Outages.key)))
@@ -60,6 +60,12 @@ describe("Outages", () => {
       expect((yield* lines).slice(4)).toEqual([
         "WARN database unavailable: terminated; refusals are counted and summarised every 10s until it is back"
       ])
-    })
+    }).pipe(
+      Effect.scoped,
+      // Its test services provided here, not by it.scoped: under one module graph for a worker's
+      // files (vitest.config.ts), it.scoped's test clock was at times not in place after another
+      // file's server (the clock read back was the live one); provided by the test, it always is.
+      Effect.provide(TestContext.TestContext)
+    )
   )
 })
