@@ -140,6 +140,34 @@ export type TrackedTransaction = typeof TrackedTransaction.Type
 /** The decision is no longer this executor's to continue (finished, or taken over). */
 export class DecisionTaken extends Schema.TaggedError<DecisionTaken>()("DecisionTaken", {}) {}
 
+/**
+ * `Schedule.phaseOfHash` in SQL: the phase, ms, of a hash in [0, 2^32] over a spread,
+ * floor(hash × spread / 2^32). In numeric, exact for any interval (a bigint product overflows once
+ * the spread passes 2^31 ms, 24.8 days). If the two drifted apart, cards would be decided twice or
+ * never: test/agent/ScheduleSql.test.ts runs both over random hashes and spreads, 2^32's boundaries
+ * included, and requires them equal.
+ */
+export const phaseSql = (sql: SqlClient.SqlClient, hash: SqlStatement.Fragment, spreadMs: number) =>
+  sql`div((${hash})::numeric * ${spreadMs}, 4294967296)::bigint`
+
+/**
+ * `Schedule.sliceWindow` in SQL for every slice of `slices`: one row per slice with its hashes
+ * [from_hash, to_hash), its window's `opens` and `closes` (phases, ms) and the interval's `base`
+ * (ms since the epoch) of the last window that closed by `dueBy`. Checked against the TypeScript in
+ * test/agent/ScheduleSql.test.ts.
+ */
+export const sliceWindowsSql = (
+  sql: SqlClient.SqlClient,
+  window: { readonly slices: number; readonly dueBy: number; readonly interval: number; readonly spread: number }
+) => sql`
+  SELECT slice, hashes.from_hash, hashes.to_hash, phases.opens, phases.closes,
+         (${window.dueBy}::bigint - phases.closes) / ${window.interval} * ${window.interval} AS base
+  FROM generate_series(0, ${window.slices - 1}) slice
+  CROSS JOIN LATERAL (SELECT (slice::bigint << 32) / ${window.slices} AS from_hash,
+                             ((slice::bigint + 1) << 32) / ${window.slices} AS to_hash) hashes
+  CROSS JOIN LATERAL (SELECT ${phaseSql(sql, sql`hashes.from_hash`, window.spread)} AS opens,
+                             ${phaseSql(sql, sql`hashes.to_hash`, window.spread)} AS closes) phases`
+
 export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
@@ -309,20 +337,12 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
       /** The cards `s` of the slice `window` (its hashes and interval), each with its due time in it, and `joined`. */
       const members = (window: string, joined: SqlStatement.Fragment = sql``) => sql`
         FROM agent_strategies s
-        CROSS JOIN LATERAL (SELECT ${instant(sql`${sql.literal(window)}.base + ((s.due_hash * ${spread}) >> 32)`)} AS due_at) due
+        CROSS JOIN LATERAL (SELECT ${instant(sql`${sql.literal(window)}.base + ${phaseSql(sql, sql`s.due_hash`, spread)}`)} AS due_at) due
         ${joined}
         WHERE s.due_hash >= ${sql.literal(window)}.from_hash AND s.due_hash < ${sql.literal(window)}.to_hash
           AND s.due_at IS NULL AND s.updated_at < due.due_at`
       return sql`
-        WITH windows AS (
-          SELECT slice, hashes.from_hash, hashes.to_hash, phases.opens,
-                 (${request.dueBy}::bigint - phases.closes) / ${interval} * ${interval} AS base
-          FROM generate_series(0, ${request.slices - 1}) slice
-          CROSS JOIN LATERAL (SELECT (slice::bigint << 32) / ${request.slices} AS from_hash,
-                                     ((slice::bigint + 1) << 32) / ${request.slices} AS to_hash) hashes
-          CROSS JOIN LATERAL (SELECT (hashes.from_hash * ${spread}) >> 32 AS opens,
-                                     (hashes.to_hash * ${spread}) >> 32 AS closes) phases
-        ), open AS (
+        WITH windows AS (${sliceWindowsSql(sql, { slices: request.slices, dueBy: request.dueBy, interval, spread })}), open AS (
           SELECT r.slice, ${instant(sql`w.base + w.opens`)} AS opens_at, w.from_hash, w.to_hash, w.base
           FROM agent_slices r JOIN windows w ON w.slice = r.slice
           WHERE r.slices = ${request.slices}

@@ -32,8 +32,11 @@ export const hashOf = (id: string): number => {
   return hash >>> 0
 }
 
-/** The phase, ms in [0, spreadMs), of a hash in [0, 2^32]: growing with the hash (exact: in bigints). */
-const phaseOfHash = (hash: bigint, spreadMs: number): number =>
+/**
+ * The phase, ms in [0, spreadMs), of a hash in [0, 2^32]: growing with the hash (exact: in bigints).
+ * `AgentRepo.phaseSql` is the same formula in SQL (checked equal by test/agent/ScheduleSql.test.ts).
+ */
+export const phaseOfHash = (hash: bigint, spreadMs: number): number =>
   spreadMs <= 0 ? 0 : Number((hash * BigInt(Math.floor(spreadMs))) / HASHES)
 
 /** The card's offset into every interval, ms in [0, spreadMs) (0 when the cards are not spread). */
