@@ -294,9 +294,8 @@ const accessLine = (method: string, url: string, status: number, id: string, fib
  * The request pipeline in front of the API, in one step (each middleware layer costs every request
  * fibre-runtime steps and allocations): echoes a caller's `x-request-id` (or a fresh one) on the
  * response and tags the request's logs (and span, when tracing) with it, gives every 503 a
- * `Retry-After`, checks the body (`withCheckedBody`), answers CORS (Cors.ts; where the platform's
- * middleware answered it: a preflight and every request the body checks let through), counts and
- * times the request
+ * `Retry-After`, checks the body (`withCheckedBody`), answers CORS (Cors.ts: a preflight, and the
+ * same headers on every other answer, set in one place), counts and times the request
  * (`requestMetrics`) and writes its access-log line. It wraps the API before the server writes the
  * response, so headers go on the response itself; only an app failure (the client gone, a cause
  * nothing encoded) takes a pre-response handler. With the JSON logger the access line is written
@@ -337,25 +336,17 @@ const makeRequestPipeline = (corsOptions: CorsOptions) =>
         // One step for the outcome: the answer is counted, logged and given its headers together.
         const origin = request.headers.origin
         const preflight = request.method === "OPTIONS"
-        const bodiless = !HttpMethod.hasBody(request.method) || !announcesBody(request.headers)
-        // CORS where the platform's middleware put it, around the app: a request the checks refuse
-        // gets none. The app's answer to a request without a body gets its CORS headers in the
-        // pipeline's own header step below; with a body, on the app's answer itself.
+        // CORS in this one place: every answer but a preflight's (which is all CORS) gets the same
+        // headers, the API's, an error's and a refusal of the body checks alike, so that a browser can
+        // read why it was refused.
+        const corsHeaders = preflight ? undefined : allowed.headers(origin)
         const routed: HttpApp.Default<E, R> = preflight
           ? Effect.succeed(allowed.preflight(origin, request.headers["access-control-request-headers"]))
-          : bodiless
-            ? app
-            : Effect.map(app, (response) => HttpServerResponse.setHeaders(response, allowed.headers(origin)))
+          : app
         const checked = withCheckedBody(request, routed, routes)
-        const corsOnAnswer = checked === routed && bodiless && !preflight
         const served = Effect.matchCauseEffect(checked, {
           onSuccess: (response) => {
-            const answer = answerHeaders(
-              response,
-              id,
-              pagePolicy(response),
-              corsOnAnswer ? allowed.headers(origin) : undefined
-            )
+            const answer = answerHeaders(response, id, pagePolicy(response), corsHeaders)
             const log = answered(Exit.succeed(response))
             return log === undefined ? Effect.succeed(answer) : Effect.as(log, answer)
           },
@@ -363,7 +354,7 @@ const makeRequestPipeline = (corsOptions: CorsOptions) =>
             const log = answered(Exit.failCause(cause))
             const failed = Effect.zipRight(
               HttpApp.appendPreResponseHandler((_request, response) =>
-                Effect.succeed(answerHeaders(response, id, undefined, allowed.headers(origin)))
+                Effect.succeed(answerHeaders(response, id, undefined, corsHeaders))
               ),
               Effect.failCause(cause)
             )

@@ -35,7 +35,7 @@ layer(
     })
   )
 
-  it.effect("an error the API answers carries CORS too, a body it read carries it on the answer", () =>
+  it.effect("an error the API answers carries CORS too, as do a body it read and a body it refused", () =>
     Effect.gen(function* () {
       const origin = "https://app.example.com"
       const unauthorized = yield* send("GET", "/me", { headers: { origin } })
@@ -51,6 +51,13 @@ layer(
       expect(challenge.status).toBe(200)
       expect(challenge.headers["access-control-allow-origin"]).toBe(origin)
       expect(challenge.headers.vary).toBe("Origin")
+
+      // Refused before the API reads it: the browser can still read why.
+      const malformed = yield* send("POST", "/auth/challenge", { text: "{not json", headers: { origin } })
+      expect(malformed.status).toBe(400)
+      expect(malformed.body.code).toBe("BAD_REQUEST")
+      expect(malformed.body.error).toBe("the request body is not valid JSON")
+      expect(malformed.headers["access-control-allow-origin"]).toBe(origin)
     })
   )
 })
