@@ -9,8 +9,8 @@ import { cpus, loadavg } from "node:os"
 import path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Effect, type Scope } from "effect"
+import esbuild from "esbuild"
 import pg from "pg"
-import ts from "typescript"
 import { DEVNET_POLL_INTERVAL } from "../src/chain/Deployment.js"
 import { ANVIL_ACCOUNT_KEYS, type Devnet } from "../src/chain/Devnet.js"
 import { freePort } from "../src/embedded/EmbeddedPostgres.js"
@@ -367,17 +367,24 @@ export const startService = (ctx: Pick<BenchContext, "tmp">, env: Record<string,
 const transpiled = new Map<string, string>()
 
 /**
- * A peer program from bench/peers/, transpiled to JavaScript in memory and run by plain node (no
- * loader at run time), from the repository folder so that its package imports resolve. Peers
- * therefore import packages only, never relative files.
+ * A peer program from bench/peers/, bundled to JavaScript in memory and run by plain node (no
+ * loader at run time), from the repository folder so that its package imports resolve. Packages
+ * stay imports; the relative files a peer imports (pure modules of src/ that fix a shape it shares
+ * with the service, such as `merchant/OrderJson.ts`) are bundled into it.
  */
 const peerCode = (peer: string) => {
   const cached = transpiled.get(peer)
   if (cached !== undefined) return cached
-  const source = readFileSync(path.join(repoRoot, "bench", "peers", `${peer}.ts`), "utf8")
-  const code = ts.transpileModule(source, {
-    compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022, verbatimModuleSyntax: true }
-  }).outputText
+  const { outputFiles } = esbuild.buildSync({
+    entryPoints: [path.join(repoRoot, "bench", "peers", `${peer}.ts`)],
+    bundle: true,
+    packages: "external",
+    format: "esm",
+    platform: "node",
+    target: "es2022",
+    write: false
+  })
+  const code = outputFiles[0]!.text
   transpiled.set(peer, code)
   return code
 }

@@ -4,11 +4,12 @@
  * same SELECT as the service on the same database and answers the same JSON shape. Connects to
  * the database before it listens, as the service does.
  *
- * Run by the benchmark as plain JavaScript (see harness.ts): package imports only.
+ * Run by the benchmark as plain JavaScript (see harness.ts): packages, and pure modules of src/.
  * Environment: PORT, DATABASE_URL.
  */
 import { createServer, type ServerResponse } from "node:http"
 import pg from "pg"
+import { orderFields } from "../../src/merchant/OrderJson.js"
 
 interface OrderRow {
   readonly id: string
@@ -33,16 +34,7 @@ const send = (res: ServerResponse, status: number, body: string) => {
 }
 
 const orderJson = (row: OrderRow) =>
-  JSON.stringify({
-    id: row.id,
-    amount: row.amount,
-    description: row.description,
-    status: row.status,
-    ...(row.payer === null ? {} : { payer: row.payer }),
-    ...(row.tx === null ? {} : { tx: row.tx }),
-    createdAt: row.created_at.getTime(),
-    expiresAt: row.expires_at.getTime()
-  })
+  JSON.stringify(orderFields({ ...row, createdAt: row.created_at, expiresAt: row.expires_at }))
 
 const server = createServer((req, res) => {
   if (req.method === "GET" && req.url === "/health") return send(res, 200, health)

@@ -9,7 +9,7 @@
  * What it measures: the floor a service on this stack stands on. The service's distance to it is
  * its own code; the floor's distance to the bare `node:http` + `pg` peer is the stack's.
  *
- * Run by the benchmark as plain JavaScript (see harness.ts): package imports only.
+ * Run by the benchmark as plain JavaScript (see harness.ts): packages, and pure modules of src/.
  * Environment: PORT, DATABASE_URL.
  */
 import { createServer } from "node:http"
@@ -18,6 +18,7 @@ import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import { SqlSchema } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Config, Effect, Layer, Option, Schema } from "effect"
+import { orderFields } from "../../src/merchant/OrderJson.js"
 
 const Order = Schema.Struct({
   id: Schema.String,
@@ -74,17 +75,7 @@ const FloorLive = HttpApiBuilder.group(Api, "floor", (handlers) =>
           Effect.flatMap(
             Option.match({
               onNone: () => Effect.fail(new OrderNotFound({ error: `no order ${path.id}`, code: "ORDER_NOT_FOUND" })),
-              onSome: (row) =>
-                Effect.succeed({
-                  id: row.id,
-                  amount: row.amount,
-                  description: row.description,
-                  status: row.status,
-                  ...(row.payer === null ? {} : { payer: row.payer }),
-                  ...(row.tx === null ? {} : { tx: row.tx }),
-                  createdAt: row.createdAt.getTime(),
-                  expiresAt: row.expiresAt.getTime()
-                })
+              onSome: (row) => Effect.succeed(orderFields(row))
             })
           )
         )

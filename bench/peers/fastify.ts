@@ -5,11 +5,12 @@
  * `{error, code}` for an unknown order); `GET /health` a constant JSON. Connects to the database
  * before it listens, as the service does.
  *
- * Run by the benchmark as plain JavaScript (see harness.ts): package imports only.
+ * Run by the benchmark as plain JavaScript (see harness.ts): packages, and pure modules of src/.
  * Environment: PORT, DATABASE_URL.
  */
 import Fastify from "fastify"
 import pg from "pg"
+import { orderFields } from "../../src/merchant/OrderJson.js"
 
 interface OrderRow {
   readonly id: string
@@ -34,16 +35,7 @@ app.get<{ Params: { id: string } }>("/merchant/orders/:id", async (request, repl
   const row = rows[0]
   if (row === undefined)
     return reply.code(404).send({ error: `no order ${request.params.id}`, code: "ORDER_NOT_FOUND" })
-  return {
-    id: row.id,
-    amount: row.amount,
-    description: row.description,
-    status: row.status,
-    ...(row.payer === null ? {} : { payer: row.payer }),
-    ...(row.tx === null ? {} : { tx: row.tx }),
-    createdAt: row.created_at.getTime(),
-    expiresAt: row.expires_at.getTime()
-  }
+  return orderFields({ ...row, createdAt: row.created_at, expiresAt: row.expires_at })
 })
 
 await app.listen({ port: Number(process.env.PORT), host: "127.0.0.1" })

@@ -43,6 +43,7 @@ import {
 } from "./Api.js"
 import { merchantSettings } from "./MerchantSettings.js"
 import { microsToAtomic, orderTag, parseAmount } from "./Money.js"
+import { orderFields } from "./OrderJson.js"
 import { OrderRepo, type OrderRow, type SettlementRow } from "./OrderRepo.js"
 import { type BroadcastRecord, PaymentProcessor, SettlementAbandoned, type SettleOutcome } from "./PaymentProcessor.js"
 import { settlementReconciler } from "./Reconciler.js"
@@ -94,20 +95,7 @@ const checkTokenDomain = (chain: ChainClientShape) =>
 
 /** The order as answered; built from a decoded row, so not validated again (encoding the answer checks it). */
 const toOrder = (row: OrderRow, extra: { readonly amountUsd?: string } = {}) =>
-  new Order(
-    {
-      id: row.id,
-      amount: row.amount,
-      description: row.description,
-      status: row.status,
-      ...(row.payer === null ? {} : { payer: row.payer }),
-      ...(row.tx === null ? {} : { tx: row.tx }),
-      createdAt: row.createdAt.getTime(),
-      expiresAt: row.expiresAt.getTime(),
-      ...extra
-    },
-    true
-  )
+  new Order({ ...orderFields(row), ...extra }, true)
 
 export interface PaidOrder {
   readonly order: Order
