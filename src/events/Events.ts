@@ -87,7 +87,8 @@ export const AuthorizationEventsLive = Layer.effect(
   AuthorizationEvents,
   Effect.map(Events, (events) =>
     AuthorizationEvents.of({
-      publishing: (address, authorization) => events.publishing(address, { type: "authorization", data: authorization })
+      publishing: (address, authorization, onlyIf) =>
+        events.publishing(address, { type: "authorization", data: authorization }, onlyIf)
     })
   )
 )
