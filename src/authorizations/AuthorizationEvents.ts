@@ -8,15 +8,8 @@ import type { Address } from "../chain/Address.js"
 import type { CardAuthorization } from "./Api.js"
 
 export interface AuthorizationEventsShape {
-  /**
-   * The CTEs that store the event, for the writer's own statement (they end with `notified`); only
-   * when `onlyIf` holds, a condition on the statement's other CTEs.
-   */
-  readonly publishing: (
-    address: Address,
-    authorization: CardAuthorization,
-    onlyIf?: Statement.Fragment
-  ) => Statement.Fragment
+  /** The CTEs that store the event, for the writer's own statement (they end with `notified`). */
+  readonly publishing: (address: Address, authorization: CardAuthorization) => Statement.Fragment
 }
 
 export class AuthorizationEvents extends Context.Tag("app/AuthorizationEvents")<

@@ -1,17 +1,12 @@
 /**
- * SQL for card authorizations. What an authorization is decided on (the card, its holds, what
- * cleared, what it spent: its *position*) changes only in statements that also count the change in
- * `cards.position_version`. A new authorization is decided on a snapshot read in one statement
- * without a lock (`snapshot`) and stored by one statement only if that count is unchanged
- * (`insertIfUnchanged`): two statements, no transaction, and a replica that raced another reads
- * again. Every other change runs while its card's row is locked, the lock itself counting the
- * change (`lockCard`), and what it is decided on is read by a later statement of the same
+ * SQL for card authorizations. Every decision and every event runs while its card's row is locked
+ * (`lockCard`, FOR UPDATE), and what it is decided on is read by a later statement of the same
  * transaction (`position`): under READ COMMITTED a statement sees what committed before it started,
  * so reading the holds in the locking statement would miss those committed while it waited for the
  * lock. Infrastructure failures die here.
  */
 import { SqlClient, SqlSchema, type Statement } from "@effect/sql"
-import { Effect, Option, Schema, String as Str } from "effect"
+import { Effect, Option, Schema } from "effect"
 import { Address } from "../chain/Address.js"
 import { repository, transactionally } from "../storage/Sql.js"
 import { CardAuthorization } from "./Api.js"
@@ -35,9 +30,6 @@ export const LockedCard = Schema.Struct({
 })
 export type LockedCard = typeof LockedCard.Type
 
-/** A card as a new authorization reads it, unlocked, with the count of its position's changes. */
-const CardSnapshot = Schema.Struct({ ...LockedCard.fields, positionVersion: Micros })
-
 const StoredAuthorization = Schema.Struct({
   id: Schema.String,
   messageId: Schema.String,
@@ -59,7 +51,7 @@ const StoredAuthorization = Schema.Struct({
 })
 export type StoredAuthorization = typeof StoredAuthorization.Type
 
-/** What a decision is made on: read after the card's lock was taken, or with the card in a snapshot. */
+/** What a decision is made on, read after the card's lock was taken. */
 const Position = Schema.Struct({
   balanceMicros: Schema.NullOr(Micros),
   balanceCheckedAt: Schema.NullOr(Schema.DateFromSelf),
@@ -156,28 +148,29 @@ export class AuthorizationRepo extends Effect.Service<AuthorizationRepo>()("app/
     const asJson = authorizationJson(sql)
     const rowOf = (result: unknown) => decodeStored(JSON.parse((result as { row: string }).row))
 
-    /** The card the network's token names (its current face, or one it replaced: canceled). */
-    const target = (cardToken: string) => sql`
-      target AS (
-        SELECT id AS card_id, expiry, false AS canceled FROM cards WHERE issuer_ref = ${cardToken}
-        UNION ALL
-        SELECT card_id, expiry, true FROM card_replaced_faces WHERE issuer_ref = ${cardToken}
-        LIMIT 1
-      )`
-
-    /** The card the network's token names, locked, its position's change counted (the caller changes it). */
+    /** The card the network's token names (its current face, or one it replaced: canceled), locked. */
     const lockCard = SqlSchema.findOne({
       Request: Schema.Struct({ cardToken: Schema.String }),
       Result: LockedCard,
       execute: ({ cardToken }) => sql`
-        WITH ${target(cardToken)}
-        UPDATE cards c SET position_version = c.position_version + 1
-        FROM target t WHERE c.id = t.card_id
-        RETURNING c.id, c.address, t.expiry, t.canceled, c.frozen, c.per_transaction_micros, c.daily_micros,
-                  c.monthly_micros, c.blocked_mcc`
+        WITH target AS (
+          SELECT id AS card_id, expiry, false AS canceled FROM cards WHERE issuer_ref = ${cardToken}
+          UNION ALL
+          SELECT card_id, expiry, true FROM card_replaced_faces WHERE issuer_ref = ${cardToken}
+          LIMIT 1
+        )
+        SELECT c.id, c.address, t.expiry, t.canceled, c.frozen, c.per_transaction_micros, c.daily_micros,
+               c.monthly_micros, c.blocked_mcc
+        FROM cards c JOIN target t ON t.card_id = c.id
+        FOR UPDATE OF c`
     })
 
-    interface PositionInput {
+    /**
+     * The locked card's funds and spending, and what was already answered to this authorization
+     * or message: one statement after the lock.
+     */
+    const position = (input: {
+      readonly card: LockedCard
       readonly authorizationId: string
       readonly messageId: string
       readonly now: Date
@@ -185,94 +178,41 @@ export class AuthorizationRepo extends Effect.Service<AuthorizationRepo>()("app/
       readonly monthStart: Date
       /** USD1 atomic units per millionth of a dollar. */
       readonly atomicPerMicro: bigint
-    }
-
-    /**
-     * The position of the card `card` (a relation of the statement with its `id` and `address`),
-     * and what was already answered to this authorization or message: columns, and the relation
-     * `spent` they read, to follow `FROM card`.
-     */
-    const positionOf = (input: PositionInput) => ({
-      columns: sql`
-        (SELECT div(usd1, ${input.atomicPerMicro.toString()}::numeric)::bigint FROM card_wallet_balances
-          WHERE address = card.address) AS balance_micros,
-        (SELECT checked_at FROM card_balance_follower) AS balance_checked_at,
-        (SELECT coalesce(sum(held_micros), 0) FROM card_authorizations
-          WHERE card_id = card.id AND held_micros > 0 AND hold_expires_at > ${input.now}) AS held_micros,
-        (SELECT coalesce(sum(amount_micros), 0) FROM card_network_events
-          WHERE card_id = card.id AND money = 'debit_pending') AS cleared_pending_micros,
-        coalesce(spent.today, 0) AS spent_today_micros,
-        coalesce(spent.month, 0) AS spent_month_micros,
-        (SELECT ${asJson} FROM card_authorizations WHERE id = ${input.authorizationId}) AS existing,
-        (SELECT json_build_object('approved', approved, 'reason', reason) FROM card_network_events
-          WHERE id = ${input.messageId} AND kind = 'increment')::text AS increment_answer`,
-      spent: sql`
-        CROSS JOIN LATERAL (
-          SELECT sum(approved_micros) FILTER (WHERE created_at >= ${input.dayStart}) AS today,
-                 sum(approved_micros) AS month
-          FROM card_authorizations
-          WHERE card_id = card.id AND approved AND created_at >= ${input.monthStart}
-        ) spent`
-    })
-
-    const positionFrom = (row: typeof Position.Type) => ({
-      balance: row.balanceMicros ?? undefined,
-      balanceCheckedAt: row.balanceCheckedAt?.getTime(),
-      held: row.heldMicros,
-      clearedPending: row.clearedPendingMicros,
-      spent: { today: row.spentTodayMicros, thisMonth: row.spentMonthMicros },
-      existing: row.existing === null ? Option.none() : Option.some(decodeStored(row.existing)),
-      increment: row.incrementAnswer === null ? Option.none() : Option.some(decodeIncrement(row.incrementAnswer))
-    })
-
-    /** The locked card's position: one statement after the lock. */
-    const position = (input: PositionInput & { readonly card: LockedCard }) => {
-      const { columns, spent } = positionOf(input)
-      return SqlSchema.single({
+    }) =>
+      SqlSchema.single({
         Request: Schema.Unknown,
         Result: Position,
         execute: () => sql`
-          SELECT ${columns}
-          FROM (SELECT ${input.card.id}::text AS id, ${input.card.address}::text AS address) card ${spent}`
-      })(undefined).pipe(Effect.map(positionFrom))
-    }
-
-    /**
-     * The card the network's token names and its position, in one statement without a lock, with
-     * the count of the position's changes it was read at (`insertIfUnchanged` stores against it).
-     */
-    const snapshot = (input: PositionInput & { readonly cardToken: string }) => {
-      const { columns, spent } = positionOf(input)
-      return SqlSchema.findOne({
-        Request: Schema.Unknown,
-        Result: Schema.Struct({ ...CardSnapshot.fields, ...Position.fields }),
-        execute: () => sql`
-          WITH ${target(input.cardToken)}, card AS (
-            SELECT c.id, c.address, t.expiry, t.canceled, c.frozen, c.per_transaction_micros, c.daily_micros,
-                   c.monthly_micros, c.blocked_mcc, c.position_version
-            FROM cards c JOIN target t ON t.card_id = c.id
-          )
-          SELECT card.*, ${columns} FROM card ${spent}`
+          SELECT
+            (SELECT div(usd1, ${input.atomicPerMicro.toString()}::numeric)::bigint FROM card_wallet_balances
+              WHERE address = ${input.card.address}) AS balance_micros,
+            (SELECT checked_at FROM card_balance_follower) AS balance_checked_at,
+            (SELECT coalesce(sum(held_micros), 0) FROM card_authorizations
+              WHERE card_id = ${input.card.id} AND held_micros > 0 AND hold_expires_at > ${input.now}) AS held_micros,
+            (SELECT coalesce(sum(amount_micros), 0) FROM card_network_events
+              WHERE card_id = ${input.card.id} AND money = 'debit_pending') AS cleared_pending_micros,
+            coalesce(spent.today, 0) AS spent_today_micros,
+            coalesce(spent.month, 0) AS spent_month_micros,
+            (SELECT ${asJson} FROM card_authorizations WHERE id = ${input.authorizationId}) AS existing,
+            (SELECT json_build_object('approved', approved, 'reason', reason) FROM card_network_events
+              WHERE id = ${input.messageId} AND kind = 'increment')::text AS increment_answer
+          FROM (
+            SELECT sum(approved_micros) FILTER (WHERE created_at >= ${input.dayStart}) AS today,
+                   sum(approved_micros) AS month
+            FROM card_authorizations
+            WHERE card_id = ${input.card.id} AND approved AND created_at >= ${input.monthStart}
+          ) spent`
       })(undefined).pipe(
-        Effect.map(
-          Option.map((row) => ({
-            card: {
-              id: row.id,
-              address: row.address,
-              expiry: row.expiry,
-              canceled: row.canceled,
-              frozen: row.frozen,
-              perTransactionMicros: row.perTransactionMicros,
-              dailyMicros: row.dailyMicros,
-              monthlyMicros: row.monthlyMicros,
-              blockedMcc: row.blockedMcc
-            } satisfies LockedCard,
-            positionVersion: row.positionVersion,
-            position: positionFrom(row)
-          }))
-        )
+        Effect.map((row) => ({
+          balance: row.balanceMicros ?? undefined,
+          balanceCheckedAt: row.balanceCheckedAt?.getTime(),
+          held: row.heldMicros,
+          clearedPending: row.clearedPendingMicros,
+          spent: { today: row.spentTodayMicros, thisMonth: row.spentMonthMicros },
+          existing: row.existing === null ? Option.none() : Option.some(decodeStored(row.existing)),
+          increment: row.incrementAnswer === null ? Option.none() : Option.some(decodeIncrement(row.incrementAnswer))
+        }))
       )
-    }
 
     /** `publishing` CTEs of the events of the statement (`Events.publishing`), or none. */
     type Publishing = Statement.Fragment | undefined
@@ -281,75 +221,34 @@ export class AuthorizationRepo extends Effect.Service<AuthorizationRepo>()("app/
         ? sql`WITH changed AS (${statement}) SELECT ${result} FROM changed`
         : sql`WITH changed AS (${statement}), ${publishing} SELECT ${result} FROM changed, (SELECT count(*) FROM notified) n`
 
-    /** A decided authorization's row; its hold is its approved amount. */
-    const storedRecord = (row: NewAuthorization) => ({
-      id: row.id,
-      messageId: row.messageId,
-      cardId: row.cardId,
-      address: row.address,
-      network: row.network,
-      approved: row.approved,
-      reason: row.reason,
-      requestedMicros: row.requestedMicros,
-      approvedMicros: row.approved ? row.requestedMicros : 0n,
-      heldMicros: row.approved ? row.requestedMicros : 0n,
-      availableAfterMicros: row.availableAfterMicros,
-      status: row.approved ? "pending" : "declined",
-      merchantName: row.merchant.name,
-      merchantMcc: row.merchant.mcc,
-      merchantCity: row.merchant.city,
-      merchantCountry: row.merchant.country,
-      channel: row.channel,
-      createdAt: row.at,
-      updatedAt: row.at,
-      holdExpiresAt: row.holdExpiresAt
-    })
-
-    /** Stores a decided authorization (and its event), its card locked by the caller. */
+    /** Stores a decided authorization (and its event); its hold is its approved amount. */
     const insertAuthorization = (row: NewAuthorization, publishing: Publishing) =>
       withEvents(
         publishing,
-        sql`INSERT INTO card_authorizations ${sql.insert(storedRecord(row))} RETURNING *`,
+        sql`INSERT INTO card_authorizations ${sql.insert({
+          id: row.id,
+          messageId: row.messageId,
+          cardId: row.cardId,
+          address: row.address,
+          network: row.network,
+          approved: row.approved,
+          reason: row.reason,
+          requestedMicros: row.requestedMicros,
+          approvedMicros: row.approved ? row.requestedMicros : 0n,
+          heldMicros: row.approved ? row.requestedMicros : 0n,
+          availableAfterMicros: row.availableAfterMicros,
+          status: row.approved ? "pending" : "declined",
+          merchantName: row.merchant.name,
+          merchantMcc: row.merchant.mcc,
+          merchantCity: row.merchant.city,
+          merchantCountry: row.merchant.country,
+          channel: row.channel,
+          createdAt: row.at,
+          updatedAt: row.at,
+          holdExpiresAt: row.holdExpiresAt
+        })} RETURNING *`,
         sql`${asJson} AS row`
       ).pipe(Effect.map((rows) => rowOf(rows[0])))
-
-    /**
-     * Stores a new authorization decided on `snapshot`, and its event, only if its card's position
-     * has not changed since (`positionVersion`), counting the change: none when it has (the caller
-     * reads again). One statement: the count's row lock orders it with every other change.
-     */
-    const insertIfUnchanged = (
-      row: NewAuthorization,
-      positionVersion: bigint,
-      publishing: (onlyIf: Statement.Fragment) => Statement.Fragment
-    ) => {
-      const record = storedRecord(row)
-      const columns = Object.keys(record)
-      // The values as one JSON record read with the table's own column types (parameters in a
-      // SELECT list would be text).
-      const values = JSON.stringify(
-        Object.fromEntries(
-          Object.entries(record).map(([column, value]) => [
-            Str.camelToSnake(column),
-            typeof value === "bigint" ? value.toString() : value
-          ])
-        )
-      )
-      return sql`
-        WITH unchanged AS (
-          UPDATE cards SET position_version = position_version + 1
-          WHERE id = ${row.cardId} AND position_version = ${positionVersion}
-          RETURNING id
-        ), changed AS (
-          INSERT INTO card_authorizations (${sql.csv(columns.map((column) => sql`${sql(column)}`))})
-          SELECT ${sql.csv(columns.map((column) => sql`v.${sql(column)}`))}
-          FROM unchanged, json_populate_record(NULL::card_authorizations, ${values}::json) v
-          RETURNING *
-        ), ${publishing(sql`EXISTS (SELECT 1 FROM unchanged)`)}
-        SELECT ${asJson} AS row FROM changed, (SELECT count(*) FROM notified) n`.pipe(
-        Effect.map((rows) => (rows.length === 0 ? Option.none() : Option.some(rowOf(rows[0]))))
-      )
-    }
 
     /**
      * A stand-in answer recorded after the fact: whatever the decision's own transaction did (it
@@ -457,9 +356,7 @@ export class AuthorizationRepo extends Effect.Service<AuthorizationRepo>()("app/
       ...repository("AuthorizationRepo", {
         lockCard,
         position,
-        snapshot,
         insertAuthorization,
-        insertIfUnchanged,
         recordStandIn,
         updateAmounts,
         insertEvent,

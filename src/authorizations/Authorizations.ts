@@ -1,15 +1,13 @@
 /**
  * The issuer's side of the card network: each authorization request decided within its budget from
  * the card's state, the holder's controls and the funds, and each later event of the transaction
- * applied once. Holds are rows; a new authorization is stored only if nothing changed its card's
- * position since it was read, and every other decision and event runs with its card's row locked,
- * so the holds never exceed what was available, whichever replica decides (AuthorizationRepo).
+ * applied once. Holds are rows; every decision and event runs with its card's row locked, so the
+ * holds never exceed what was available, whichever replica decides.
  *
  * Past CARD_AUTHORIZATION_BUDGET, or on any failure of ours (the database stalled), the network
- * gets the stand-in answer at once; the decision is cut (its statements each whole or not at all,
- * its transaction, if any, rolled back: no hold is left half made) and the stand-in is recorded as
- * soon as the database takes it, overriding whatever the cut decision may still have committed, so
- * that the stored answer is the one the network got.
+ * gets the stand-in answer at once; the decision's transaction is cut (a rollback: no hold is left
+ * half made) and the stand-in is recorded as soon as the database takes it, overriding whatever the
+ * cut transaction may still have committed, so that the stored answer is the one the network got.
  */
 import { Cause, Clock, Duration, Effect, Either, Option, Schedule } from "effect"
 import { ChainClient } from "../chain/ChainClient.js"
@@ -36,9 +34,6 @@ const STAND_IN_RECORD_ATTEMPTS = Schedule.exponential("200 millis", 2).pipe(
   Schedule.either(Schedule.spaced("5 seconds")),
   Schedule.upTo("10 minutes")
 )
-
-/** Snapshots read for one new authorization before it is decided with its card's lock. */
-const SNAPSHOT_ATTEMPTS = 3
 
 /**
  * One at a time per card on this replica: requests for a busy card wait here, not holding a pooled
@@ -149,112 +144,84 @@ export class Authorizations extends Effect.Service<Authorizations>()("app/Author
         now
       )
 
-    type Position = Effect.Effect.Success<ReturnType<typeof repo.position>>
-
-    /** The decision on `request` for `amount` more, `total` in all, from the card and its position. */
-    const decisionOn = (
-      card: LockedCard,
-      position: Position,
-      request: AuthorizationRequest,
-      total: bigint,
-      now: number
-    ): Decision =>
-      decide({
-        card: {
-          state: card.canceled ? "canceled" : "active",
-          expiry: card.expiry,
-          controls: {
-            frozen: card.frozen,
-            perTransaction: card.perTransactionMicros,
-            daily: card.dailyMicros,
-            monthly: card.monthlyMicros,
-            blockedMcc: card.blockedMcc
-          }
-        },
-        funds: {
-          balance: position.balance,
-          balanceCheckedAt: position.balanceCheckedAt,
-          held: position.held,
-          clearedPending: position.clearedPending
-        },
-        spent: position.spent,
-        request: { amount: request.amount, total, mcc: request.merchant.mcc, at: now },
-        maxBalanceAgeMs
-      })
-
-    /** What a token the network should never send us is answered: nothing to hold against, nothing stored. */
-    const unknownCard = Effect.as(Effect.logWarning("card network asked about a card this issuer does not know"), {
-      approved: false,
-      reason: "card_canceled",
-      available: null
-    } satisfies Outcome)
-
-    const positionInput = (request: AuthorizationRequest, now: number) => {
-      const { dayStart, monthStart } = limitWindows(now)
-      return {
-        authorizationId: request.authorizationId,
-        messageId: request.messageId,
-        now: new Date(now),
-        dayStart: new Date(dayStart),
-        monthStart: new Date(monthStart),
-        atomicPerMicro
-      }
-    }
-
-    /**
-     * Decides and stores. A new authorization, the common case, in two statements: decided on a
-     * snapshot read without a lock and stored only if nothing changed the card's position since;
-     * when another replica's change came first, decided again on what it left (a few times, then
-     * with the lock). A message about a known authorization (a re-delivery, an increment) is
-     * decided with the card's row locked.
-     */
+    /** Decides and stores, in one transaction with the card's row locked. */
     const decideAndStore = (request: AuthorizationRequest) =>
-      oneAtATime(request.cardToken, decideOnSnapshot(request, SNAPSHOT_ATTEMPTS))
-
-    const decideOnSnapshot = (request: AuthorizationRequest, attempts: number): Effect.Effect<Outcome> =>
-      Effect.gen(function* () {
-        const now = yield* Clock.currentTimeMillis
-        const found = yield* repo.snapshot({ ...positionInput(request, now), cardToken: request.cardToken })
-        if (Option.isNone(found)) return yield* unknownCard
-        const { card, position, positionVersion } = found.value
-        if (Option.isSome(position.existing)) return yield* decideWithLock(request)
-        yield* Effect.annotateCurrentSpan("card.id", card.id)
-        const outcome = outcomeOf(decisionOn(card, position, request, request.amount, now))
-        const row = newRow(request, card, now, outcome)
-        const stored = yield* repo.insertIfUnchanged(row, positionVersion, (onlyIf) =>
-          events.publishing(card.address, itemOf(row, now), onlyIf)
-        )
-        if (Option.isSome(stored)) return outcome
-        return yield* attempts > 1 ? decideOnSnapshot(request, attempts - 1) : decideWithLock(request)
-      })
-
-    /** Decides and stores in one transaction with the card's row locked. */
-    const decideWithLock = (request: AuthorizationRequest) =>
-      repo.withTransaction(
-        Effect.gen(function* () {
-          const found = yield* repo.lockCard({ cardToken: request.cardToken })
-          if (Option.isNone(found)) return yield* unknownCard
-          const card = found.value
-          yield* Effect.annotateCurrentSpan("card.id", card.id)
-          const now = yield* Clock.currentTimeMillis
-          const position = yield* repo.position({ ...positionInput(request, now), card })
-          if (Option.isSome(position.existing)) {
-            const existing = position.existing.value
-            // The same message again (a re-delivery, or sent concurrently): the same answer.
-            if (existing.messageId === request.messageId) return storedOutcome(existing)
-            return yield* increment(request, card, existing, position.increment, {
-              decision: existing.approved
-                ? decisionOn(card, position, request, existing.approvedMicros + request.amount, now)
-                : // An increment of a declined authorization is declined for the same reason.
-                  { approved: false, reason: existing.reason as DeclineReason, available: undefined },
-              now
+      oneAtATime(
+        request.cardToken,
+        repo.withTransaction(
+          Effect.gen(function* () {
+            const found = yield* repo.lockCard({ cardToken: request.cardToken })
+            // A token the network should never send us: nothing to hold against, nothing to store.
+            if (Option.isNone(found)) {
+              yield* Effect.logWarning("card network asked about a card this issuer does not know")
+              return { approved: false, reason: "card_canceled", available: null } satisfies Outcome
+            }
+            const card = found.value
+            yield* Effect.annotateCurrentSpan("card.id", card.id)
+            const now = yield* Clock.currentTimeMillis
+            const { dayStart, monthStart } = limitWindows(now)
+            const position = yield* repo.position({
+              card,
+              authorizationId: request.authorizationId,
+              messageId: request.messageId,
+              now: new Date(now),
+              dayStart: new Date(dayStart),
+              monthStart: new Date(monthStart),
+              atomicPerMicro
             })
-          }
-          const outcome = outcomeOf(decisionOn(card, position, request, request.amount, now))
-          const row = newRow(request, card, now, outcome)
-          yield* repo.insertAuthorization(row, tell(card, itemOf(row, now)))
-          return outcome
-        })
+            const standing = {
+              state: card.canceled ? ("canceled" as const) : ("active" as const),
+              expiry: card.expiry,
+              controls: {
+                frozen: card.frozen,
+                perTransaction: card.perTransactionMicros,
+                daily: card.dailyMicros,
+                monthly: card.monthlyMicros,
+                blockedMcc: card.blockedMcc
+              }
+            }
+            const funds = {
+              balance: position.balance,
+              balanceCheckedAt: position.balanceCheckedAt,
+              held: position.held,
+              clearedPending: position.clearedPending
+            }
+            if (Option.isSome(position.existing)) {
+              const existing = position.existing.value
+              // The same message again (a re-delivery, or sent concurrently): the same answer.
+              if (existing.messageId === request.messageId) return storedOutcome(existing)
+              return yield* increment(request, card, existing, position.increment, {
+                decision: existing.approved
+                  ? decide({
+                      card: standing,
+                      funds,
+                      spent: position.spent,
+                      request: {
+                        amount: request.amount,
+                        total: existing.approvedMicros + request.amount,
+                        mcc: request.merchant.mcc,
+                        at: now
+                      },
+                      maxBalanceAgeMs
+                    })
+                  : // An increment of a declined authorization is declined for the same reason.
+                    { approved: false, reason: existing.reason as DeclineReason, available: undefined },
+                now
+              })
+            }
+            const decision = decide({
+              card: standing,
+              funds,
+              spent: position.spent,
+              request: { amount: request.amount, total: request.amount, mcc: request.merchant.mcc, at: now },
+              maxBalanceAgeMs
+            })
+            const outcome = outcomeOf(decision)
+            const row = newRow(request, card, now, outcome)
+            yield* repo.insertAuthorization(row, tell(card, itemOf(row, now)))
+            return outcome
+          })
+        )
       )
 
     /** A further amount on an authorization already decided: an increment, answered and stored once. */

@@ -119,16 +119,12 @@ export class CardRepo extends Effect.Service<CardRepo>()("app/CardRepo", {
         SELECT frozen, per_transaction_micros, daily_micros, monthly_micros, blocked_mcc FROM cards WHERE address = ${address}`
     })
 
-    /**
-     * Sets the controls, counted as a change of what authorizations are decided on
-     * (`position_version`, AuthorizationRepo): one decided before it and stored after it is decided again.
-     */
+    /** Sets the controls; the row is locked while an authorization decides on it, so they apply to the next one. */
     const updateControls = SqlSchema.findOne({
       Request: Schema.Struct({ address: Schema.String, controls: Schema.typeSchema(ControlsRow) }),
       Result: ControlsRow,
       execute: ({ address, controls: next }) => sql`
-        UPDATE cards SET position_version = position_version + 1,
-          frozen = ${next.frozen}, per_transaction_micros = ${next.perTransactionMicros},
+        UPDATE cards SET frozen = ${next.frozen}, per_transaction_micros = ${next.perTransactionMicros},
           daily_micros = ${next.dailyMicros}, monthly_micros = ${next.monthlyMicros},
           blocked_mcc = ${next.blockedMcc}::text[]
         WHERE address = ${address}
@@ -149,8 +145,7 @@ export class CardRepo extends Effect.Service<CardRepo>()("app/CardRepo", {
             (issuer, issuer_ref, card_id, number_hash, number_sealed, cvv_sealed, last4, expiry, replaced_at)
           SELECT issuer, issuer_ref, id, number_hash, number_sealed, cvv_sealed, last4, expiry, ${at} FROM old
         )
-        UPDATE cards c SET position_version = c.position_version + 1,
-          issuer_ref = ${face.issuerRef}, number_hash = ${face.numberHash},
+        UPDATE cards c SET issuer_ref = ${face.issuerRef}, number_hash = ${face.numberHash},
           number_sealed = ${face.numberSealed}, cvv_sealed = ${face.cvvSealed}, last4 = ${face.last4},
           expiry = ${face.expiry}
         FROM old WHERE c.id = old.id

@@ -87,8 +87,7 @@ export const AuthorizationEventsLive = Layer.effect(
   AuthorizationEvents,
   Effect.map(Events, (events) =>
     AuthorizationEvents.of({
-      publishing: (address, authorization, onlyIf) =>
-        events.publishing(address, { type: "authorization", data: authorization }, onlyIf)
+      publishing: (address, authorization) => events.publishing(address, { type: "authorization", data: authorization })
     })
   )
 )
