@@ -23,7 +23,8 @@ const stranger = privateKeyToAccount(generatePrivateKey())
 describe("available funds follow the chain", () => {
   layer(
     testServer(
-      { MERCHANT_PAY_TO: merchant.address },
+      // No scheduled read of every wallet while the endpoint is held (it would be a balance read).
+      { MERCHANT_PAY_TO: merchant.address, CARD_BALANCE_REFRESH: "1 hour" },
       { kycProvider: ScriptedKycProvider.layer(), chain: multiEndpointTestChain(1, "4 seconds", "1 second") }
     ),
     { excludeTestServices: true }
@@ -68,11 +69,27 @@ describe("available funds follow the chain", () => {
           (usd1) => usd1 === afterPayment - parseUnits("5", 18)
         )
 
-        const answeredBefore = endpoint!.answered()
+        // The endpoint holds every request while the two are decided: a decision that asked the chain
+        // would wait past its budget (a stand-in). What was sent to it meanwhile is answered when it
+        // lets go: the watcher's look at the head, and no read of a balance.
+        const reads = () =>
+          [...endpoint!.answeredByLabel()]
+            .filter(([label]) => label.startsWith("eth_call") || label === "eth_getBalance")
+            .reduce((sum, [, n]) => sum + n, 0)
+        const readsBefore = reads()
         endpoint!.stall()
+        let readsWhileDeciding = Number.NaN
         const [tooMuch, coffee] = yield* Effect.all([swipe(holder.card, "12.01"), swipe(holder.card, "4.50")], {
           concurrency: 1
-        }).pipe(Effect.ensuring(Effect.sync(() => endpoint!.forward())))
+        }).pipe(
+          Effect.ensuring(
+            Effect.sync(() => {
+              endpoint!.forward()
+              readsWhileDeciding = reads() - readsBefore
+            })
+          )
+        )
+        expect(readsWhileDeciding).toBe(0)
         expect(tooMuch.body).toMatchObject({ approved: false, reason: "insufficient_funds" })
         expect(coffee.body).toMatchObject({ approved: true })
         const authorizations = (yield* send("GET", "/card/authorizations", {
@@ -81,7 +98,6 @@ describe("available funds follow the chain", () => {
         expect(authorizations[0]).toMatchObject({ approved: true })
         // $20 − $3.000000xx − $5 − $4.50, in millionths rounded down.
         expect(authorizations[0].availableUsd).toBe(Number((afterPayment - parseUnits("9.5", 18)) / 10n ** 12n) / 1e6)
-        expect(endpoint!.answered()).toBe(answeredBefore)
       })
     )
   })
