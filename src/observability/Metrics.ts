@@ -47,7 +47,8 @@ const settlementsReverted = Metric.counter("merchant_settlements_reverted_total"
   description: "Settlement transactions mined reverted: gas the relayer paid for nothing"
 })
 const nonceGaps = Metric.counter("relayer_nonce_gap_transactions_total", {
-  description: "Nonces of the relayer found missing on chain and sent again (resent) or filled (filled)"
+  description:
+    "Nonces of the relayer found missing on chain and sent again (resent) or filled (filled), each once per gap however many checks find it open"
 })
 const lostTransactions = Metric.counter("relayer_transactions_lost_total", {
   description: "Relayed transactions seen mined and later no longer on the canonical chain"
