@@ -183,6 +183,7 @@ export const rpcPool = (
     for (const [i, endpoint] of endpoints.entries()) {
       const answer = atStart[i]!
       setStatus(endpoint, answer._tag === "Answered" ? "up" : "unchecked")
+      endpoint.metrics.degraded(false)
       endpoint.logged = endpoint.status
       if (answer._tag === "Unanswered") {
         yield* Effect.logWarning(

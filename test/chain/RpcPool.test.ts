@@ -182,6 +182,7 @@ layer(multiEndpointTestChain(2, "4 seconds", "100 millis"), { excludeTestService
         expect(text).toContain(`chain_rpc_endpoint_up{endpoint="1",host="${host}"} 1`)
         expect(text).toContain("# TYPE chain_rpc_requests_total counter")
         expect(text).toContain("# TYPE chain_rpc_endpoint_latency_seconds gauge")
+        expect(text).toContain(`chain_rpc_endpoint_degraded{endpoint="1",host="${host}"} 0`)
         expect(text).not.toContain("http://")
       })
     )
