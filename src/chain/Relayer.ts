@@ -261,7 +261,9 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
      * A key keeps its next nonce between sends (its keys are this replica's own). A send that fails or
      * whose fate is unknown makes the next send learn it again: from the journal with `resendable`
      * (every recorded transaction above the chain's count sent again, `closeGap`), else from the
-     * chain's count. One the node refuses for a stale nonce or fee is simulated, signed anew (and
+     * chain's count. One the node refuses for its fee waits at its nonce (answered as sent: it is
+     * journaled, and is sent again or bumped at that nonce). One the node refuses for a stale nonce
+     * is simulated, signed anew (and
      * recorded again: the refused one can never be mined) and broadcast, once.
      */
     const relayerSend = <E, R>(
@@ -295,8 +297,18 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
             yield* spentGas(watch, gas, fee)
             return signed
           }
+          if (sent.stale === "fees") {
+            // The journaled transaction keeps its nonce and waits: sent again as it is, or replaced
+            // at that nonce with the fee the chain asks then, within MAX_FEE_PER_GAS (`replaceStuck`).
+            // Signed anew at another nonce, it would leave its own to an empty fill, and could be
+            // mined beside its copy once the fee came down.
+            fees.forget()
+            yield* Effect.logWarning(
+              `settlement transaction waits at nonce ${signed.nonce}: the node refused its fee (${sent.text})`
+            ).pipe(Effect.annotateLogs({ "chain.relayer": relayer.address }))
+            return signed
+          }
           yield* forget
-          if (sent.stale === "fees") fees.forget()
           if (attempt > 1) return yield* new ChainError({ message: `broadcast refused: ${sent.text}` })
         }
       }).pipe(relayerInFlight.withPermits(1))
