@@ -7,12 +7,12 @@
  */
 import { randomBytes } from "node:crypto"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Fiber, Logger, Metric } from "effect"
+import { Effect, Fiber, Logger } from "effect"
 import { getAddress, parseUnits, toHex } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
 import { ChainClient, type SignedTransaction } from "../../src/chain/ChainClient.js"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
-import { prometheusText } from "../../src/observability/Metrics.js"
+import { metricValue } from "../support/metrics.js"
 import { ChainEndpoints, multiEndpointTestChain } from "../support/TestChain.js"
 import { eventually } from "../support/wait.js"
 import { signedTransfer } from "../support/x402.js"
@@ -65,12 +65,7 @@ layer(multiEndpointTestChain(1, "4 seconds", "2 seconds"), { excludeTestServices
           const journal: Array<SignedTransaction> = []
           const record = (signed: SignedTransaction) => Effect.sync(() => journal.push(signed))
           const gapCount = (action: "resent" | "filled") =>
-            Effect.map(Metric.snapshot, (pairs) => {
-              const line = prometheusText(pairs)
-                .split("\n")
-                .find((text) => text.startsWith(`relayer_nonce_gap_transactions_total{action="${action}"} `))
-              return Number(line?.split(" ")[1] ?? 0)
-            })
+            metricValue(`relayer_nonce_gap_transactions_total{action="${action}"}`)
           const resentBefore = yield* gapCount("resent")
           const filledBefore = yield* gapCount("filled")
 

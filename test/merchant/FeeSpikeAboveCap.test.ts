@@ -7,13 +7,13 @@
  * the settlements (none empty, none a reverted copy).
  */
 import { expect, layer } from "@effect/vitest"
-import { Effect, Metric } from "effect"
+import { Effect } from "effect"
 import { createPublicClient, http, parseGwei } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
-import { prometheusText } from "../../src/observability/Metrics.js"
 import { send } from "../support/http.js"
+import { metricValue } from "../support/metrics.js"
 import { signedOrder } from "../support/settlements.js"
 import { devnetRpc, TestDevnet, usd1TransfersTo } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
@@ -24,12 +24,7 @@ const merchant = privateKeyToAccount(generatePrivateKey())
 const RELAYER = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[9]!).address
 const PAYMENTS = 6
 
-const filledCount = Effect.map(Metric.snapshot, (pairs) => {
-  const line = prometheusText(pairs)
-    .split("\n")
-    .find((text) => text.startsWith('relayer_nonce_gap_transactions_total{action="filled"} '))
-  return Number(line?.split(" ")[1] ?? 0)
-})
+const filledCount = metricValue('relayer_nonce_gap_transactions_total{action="filled"}')
 
 layer(
   testServer({
