@@ -20,7 +20,7 @@
  * | `chain_rpc_endpoint_up` | gauge | `endpoint` (position in CHAIN_RPC_URL, from 1), `host` (never the path or credentials) |
  * | `chain_rpc_endpoint_latency_seconds` | gauge | `endpoint`, `host` (mean of the recent probes; several endpoints only) |
  * | `chain_rpc_endpoint_degraded` | gauge | `endpoint`, `host` (1 while in a backoff after its own fault: a rate limit, a server error) |
- * | `chain_rpc_requests_total` | counter | `endpoint`, `host`, `outcome` (`answered`, `unreachable`, `endpoint-error`: a rate limit, server error or method unavailable) |
+ * | `chain_rpc_requests_total` | counter | `endpoint`, `host`, `outcome` (`answered`, `unreachable`, `endpoint-error`: its own error, a rate limit, server error or method unavailable, to a call or a probe) |
  * | `chain_rpc_failovers_total` | counter | – (reads that went on to the next endpoint) |
  * | `card_balance_follower_block` | gauge | – (the block up to which the card wallets' balances are followed, as this replica last saw it) |
  * | `card_balance_follower_checked_timestamp_seconds` | gauge | – (when the follower last checked them, Unix time: alert on its age above CARD_BALANCE_MAX_AGE) |
