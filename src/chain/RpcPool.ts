@@ -237,9 +237,9 @@ export const rpcPool = (
         : Effect.logInfo(`${name} is no longer degraded: in use again`)
     }
 
-    /** Logs each endpoint's change of state since the last round (a call may have marked it down meanwhile). */
-    const logChanges = Effect.forEach(endpoints, (endpoint) => {
-      if (endpoint.status === endpoint.logged) return logDegradation(endpoint)
+    /** Logs an endpoint's change of status since the last round. */
+    const logStatus = (endpoint: Endpoint) => {
+      if (endpoint.status === endpoint.logged) return Effect.void
       const previous = endpoint.logged
       endpoint.logged = endpoint.status
       const name = `chain endpoint ${endpoint.position} (${endpoint.host})`
@@ -252,7 +252,15 @@ export const rpcPool = (
                 : `${name} is back: in use again`
             )
           : Effect.void
-    })
+    }
+
+    /** Logs each endpoint's change of state since the last round (a call may have marked it down meanwhile). */
+    const logChanges = Effect.forEach(endpoints, (endpoint) =>
+      Effect.zipRight(
+        logStatus(endpoint),
+        Effect.suspend(() => logDegradation(endpoint))
+      )
+    )
 
     if (!single) {
       yield* Effect.forkScoped(
