@@ -181,6 +181,8 @@ export interface RpcEndpointState {
   readonly state: "up" | "down" | "unchecked" | "wrong-chain"
   /** Mean latency of its recent probes (only several endpoints are probed). */
   readonly latencyMs: number | undefined
+  /** Why it is in a backoff after its own fault (reads go to the others first), if it is. */
+  readonly degraded: "rate-limited" | "server-error" | undefined
 }
 
 export interface ChainClientShape {

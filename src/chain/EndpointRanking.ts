@@ -2,8 +2,9 @@
  * The order in which a read tries the chain's JSON-RPC endpoints (pure). Endpoints in use come
  * first, best first by the score viem's `fallback` transport ranks with: 0.7 × stability (the share
  * of recent probes answered) + 0.3 × latency score (1 - its mean latency / the slowest mean), ties
- * in configured order. Endpoints seen down follow in configured order, tried only with the time
- * left. Endpoints never checked, or on another chain, are never used.
+ * in configured order; those degraded (in a backoff after a rate limit or a server error) after
+ * the others in use, ranked alike. Endpoints seen down follow in configured order, tried only with
+ * the time left. Endpoints never checked, or on another chain, are never used.
  */
 
 export type EndpointStatus = "up" | "down" | "unchecked" | "wrong-chain"
@@ -18,6 +19,8 @@ export interface EndpointHealth {
   readonly status: EndpointStatus
   /** The latest probes, oldest first. */
   readonly probes: ReadonlyArray<Probe>
+  /** In a backoff after its own fault (a rate limit, a server error): tried after those in use. */
+  readonly degraded: boolean
 }
 
 const STABILITY_WEIGHT = 0.7
@@ -44,6 +47,8 @@ export const rankEndpoints = (endpoints: ReadonlyArray<EndpointHealth>): Readonl
   const indices = endpoints.map((_, i) => i)
   const up = indices.filter((i) => endpoints[i]!.status === "up")
   const scores = new Map(up.map((i) => [i, score(i)]))
-  up.sort((a, b) => scores.get(b)! - scores.get(a)! || a - b)
-  return [...up, ...indices.filter((i) => endpoints[i]!.status === "down")]
+  const best = (a: number, b: number) => scores.get(b)! - scores.get(a)! || a - b
+  const healthy = up.filter((i) => !endpoints[i]!.degraded).sort(best)
+  const degraded = up.filter((i) => endpoints[i]!.degraded).sort(best)
+  return [...healthy, ...degraded, ...indices.filter((i) => endpoints[i]!.status === "down")]
 }

@@ -51,7 +51,7 @@ import { PriceFeedArtifact, StockTokenArtifact, Usd1Artifact } from "./contracts
 import { ChainDeployment } from "./Deployment.js"
 import { transferWithAuthorizationTypedData } from "./Eip3009.js"
 import { BASE_FEE_MULTIPLIER, feeEstimate } from "./FeeEstimate.js"
-import { isUnreachable } from "./JsonRpc.js"
+import { isUnreachable, RpcEndpointFault } from "./JsonRpc.js"
 import { balanceReads, balancesRead, chunksOf, MULTICALL_CHUNK, MULTICALL3_ADDRESS, rowsOf } from "./Multicall.js"
 import { chainCall, decodedRevert, errorText, isMissingFunction, readsOver } from "./NodeErrors.js"
 import { relayer as makeRelayer } from "./Relayer.js"
@@ -71,8 +71,6 @@ const RECEIPT_TIMEOUT_MS = 30_000
 const IDLE_POLL_MS = 1_000
 /** A sent transaction whose receipt nobody awaits is no longer watched for after this long. */
 const UNAWAITED_FORGOTTEN_MS = 2 * RECEIPT_TIMEOUT_MS
-/** A node's words for a JSON-RPC method it does not have. */
-const noSuchMethod = /method not found|not supported|does not exist|unsupported|not available|unknown method/i
 /** Chunks of one bulk read (a multicall's, a range of logs') asked at once. */
 const CHUNKS_IN_FLIGHT = 4
 /** The longest a broadcast may take: longer than a read, as a node may check a transaction first. */
@@ -153,7 +151,7 @@ export const EvmChain = Layer.scoped(
         try: (signal) =>
           reads.request<ReadonlyArray<RawReceipt> | null>("eth_getBlockReceipts", [toHex(number)], signal),
         catch: (cause) =>
-          !isUnreachable(cause) && noSuchMethod.test(errorText(cause))
+          cause instanceof RpcEndpointFault && cause.reason === "method-unavailable"
             ? new NoBlockReceipts()
             : new ChainError({ message: `block receipts: ${errorText(cause)}`, cause })
       }).pipe(

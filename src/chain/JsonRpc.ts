@@ -3,17 +3,35 @@
  * deadline. It does not go through the global fetch dispatcher: a call costs a fraction of what
  * fetch and viem's HTTP transport cost, and its sockets are reused across calls.
  *
- * Two kinds of failure: `RpcUnreachable` (no answer: refused, reset, timed out, an HTTP error
- * status or a body that is not JSON-RPC; the node may or may not have acted) and viem's
- * `RpcRequestError` (the node answered with a JSON-RPC error, e.g. a revert with its data).
+ * Two kinds of failure: `RpcUnreachable` (no answer: refused, reset, timed out, or an answer
+ * that is the endpoint's fault and not the chain's, `RpcEndpointFault`: a rate limit, an HTTP error
+ * status, a server error; the node may or may not have acted) and viem's `RpcRequestError` (the
+ * chain's answer as a JSON-RPC error, e.g. a revert with its data). `RpcErrorClass.ts` tells them
+ * apart.
  */
 import http from "node:http"
 import https from "node:https"
 import { RpcRequestError } from "viem"
+import { classifyRpcError, type EndpointFaultReason } from "./RpcErrorClass.js"
 
 /** The node did not answer (or not in JSON-RPC): whether it acted on the call is unknown. */
 export class RpcUnreachable extends Error {
-  override readonly name = "RpcUnreachable"
+  override readonly name: string = "RpcUnreachable"
+}
+
+/**
+ * The endpoint answered, but with its own fault (rate limit, server error, method unavailable):
+ * another endpoint may answer, and this one is to be left alone for `retryAfterMs` when it says.
+ */
+export class RpcEndpointFault extends RpcUnreachable {
+  override readonly name = "RpcEndpointFault"
+  constructor(
+    message: string,
+    readonly reason: EndpointFaultReason,
+    readonly retryAfterMs: number | undefined
+  ) {
+    super(message)
+  }
 }
 
 /** Whether `cause`, or anything it wraps, is an `RpcUnreachable`. */
@@ -79,58 +97,71 @@ export const jsonRpcClient = (url: string, options: JsonRpcOptions): JsonRpc => 
 
   /** One HTTP exchange within the attempt's deadline. */
   const exchange = ({ body, deadline, bound, signal }: Attempt) =>
-    new Promise<{ readonly status: number; readonly text: string }>((resolve, reject) => {
-      const remaining = deadline - Date.now()
-      if (remaining <= 0) return reject(new RpcUnreachable(`no answer from ${origin} in time`))
-      const request = send(target, {
-        method: "POST",
-        agent,
-        ...(signal === undefined ? {} : { signal }),
-        headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) }
-      })
-      const timer = setTimeout(
-        () => request.destroy(new RpcUnreachable(`no answer from ${origin} within ${bound} ms`)),
-        remaining
-      )
-      request.once("response", (response) => {
-        const chunks: Array<Buffer> = []
-        response.on("data", (chunk: Buffer) => chunks.push(chunk))
-        response.once("end", () => {
-          clearTimeout(timer)
-          resolve({ status: response.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") })
+    new Promise<{ readonly status: number; readonly retryAfter: string | undefined; readonly text: string }>(
+      (resolve, reject) => {
+        const remaining = deadline - Date.now()
+        if (remaining <= 0) return reject(new RpcUnreachable(`no answer from ${origin} in time`))
+        const request = send(target, {
+          method: "POST",
+          agent,
+          ...(signal === undefined ? {} : { signal }),
+          headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) }
         })
-        response.once("error", (error) => {
-          clearTimeout(timer)
-          reject(error instanceof RpcUnreachable ? error : new RpcUnreachable(`${origin}: ${error.message}`))
+        const timer = setTimeout(
+          () => request.destroy(new RpcUnreachable(`no answer from ${origin} within ${bound} ms`)),
+          remaining
+        )
+        request.once("response", (response) => {
+          const chunks: Array<Buffer> = []
+          response.on("data", (chunk: Buffer) => chunks.push(chunk))
+          response.once("end", () => {
+            clearTimeout(timer)
+            const retryAfter = response.headers["retry-after"]
+            resolve({ status: response.statusCode ?? 0, retryAfter, text: Buffer.concat(chunks).toString("utf8") })
+          })
+          response.once("error", (error) => {
+            clearTimeout(timer)
+            reject(error instanceof RpcUnreachable ? error : new RpcUnreachable(`${origin}: ${error.message}`))
+          })
         })
-      })
-      request.once("error", (error: Error & { code?: string }) => {
-        clearTimeout(timer)
-        const unreachable =
-          error instanceof RpcUnreachable ? error : new RpcUnreachable(`${origin}: ${error.code ?? error.message}`)
-        // A kept-alive socket the server closed meanwhile: the request never reached the node.
-        Object.assign(unreachable, { staleSocket: request.reusedSocket && error.code === "ECONNRESET" })
-        reject(unreachable)
-      })
-      request.end(body)
-    })
+        request.once("error", (error: Error & { code?: string }) => {
+          clearTimeout(timer)
+          const unreachable =
+            error instanceof RpcUnreachable ? error : new RpcUnreachable(`${origin}: ${error.code ?? error.message}`)
+          // A kept-alive socket the server closed meanwhile: the request never reached the node.
+          Object.assign(unreachable, { staleSocket: request.reusedSocket && error.code === "ECONNRESET" })
+          reject(unreachable)
+        })
+        request.end(body)
+      }
+    )
 
   /** One call: the node's answer, its JSON-RPC error, or `RpcUnreachable`. */
   const call = async (attempt: Attempt, payload: { readonly [key: string]: unknown }): Promise<unknown> => {
     const answer = await exchange(attempt)
-    let parsed: { result?: unknown; error?: { code: number; message: string; data?: unknown } | null }
+    let parsed: { result?: unknown; error?: { code: number; message: string; data?: unknown } | null } | undefined
     try {
       parsed = JSON.parse(answer.text)
     } catch {
-      throw new RpcUnreachable(`${origin} answered HTTP ${answer.status} without JSON-RPC`)
+      parsed = undefined
     }
-    if (parsed.error !== undefined && parsed.error !== null) {
-      throw new RpcRequestError({ body: payload, error: parsed.error, url: origin })
+    const error = parsed?.error ?? undefined
+    if (parsed !== undefined && error === undefined && answer.status === 200 && "result" in parsed) {
+      return parsed.result
     }
-    if (answer.status !== 200 || !("result" in parsed)) {
-      throw new RpcUnreachable(`${origin} answered HTTP ${answer.status} without a result`)
-    }
-    return parsed.result
+    const verdict = classifyRpcError({
+      httpStatus: answer.status,
+      error,
+      retryAfter: answer.retryAfter,
+      now: Date.now()
+    })
+    // The chain's answer always has a JSON-RPC error (an answer without one is the endpoint's fault).
+    if (verdict._tag === "ChainAnswer") throw new RpcRequestError({ body: payload, error: error!, url: origin })
+    const words =
+      error === undefined
+        ? `HTTP ${answer.status} without ${parsed === undefined ? "JSON-RPC" : "a result"}`
+        : `HTTP ${answer.status}, error ${error.code} "${error.message}"`
+    throw new RpcEndpointFault(`${origin} answered ${words} (${verdict.reason})`, verdict.reason, verdict.retryAfterMs)
   }
 
   const request = async <A>(

@@ -261,7 +261,9 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
      * A key keeps its next nonce between sends (its keys are this replica's own). A send that fails or
      * whose fate is unknown makes the next send learn it again: from the journal with `resendable`
      * (every recorded transaction above the chain's count sent again, `closeGap`), else from the
-     * chain's count. One the node refuses for a stale nonce or fee is simulated, signed anew (and
+     * chain's count. One the node refuses for its fee waits at its nonce (answered as sent: it is
+     * journaled, and is sent again or bumped at that nonce). One the node refuses for a stale nonce
+     * is simulated, signed anew (and
      * recorded again: the refused one can never be mined) and broadcast, once.
      */
     const relayerSend = <E, R>(
@@ -295,11 +297,86 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
             yield* spentGas(watch, gas, fee)
             return signed
           }
+          if (sent.stale === "fees") {
+            // The journaled transaction keeps its nonce and waits: sent again as it is, or replaced
+            // at that nonce with the fee the chain asks then, within MAX_FEE_PER_GAS (`replaceStuck`).
+            // Signed anew at another nonce, it would leave its own to an empty fill, and could be
+            // mined beside its copy once the fee came down.
+            fees.forget()
+            yield* Effect.logWarning(
+              `settlement transaction waits at nonce ${signed.nonce}: the node refused its fee (${sent.text})`
+            ).pipe(Effect.annotateLogs({ "chain.relayer": relayer.address }))
+            return signed
+          }
           yield* forget
-          if (sent.stale === "fees") fees.forget()
           if (attempt > 1) return yield* new ChainError({ message: `broadcast refused: ${sent.text}` })
         }
       }).pipe(relayerInFlight.withPermits(1))
+
+    /**
+     * Per relayer key, the gap open now: each nonce sent again or filled since it opened, counted and
+     * logged once however many checks find it still open (a check repeats while the node does not count
+     * the transactions yet).
+     */
+    const openGapOf = perKey(() => new Map<number, "resent" | "filled">())
+
+    /** How many of `nonces` were sent again, how many filled. */
+    const actionsOf = (nonces: ReadonlyMap<number, "resent" | "filled">) => {
+      const all = [...nonces.values()]
+      return {
+        resent: all.filter((action) => action === "resent").length,
+        filled: all.filter((action) => action === "filled").length
+      }
+    }
+
+    /** "5-7, 9" for the nonces 5, 6, 7 and 9. */
+    const nonceRanges = (nonces: ReadonlyArray<number>) => {
+      const ranges: Array<string> = []
+      const sorted = [...nonces].sort((a, b) => a - b)
+      for (let i = 0; i < sorted.length; ) {
+        let j = i
+        while (j + 1 < sorted.length && sorted[j + 1] === sorted[j]! + 1) j++
+        ranges.push(i === j ? `${sorted[i]}` : `${sorted[i]}-${sorted[j]}`)
+        i = j + 1
+      }
+      return ranges.join(", ")
+    }
+
+    /**
+     * What one check did to the gap of `relayer`: nonces met for the first time are counted
+     * (`relayer_nonce_gap_transactions_total`) and, when they open the gap, logged in one WARN; a
+     * check that finds nothing to send closes an open gap with one INFO naming all its nonces.
+     */
+    const noteGap = (
+      relayer: Address,
+      handled: ReadonlyMap<number, "resent" | "filled">,
+      chainNext: number,
+      local: number | undefined
+    ) =>
+      Effect.gen(function* () {
+        const gap = openGapOf(relayer)
+        if (handled.size === 0) {
+          if (gap.size === 0) return
+          const { resent, filled } = actionsOf(gap)
+          yield* Effect.logInfo(
+            `the relayer's nonce gap is closed: nonces ${nonceRanges([...gap.keys()])}; ` +
+              `${resent} recorded transaction(s) sent again, ${filled} nonce(s) filled`
+          )
+          gap.clear()
+          return
+        }
+        const opens = gap.size === 0
+        const fresh = new Map([...handled].filter(([nonce]) => !gap.has(nonce)))
+        for (const [nonce, action] of fresh) gap.set(nonce, action)
+        const { resent, filled } = actionsOf(fresh)
+        yield* countNonceGap(resent, filled)
+        if (opens) {
+          yield* Effect.logWarning(
+            `relayer nonce gap: the chain counts ${chainNext}, the relayer was at ${local ?? "(unknown)"}; ` +
+              `nonces ${nonceRanges([...fresh.keys()])}: ${resent} recorded transaction(s) sent again, ${filled} nonce(s) filled`
+          )
+        }
+      }).pipe(Effect.annotateLogs({ "chain.relayer": relayer }))
 
     /** The relayer key's empty transaction for `nonce`: fills a nonce no recorded transaction can take. */
     const fillNonce = (relayer: PrivateKeyAccount, nonce: number) =>
@@ -333,29 +410,24 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
         // A batch's broadcasts reach the node in any order: the count stops below one on its way,
         // and the node may hold the recorded ones above it already (sent again at a later check if not).
         const firstOnItsWay = Math.min(...onItsWay)
-        let resent = 0
-        let filled = 0
+        const handled = new Map<number, "resent" | "filled">()
         for (let nonce = chainNext; nonce < next; nonce++) {
           if (onItsWay.has(nonce)) continue
           const tx = recorded.find((candidate) => candidate.nonce === nonce)
           if (tx === undefined) {
             yield* fillNonce(relayer, nonce).pipe(Effect.tapError(() => queue.forget))
-            filled++
+            handled.set(nonce, "filled")
           } else if (nonce > firstOnItsWay) {
           } else {
             // one the node now finds underpriced is not "sent again": its fee bump sends it (`replaceStuck`)
-            if ((yield* resend(tx.raw).pipe(Effect.tapError(() => queue.forget))) === "sent") resent++
+            if ((yield* resend(tx.raw).pipe(Effect.tapError(() => queue.forget))) === "sent") {
+              handled.set(nonce, "resent")
+            }
           }
         }
         yield* queue.continueAt(next)
-        const check: NonceCheck = { chainNext, next, resent, filled }
-        if (resent + filled > 0) {
-          yield* Effect.logWarning(
-            `relayer nonce gap: the chain counts ${chainNext}, the relayer was at ${local ?? "(unknown)"}; ` +
-              `${resent} recorded transaction(s) sent again, ${filled} nonce(s) filled`
-          ).pipe(Effect.annotateLogs({ "chain.relayer": relayer.address }))
-          yield* countNonceGap(resent, filled)
-        }
+        yield* noteGap(relayer.address, handled, chainNext, local)
+        const check: NonceCheck = { chainNext, next, ...actionsOf(handled) }
         return check
       }).pipe(
         Effect.tapBoth({

@@ -3,8 +3,13 @@
  *
  * - a read goes to the best endpoint in use (`EndpointRanking.ts`: up first, by stability and
  *   latency); the next is asked too when it refuses or has not answered within a share of the
- *   read's one bound (hedging), so a silent endpoint cannot use all of it. A JSON-RPC error (a
- *   revert) is an answer and is not tried elsewhere;
+ *   read's one bound (hedging), so a silent endpoint cannot use all of it. The chain's JSON-RPC
+ *   error (a revert) is an answer and is not tried elsewhere; the endpoint's own error (a rate
+ *   limit, a server error, a method it lacks: `RpcErrorClass.ts`) sends the read to the next
+ *   endpoint at once;
+ * - an endpoint that rate-limits us or fails on its side is degraded: tried after the others for a
+ *   backoff (its `Retry-After`, else doubling from 1 s to 60 s per fault in a row), still used when
+ *   no other answers;
  * - `eth_sendRawTransaction` goes to every endpoint in use at once: a transaction one node drops or
  *   never receives still reaches the chain through the others. The first acceptance answers; a node
  *   saying it already has the transaction ("already known", or "nonce too low" once it is mined)
@@ -22,7 +27,7 @@ import { type Hash, type Hex, hexToNumber, keccak256, RpcRequestError } from "vi
 import { rpcEndpointMetrics } from "../observability/Metrics.js"
 import type { RpcEndpointState } from "./ChainClient.js"
 import { type EndpointHealth, type EndpointStatus, meanLatency, type Probe, rankEndpoints } from "./EndpointRanking.js"
-import { type JsonRpc, type JsonRpcOptions, jsonRpcClient, RpcUnreachable } from "./JsonRpc.js"
+import { type JsonRpc, type JsonRpcOptions, jsonRpcClient, RpcEndpointFault, RpcUnreachable } from "./JsonRpc.js"
 import { type ChainMisconfigured, checkEndpointChains, type EndpointChain } from "./StartupCheck.js"
 import { wallClockPause } from "./WallClock.js"
 
@@ -43,6 +48,12 @@ export interface RpcPool {
 /** Probes kept per endpoint for its rank (as viem's ranking keeps). */
 const PROBES_KEPT = 10
 
+/** An endpoint's backoff after its own fault without `Retry-After`: doubling from the first to the last. */
+const FIRST_BACKOFF_MS = 1_000
+const LAST_BACKOFF_MS = 60_000
+/** The longest `Retry-After` honoured: a spent daily quota must not take an endpoint away for a day unseen. */
+const LONGEST_RETRY_AFTER_MS = 300_000
+
 /** A node's words for "I have this transaction already" (or its nonce was used, maybe by it). */
 const alreadyHas = /already known|already imported|known transaction|nonce too low/i
 
@@ -58,6 +69,13 @@ interface Endpoint {
   probes: Array<Probe>
   /** The status last logged, to log changes once. */
   logged: EndpointStatus
+  /** Its own faults in a row (rate limits, server errors), for the backoff. */
+  faults: number
+  /** Until when it is degraded (ms since the epoch; 0: not), and why. */
+  degradedUntil: number
+  degradedBy: "rate-limited" | "server-error" | undefined
+  /** Whether it was degraded when last logged. */
+  loggedDegraded: boolean
 }
 
 type BroadcastAnswer =
@@ -88,7 +106,11 @@ export const rpcPool = (
         metrics: rpcEndpointMetrics(i + 1, host),
         status: "unchecked",
         probes: [],
-        logged: "unchecked"
+        logged: "unchecked",
+        faults: 0,
+        degradedUntil: 0,
+        degradedBy: undefined,
+        loggedDegraded: false
       }
     })
     const opened: Array<JsonRpc> = endpoints.map((endpoint) => endpoint.own)
@@ -102,15 +124,42 @@ export const rpcPool = (
       endpoint.status = status
       endpoint.metrics.up(status === "up")
     }
+    const isDegraded = (endpoint: Endpoint) => endpoint.degradedUntil > Date.now()
+    /** An answer ends a degradation whose backoff has passed (one given during it was a last resort). */
+    const recovered = (endpoint: Endpoint) => {
+      if (endpoint.degradedUntil === 0 || isDegraded(endpoint)) return
+      endpoint.faults = 0
+      endpoint.degradedUntil = 0
+      endpoint.degradedBy = undefined
+      endpoint.metrics.degraded(false)
+    }
     const answered = (endpoint: Endpoint) => {
       endpoint.metrics.call("answered")
       if (endpoint.status === "down") setStatus(endpoint, "up")
+      recovered(endpoint)
     }
     const unreachable = (endpoint: Endpoint) => {
       endpoint.metrics.call("unreachable")
       if (endpoint.status === "up") setStatus(endpoint, "down")
     }
-    const ranked = () => rankEndpoints(endpoints as ReadonlyArray<EndpointHealth>).map((i) => endpoints[i]!)
+    /** Its own error: degraded for a backoff, but for a method it lacks (the others it has). */
+    const faulted = (endpoint: Endpoint, fault: RpcEndpointFault) => {
+      endpoint.metrics.call("endpoint-error")
+      if (endpoint.status === "down") setStatus(endpoint, "up")
+      if (fault.reason === "method-unavailable") return
+      endpoint.faults++
+      const backoff =
+        fault.retryAfterMs === undefined
+          ? Math.min(LAST_BACKOFF_MS, FIRST_BACKOFF_MS * 2 ** (endpoint.faults - 1))
+          : Math.min(LONGEST_RETRY_AFTER_MS, fault.retryAfterMs)
+      endpoint.degradedUntil = Math.max(endpoint.degradedUntil, Date.now() + backoff)
+      endpoint.degradedBy = fault.reason
+      endpoint.metrics.degraded(true)
+    }
+    const ranked = () =>
+      rankEndpoints(endpoints.map((endpoint): EndpointHealth => ({ ...endpoint, degraded: isDegraded(endpoint) }))).map(
+        (i) => endpoints[i]!
+      )
 
     /** `eth_chainId` of one endpoint. */
     const chainOf = (endpoint: Endpoint, timeoutMs: number) =>
@@ -134,6 +183,7 @@ export const rpcPool = (
     for (const [i, endpoint] of endpoints.entries()) {
       const answer = atStart[i]!
       setStatus(endpoint, answer._tag === "Answered" ? "up" : "unchecked")
+      endpoint.metrics.degraded(false)
       endpoint.logged = endpoint.status
       if (answer._tag === "Unanswered") {
         yield* Effect.logWarning(
@@ -160,20 +210,35 @@ export const rpcPool = (
           return
         }
         const started = Date.now()
-        const ok = yield* Effect.tryPromise((signal) =>
-          endpoint.own.request<Hex>("eth_blockNumber", [], signal, probeTimeoutMs)
-        ).pipe(
-          Effect.as(true),
-          Effect.orElseSucceed(() => false)
-        )
+        const failure = yield* Effect.tryPromise({
+          try: (signal) => endpoint.own.request<Hex>("eth_blockNumber", [], signal, probeTimeoutMs),
+          catch: (error) => error
+        }).pipe(Effect.match({ onSuccess: () => undefined, onFailure: (error) => error }))
+        const ok = failure === undefined
         endpoint.probes = [...endpoint.probes, { answered: ok, ms: Date.now() - started }].slice(-PROBES_KEPT)
         const latency = meanLatency(endpoint.probes)
         if (latency !== undefined) endpoint.metrics.latency(latency)
-        setStatus(endpoint, ok ? "up" : "down")
+        // An endpoint's own error is an answer: it is up, degraded; the probe does not end a degradation.
+        if (failure instanceof RpcEndpointFault) faulted(endpoint, failure)
+        else setStatus(endpoint, ok ? "up" : "down")
       })
 
-    /** Logs each endpoint's change of state since the last round (a call may have marked it down meanwhile). */
-    const logChanges = Effect.forEach(endpoints, (endpoint) => {
+    /** Logs an endpoint's degradation and its end once each (a backoff that passed ends it here). */
+    const logDegradation = (endpoint: Endpoint) => {
+      const degraded = isDegraded(endpoint)
+      if (degraded === endpoint.loggedDegraded) return Effect.void
+      endpoint.loggedDegraded = degraded
+      endpoint.metrics.degraded(degraded)
+      const name = `chain endpoint ${endpoint.position} (${endpoint.host})`
+      return degraded
+        ? Effect.logWarning(
+            `${name} is degraded (${endpoint.degradedBy}): reads go to the other endpoints first for ${endpoint.degradedUntil - Date.now()} ms`
+          )
+        : Effect.logInfo(`${name} is no longer degraded: in use again`)
+    }
+
+    /** Logs an endpoint's change of status since the last round. */
+    const logStatus = (endpoint: Endpoint) => {
       if (endpoint.status === endpoint.logged) return Effect.void
       const previous = endpoint.logged
       endpoint.logged = endpoint.status
@@ -187,7 +252,15 @@ export const rpcPool = (
                 : `${name} is back: in use again`
             )
           : Effect.void
-    })
+    }
+
+    /** Logs each endpoint's change of state since the last round (a call may have marked it down meanwhile). */
+    const logChanges = Effect.forEach(endpoints, (endpoint) =>
+      Effect.zipRight(
+        logStatus(endpoint),
+        Effect.suspend(() => logDegradation(endpoint))
+      )
+    )
 
     if (!single) {
       yield* Effect.forkScoped(
@@ -279,7 +352,8 @@ export const rpcPool = (
                     answered(endpoint)
                     return settle(() => reject(error))
                   }
-                  unreachable(endpoint)
+                  if (error instanceof RpcEndpointFault) faulted(endpoint, error)
+                  else unreachable(endpoint)
                   lastError = error
                   launch()
                 }
@@ -302,7 +376,8 @@ export const rpcPool = (
           return { _tag: "Accepted", hash }
         } catch (error) {
           if (error instanceof RpcUnreachable) {
-            unreachable(endpoint)
+            if (error instanceof RpcEndpointFault) faulted(endpoint, error)
+            else unreachable(endpoint)
             return { _tag: "Unreachable", error }
           }
           answered(endpoint)
@@ -363,7 +438,8 @@ export const rpcPool = (
         endpoints.map((endpoint) => ({
           endpoint: endpoint.position,
           state: endpoint.status,
-          latencyMs: meanLatency(endpoint.probes)
+          latencyMs: meanLatency(endpoint.probes),
+          degraded: isDegraded(endpoint) ? endpoint.degradedBy : undefined
         }))
     }
   })

@@ -55,9 +55,12 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
           }
           const stuck = yield* relayerStuck
           if (Option.isSome(stuck)) return yield* new NotReady({ error: `not ready: relayer stuck: ${stuck.value}` })
-          const chainEndpoints = (yield* chain.endpoints).map(({ endpoint, state, latencyMs }) =>
-            latencyMs === undefined ? { endpoint, state } : { endpoint, state, latencyMs: Math.round(latencyMs) }
-          )
+          const chainEndpoints = (yield* chain.endpoints).map(({ endpoint, state, latencyMs, degraded }) => ({
+            endpoint,
+            state,
+            ...(latencyMs === undefined ? {} : { latencyMs: Math.round(latencyMs) }),
+            ...(degraded === undefined ? {} : { degraded })
+          }))
           return { status: "ready" as const, database: "up" as const, chain: "up" as const, chainEndpoints }
         })
       )

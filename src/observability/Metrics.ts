@@ -19,7 +19,8 @@
  * | `events_notification_lag_seconds` | histogram | – (an event's commit to its read by a notified replica) |
  * | `chain_rpc_endpoint_up` | gauge | `endpoint` (position in CHAIN_RPC_URL, from 1), `host` (never the path or credentials) |
  * | `chain_rpc_endpoint_latency_seconds` | gauge | `endpoint`, `host` (mean of the recent probes; several endpoints only) |
- * | `chain_rpc_requests_total` | counter | `endpoint`, `host`, `outcome` (`answered`, `unreachable`) |
+ * | `chain_rpc_endpoint_degraded` | gauge | `endpoint`, `host` (1 while in a backoff after its own fault: a rate limit, a server error) |
+ * | `chain_rpc_requests_total` | counter | `endpoint`, `host`, `outcome` (`answered`, `unreachable`, `endpoint-error`: its own error, a rate limit, server error or method unavailable, to a call or a probe) |
  * | `chain_rpc_failovers_total` | counter | – (reads that went on to the next endpoint) |
  * | `card_balance_follower_block` | gauge | – (the block up to which the card wallets' balances are followed, as this replica last saw it) |
  * | `card_balance_follower_checked_timestamp_seconds` | gauge | – (when the follower last checked them, Unix time: alert on its age above CARD_BALANCE_MAX_AGE) |
@@ -46,7 +47,8 @@ const settlementsReverted = Metric.counter("merchant_settlements_reverted_total"
   description: "Settlement transactions mined reverted: gas the relayer paid for nothing"
 })
 const nonceGaps = Metric.counter("relayer_nonce_gap_transactions_total", {
-  description: "Nonces of the relayer found missing on chain and sent again (resent) or filled (filled)"
+  description:
+    "Nonces of the relayer found missing on chain and sent again (resent) or filled (filled), each once per gap however many checks find it open"
 })
 const lostTransactions = Metric.counter("relayer_transactions_lost_total", {
   description: "Relayed transactions seen mined and later no longer on the canonical chain"
@@ -99,8 +101,13 @@ const rpcEndpointUp = Metric.gauge("chain_rpc_endpoint_up", {
 const rpcEndpointLatency = Metric.gauge("chain_rpc_endpoint_latency_seconds", {
   description: "Mean latency of a chain JSON-RPC endpoint's recent probes"
 })
+const rpcEndpointDegraded = Metric.gauge("chain_rpc_endpoint_degraded", {
+  description:
+    "Whether a chain JSON-RPC endpoint is in a backoff after its own fault (1: rate limit or server error; reads go elsewhere first)"
+})
 const rpcRequests = Metric.counter("chain_rpc_requests_total", {
-  description: "Chain JSON-RPC calls per endpoint, answered (a JSON-RPC error too) or unreachable",
+  description:
+    "Chain JSON-RPC calls per endpoint: answered (the chain's JSON-RPC error too), unreachable, or the endpoint's own error",
   incremental: true
 })
 const rpcFailovers = Metric.counter("chain_rpc_failovers_total", {
@@ -136,13 +143,16 @@ const cardAuthorizationStandIns = Metric.counter("card_authorization_stand_ins_t
  */
 export const rpcEndpointMetrics = (endpoint: number, host: string) => {
   const labels = [MetricLabel.make("endpoint", String(endpoint)), MetricLabel.make("host", host)]
-  const answered = [...labels, MetricLabel.make("outcome", "answered")]
-  const unreachable = [...labels, MetricLabel.make("outcome", "unreachable")]
+  const outcomes = {
+    answered: [...labels, MetricLabel.make("outcome", "answered")],
+    unreachable: [...labels, MetricLabel.make("outcome", "unreachable")],
+    "endpoint-error": [...labels, MetricLabel.make("outcome", "endpoint-error")]
+  }
   return {
     up: (up: boolean) => rpcEndpointUp.unsafeUpdate(up ? 1 : 0, labels),
+    degraded: (degraded: boolean) => rpcEndpointDegraded.unsafeUpdate(degraded ? 1 : 0, labels),
     latency: (ms: number) => rpcEndpointLatency.unsafeUpdate(ms / 1000, labels),
-    call: (outcome: "answered" | "unreachable") =>
-      rpcRequests.unsafeUpdate(1, outcome === "answered" ? answered : unreachable),
+    call: (outcome: keyof typeof outcomes) => rpcRequests.unsafeUpdate(1, outcomes[outcome]),
     failover: () => rpcFailovers.unsafeUpdate(1, [])
   }
 }

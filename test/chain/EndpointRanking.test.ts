@@ -7,7 +7,8 @@ import { checkEndpointChains } from "../../src/chain/StartupCheck.js"
 const probe = FastCheck.record({ answered: FastCheck.boolean(), ms: FastCheck.integer({ min: 0, max: 5_000 }) })
 const endpoint: FastCheck.Arbitrary<EndpointHealth> = FastCheck.record({
   status: FastCheck.constantFrom("up", "down", "unchecked", "wrong-chain"),
-  probes: FastCheck.array(probe, { maxLength: 10 })
+  probes: FastCheck.array(probe, { maxLength: 10 }),
+  degraded: FastCheck.boolean()
 })
 const endpoints = FastCheck.array(endpoint, { minLength: 1, maxLength: 6 })
 
@@ -31,10 +32,15 @@ describe("endpoint ranking", () => {
     "of two endpoints up, one that answered every probe faster than the other's answers comes first",
     [FastCheck.integer({ min: 1, max: 1_000 }), FastCheck.integer({ min: 1, max: 1_000 }), FastCheck.boolean()],
     ([fast, extra, fastFirst]) => {
-      const quick: EndpointHealth = { status: "up", probes: Array(5).fill({ answered: true, ms: fast }) }
+      const quick: EndpointHealth = {
+        status: "up",
+        probes: Array(5).fill({ answered: true, ms: fast }),
+        degraded: false
+      }
       const slow: EndpointHealth = {
         status: "up",
-        probes: [...Array(4).fill({ answered: true, ms: fast + extra }), { answered: false, ms: 2_000 }]
+        probes: [...Array(4).fill({ answered: true, ms: fast + extra }), { answered: false, ms: 2_000 }],
+        degraded: false
       }
       const order = rankEndpoints(fastFirst ? [quick, slow] : [slow, quick])
       expect(order).toEqual(fastFirst ? [0, 1] : [1, 0])
@@ -42,10 +48,24 @@ describe("endpoint ranking", () => {
   )
 
   it("endpoints alike keep their configured order", () => {
-    const alike: EndpointHealth = { status: "up", probes: [{ answered: true, ms: 3 }] }
+    const alike: EndpointHealth = { status: "up", probes: [{ answered: true, ms: 3 }], degraded: false }
     expect(rankEndpoints([alike, alike, alike])).toEqual([0, 1, 2])
-    expect(rankEndpoints([{ status: "up", probes: [] }])).toEqual([0])
+    expect(rankEndpoints([{ status: "up", probes: [], degraded: false }])).toEqual([0])
   })
+
+  it.prop(
+    "a degraded endpoint in use is tried after every other in use, before those down, whatever its probes",
+    [endpoints],
+    ([all]) => {
+      const order = rankEndpoints(all)
+      const rank = (i: number) => {
+        const e = all[i]!
+        return e.status === "down" ? 2 : e.degraded ? 1 : 0
+      }
+      const ranks = order.map(rank)
+      expect(ranks).toEqual([...ranks].sort((a, b) => a - b))
+    }
+  )
 })
 
 describe("CHAIN_RPC_URL and CHAIN_RPC_URLS", () => {

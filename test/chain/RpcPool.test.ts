@@ -172,6 +172,31 @@ layer(multiEndpointTestChain(2, "4 seconds", "100 millis"), { excludeTestService
       })
     )
 
+    it.effect(
+      "the first endpoint rate-limiting every call (HTTP 429, -32005): degraded, reads and payments go on; it comes back once it answers",
+      () =>
+        Effect.gen(function* () {
+          const chain = yield* ChainClient
+          const [first] = yield* ChainEndpoints
+          const degradedOf = (endpoint: number) =>
+            Effect.map(chain.endpoints, (states) => states.find((state) => state.endpoint === endpoint)?.degraded)
+          first!.answerWithError({ httpStatus: 429, error: { code: -32005, message: "rate limit exceeded" } })
+          const outcome = yield* underLoad(
+            8,
+            eventually("endpoint 1 degraded", degradedOf(1), (degraded) => degraded === "rate-limited").pipe(
+              Effect.ensuring(Effect.sync(() => first!.answerWithError(undefined)))
+            )
+          )
+          expect(outcome.failures).toEqual([])
+          expect(outcome.received).toBe(outcome.expected)
+          expect(outcome.relayerSent).toBe(8)
+          expect(first!.errorsAnswered()).toBeGreaterThan(0)
+          expect(yield* stateOf(1)).toBe("up")
+          // Its backoff passed, its next answer ends the degradation.
+          yield* eventually("endpoint 1 no longer degraded", degradedOf(1), (degraded) => degraded === undefined)
+        })
+    )
+
     it.effect.skipIf(!existsSync(PROMTOOL))("the endpoint metrics pass promtool check metrics, without a URL", () =>
       Effect.gen(function* () {
         const [first] = yield* ChainEndpoints
@@ -182,6 +207,7 @@ layer(multiEndpointTestChain(2, "4 seconds", "100 millis"), { excludeTestService
         expect(text).toContain(`chain_rpc_endpoint_up{endpoint="1",host="${host}"} 1`)
         expect(text).toContain("# TYPE chain_rpc_requests_total counter")
         expect(text).toContain("# TYPE chain_rpc_endpoint_latency_seconds gauge")
+        expect(text).toMatch(`chain_rpc_endpoint_degraded{endpoint="1",host="${host}"} `)
         expect(text).not.toContain("http://")
       })
     )

@@ -2,6 +2,8 @@
  * Finality on the real service over a devnet: a paid order whose settlement block is reorganised
  * out (`anvil_reorg`: the block replaced by an empty one) has the very same signed transaction mined
  * again; the merchant is paid once, the order is paid once, the payer's statement shows it once.
+ * The replaced block stays the head until the block watcher has seen it: a reorg at the same
+ * height is one `chain head went back` line, and the transaction is sent again once (issue 44, item 5).
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -65,12 +67,23 @@ describe("a settlement reorganised out", () => {
         const head = yield* Effect.promise(() => client(devnet).getBlockNumber())
         expect(BigInt(seen.block_number!)).toBe(head)
 
-        // The block is replaced by an empty one at the same height.
+        // The block is replaced by an empty one at the same height, and stays the head (nothing is
+        // mined meanwhile, the transaction sent again waits in the pool) until the watcher has seen it.
+        yield* rpc(devnet, "evm_setAutomine", [false])
         const reorg = (yield* rpc(devnet, "anvil_reorg", [1, []])) as { readonly error?: unknown }
         expect(reorg.error).toBeUndefined()
         const replaced = yield* Effect.promise(() => client(devnet).getBlock({ blockNumber: head }))
         expect(replaced.hash).not.toBe(seen.block_hash)
         expect(replaced.transactions).not.toContain(tx)
+        yield* eventually(
+          "the block watcher to see the head replaced at the same height",
+          Effect.sync(() => logLines(service.output()).map((line) => String(line.message))),
+          (messages) =>
+            messages.some((message) => message.startsWith(`chain head went back: block ${head} was replaced`)),
+          { explain: () => service.output().slice(-3000) }
+        )
+        yield* rpc(devnet, "evm_setAutomine", [true])
+        yield* rpc(devnet, "evm_mine")
 
         const again = yield* eventually(
           "the same transaction to be mined again",
@@ -104,7 +117,7 @@ describe("a settlement reorganised out", () => {
         expect(statement.body).toHaveLength(1)
         const settlements = yield* query(databaseUrl, "SELECT status FROM settlements WHERE order_id = $1", [order.id])
         expect(settlements).toEqual([{ status: "succeeded" }])
-        // Said once, by whichever saw it first: the tracker (the receipt gone) or the nonce check
+        // Sent again once, said once, by whichever saw it first: the tracker (the receipt gone) or the nonce check
         // (the chain's count went back below the relayer's), both sending the same bytes again.
         const warnings = logLines(service.output())
           .filter((line) => line.logLevel === "WARN")
@@ -115,7 +128,9 @@ describe("a settlement reorganised out", () => {
               message === "settlement transaction no longer on chain; sending the same transaction again" ||
               message.startsWith("relayer nonce gap: ")
           ).length
-        ).toBeGreaterThan(0)
+        ).toBe(1)
+        // The block watcher saw the same height with a new hash: one head that went back (issue 44, item 5).
+        expect(warnings.filter((message) => message.startsWith("chain head went back: ")).length).toBe(1)
         expect(yield* stopService(service, "SIGTERM")).toBe(0)
       }).pipe(Effect.scoped),
     180_000

@@ -6,13 +6,24 @@
  * - `dropTransactions` answers `eth_sendRawTransaction` with the transaction's hash and never
  *   passes it on (a node that took the transaction and lost it);
  * - `holdTransactions` keeps each `eth_sendRawTransaction` until it is let go (a broadcast on its
- *   way), every other call going through.
+ *   way), every other call going through;
+ * - `answerWithError` answers some methods (or every one) with a JSON-RPC error of its own under an
+ *   HTTP status, as a provider that rate-limits us (429, `-32005`) or fails on its side.
  * It counts the requests it answered, by method.
  */
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http"
 import type { Socket } from "node:net"
 import { Effect } from "effect"
 import { type Hex, keccak256 } from "viem"
+
+/** The provider's own error, answered instead of passing the call on. */
+export interface ProviderError {
+  /** The methods answered so (every method when absent). */
+  readonly methods?: ReadonlyArray<string>
+  readonly httpStatus: number
+  readonly error: { readonly code: number; readonly message: string }
+  readonly retryAfter?: string
+}
 
 export interface RpcProxy {
   readonly url: string
@@ -23,6 +34,10 @@ export interface RpcProxy {
   readonly dropTransactions: (drop: boolean) => void
   /** While `hold`, broadcasts wait here; `false` passes those held on. */
   readonly holdTransactions: (hold: boolean) => void
+  /** Answers with `fault` from now on; `undefined` passes every call on again. */
+  readonly answerWithError: (fault: ProviderError | undefined) => void
+  /** Calls answered with the provider error so far, of `method` or of every method. */
+  readonly errorsAnswered: (method?: string) => number
   /** Broadcasts held now. */
   readonly heldTransactions: () => number
   /** Requests answered so far, of `method` or of every method. */
@@ -39,6 +54,8 @@ export const startRpcProxy = (target: string) =>
       const sockets = new Set<Socket>()
       const held: Array<() => void> = []
       const counts = new Map<string, number>()
+      const errorCounts = new Map<string, number>()
+      let providerError: ProviderError | undefined
       let stalled = false
       let dropping = false
       let holding = false
@@ -76,6 +93,18 @@ export const startRpcProxy = (target: string) =>
                 `eth_call ${String((call.params[0] as { to?: unknown })?.to).toLowerCase()} ${String(call.params[1] ?? "latest")}`
               )
             else labelled(call.method)
+            if (
+              providerError !== undefined &&
+              (providerError.methods === undefined || providerError.methods.includes(call.method))
+            ) {
+              errorCounts.set(call.method, (errorCounts.get(call.method) ?? 0) + 1)
+              response.writeHead(providerError.httpStatus, {
+                "content-type": "application/json",
+                ...(providerError.retryAfter === undefined ? {} : { "retry-after": providerError.retryAfter })
+              })
+              response.end(JSON.stringify({ jsonrpc: "2.0", id: call.id, error: providerError.error }))
+              return
+            }
             if (dropping && call.method === "eth_sendRawTransaction") {
               const result = keccak256(call.params[0] as Hex)
               response.writeHead(200, { "content-type": "application/json" })
@@ -128,6 +157,13 @@ export const startRpcProxy = (target: string) =>
               if (!hold) for (const answer of heldBroadcasts.splice(0)) answer()
             },
             heldTransactions: () => heldBroadcasts.length,
+            answerWithError: (fault) => {
+              providerError = fault
+            },
+            errorsAnswered: (method) =>
+              method === undefined
+                ? [...errorCounts.values()].reduce((sum, n) => sum + n, 0)
+                : (errorCounts.get(method) ?? 0),
             answered: (method) =>
               method === undefined ? [...counts.values()].reduce((sum, n) => sum + n, 0) : (counts.get(method) ?? 0),
             answeredByLabel: () => new Map(labels),
