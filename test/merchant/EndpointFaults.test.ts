@@ -25,6 +25,8 @@ import { enoughFor } from "../support/x402.js"
 const PROMTOOL = "/usr/bin/promtool"
 const merchant = privateKeyToAccount(generatePrivateKey())
 const PAYERS = 8
+/** Payments a payer is funded for; it stops there, however quick the window's payments are. */
+const PAYMENTS_PER_PAYER = 100
 
 const rateLimited: ProviderError = {
   methods: ["eth_call"],
@@ -49,7 +51,11 @@ const paymentsWhile = (endpoint: RpcProxy, fault: ProviderError, window: Effect.
   Effect.gen(function* () {
     const devnet = yield* TestDevnet
     const payers = Array.from({ length: PAYERS }, () => privateKeyToAccount(generatePrivateKey()))
-    for (const payer of payers) yield* mintUsd1(devnet, payer.address, enoughFor("20", 20)).pipe(Effect.orDie)
+    for (const payer of payers) {
+      yield* mintUsd1(devnet, payer.address, enoughFor(String(PAYMENTS_PER_PAYER), PAYMENTS_PER_PAYER)).pipe(
+        Effect.orDie
+      )
+    }
     /** "200", "202", or another status with its body. */
     const statuses: Array<string> = []
     const orders: Array<string> = []
@@ -57,24 +63,27 @@ const paymentsWhile = (endpoint: RpcProxy, fault: ProviderError, window: Effect.
     let open = true
     const payLoop = Effect.forEach(
       payers,
-      (payer) =>
-        Effect.whileLoop({
-          while: () => open,
+      (payer) => {
+        let paid = 0
+        return Effect.whileLoop({
+          while: () => open && paid < PAYMENTS_PER_PAYER,
           body: () =>
             Effect.gen(function* () {
               const { id, header } = yield* signedOrder(payer, "1", "endpoint fault")
               orders.push(id)
-              const paid = yield* send("POST", `/merchant/orders/${id}/pay`, {
+              const answer = yield* send("POST", `/merchant/orders/${id}/pay`, {
                 headers: { "PAYMENT-SIGNATURE": header }
               })
+              paid += 1
               statuses.push(
-                paid.status === 200 || paid.status === 202
-                  ? String(paid.status)
-                  : `${paid.status} ${JSON.stringify(paid.body)}`
+                answer.status === 200 || answer.status === 202
+                  ? String(answer.status)
+                  : `${answer.status} ${JSON.stringify(answer.body)}`
               )
             }),
           step: () => {}
-        }),
+        })
+      },
       { concurrency: "unbounded", discard: true }
     )
     const readyLoop = Effect.whileLoop({
