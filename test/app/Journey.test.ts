@@ -17,7 +17,7 @@
 import { randomBytes } from "node:crypto"
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import type { BrowserContext, Page } from "playwright-core"
+import type { Page } from "playwright-core"
 import { ChainClient } from "../../src/chain/ChainClient.js"
 import { freePort } from "../../src/embedded/EmbeddedPostgres.js"
 import { kycEnv } from "../kyc/helpers.js"
@@ -33,7 +33,7 @@ import {
   injectWallet,
   markPage,
   notReloaded,
-  PAGE_WAIT_MS,
+  onProviderPage,
   press,
   SCREENSHOTS,
   seen,
@@ -55,26 +55,6 @@ const storedToken = (page: Page) =>
   promise(() =>
     page.evaluate("JSON.parse(localStorage.getItem('card-app.session') ?? '{}').token").then((token) => String(token))
   )
-
-/** The identity provider's page, opened from the app in a new tab; fills it and submits `outcome`. */
-const onProviderPage = (context: BrowserContext, page: Page, outcome: "approve" | "decline" | "duplicate") =>
-  Effect.gen(function* () {
-    const [provider] = yield* promise(() =>
-      Promise.all([
-        context.waitForEvent("page", { timeout: PAGE_WAIT_MS }),
-        page.getByRole("link", { name: /Open the identity provider's page/ }).click()
-      ])
-    )
-    provider.setDefaultTimeout(PAGE_WAIT_MS)
-    yield* promise(() => provider.waitForLoadState())
-    yield* promise(() => provider.fill("#fullName", "Grace Hopper"))
-    yield* promise(() => provider.fill("#documentNumber", `GH-${randomBytes(6).toString("hex")}`))
-    // The provider sends the person back to the app (a new load of the app in that tab).
-    yield* promise(() =>
-      Promise.all([provider.waitForURL(`${ORIGIN}/app/identity`), provider.click(`button[value=${outcome}]`)])
-    )
-    yield* promise(() => provider.close())
-  })
 
 /** Signs in on the sign-in screen with the wallet's button, reading the SIWE message first. */
 const signIn = (app: AppPage, button: RegExp, expectedAddress?: string) =>
@@ -129,7 +109,7 @@ const journey = (wallet: "development" | "injected") =>
     yield* press(page, "Start the identity check")
     yield* seen(page, "Your identity check is in progress.")
     yield* shot("identity-pending")
-    yield* onProviderPage(context, page, "approve")
+    yield* onProviderPage(context, page, ORIGIN, "approve")
     yield* seen(page, "Your identity is confirmed and your card is issued.")
     yield* notReloaded(page)
     yield* shot("identity-approved")
@@ -258,14 +238,14 @@ layer(
       const { context, app, page } = yield* freshPage()
       yield* signIn(app, /^Use a development key$/)
       yield* press(page, "Start the identity check")
-      yield* onProviderPage(context, page, "decline")
+      yield* onProviderPage(context, page, ORIGIN, "decline")
       yield* seen(page, "The identity provider declined your identity check.")
       yield* seen(page, "You can try again, with a valid identity document whose details match what you type.")
       yield* checkScreen(app, "identity-declined")
 
       yield* press(page, "Try the identity check again")
       yield* seen(page, "Your identity check is in progress.")
-      yield* onProviderPage(context, page, "duplicate")
+      yield* onProviderPage(context, page, ORIGIN, "duplicate")
       yield* seen(page, "This identity document already holds a card with another account")
       yield* seen(page, "Sign out, then sign in with the wallet that holds that card.")
       expect(yield* promise(() => page.getByRole("button", { name: "Sign out" }).count())).toBeGreaterThan(0)

@@ -7,7 +7,6 @@
  * refused expiry shown (and focused) at its field. axe-core finds no
  * violation on the terminal (of any impact), and nothing scrolls sideways at 390 px.
  */
-import { randomBytes } from "node:crypto"
 import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { expect, layer } from "@effect/vitest"
@@ -19,7 +18,16 @@ import { followedUsd1 } from "../support/cards.js"
 import { browser, skipWithoutChromium } from "../support/chromium.js"
 import { testServer } from "../support/TestServer.js"
 import { eventually } from "../support/wait.js"
-import { checkScreen, goTo, guardOrigin, PAGE_WAIT_MS, press, seen, watchedPage } from "../support/webapp.js"
+import {
+  checkScreen,
+  goTo,
+  guardOrigin,
+  onProviderPage,
+  PAGE_WAIT_MS,
+  press,
+  seen,
+  watchedPage
+} from "../support/webapp.js"
 
 const skip = skipWithoutChromium("Terminal.test.ts")
 
@@ -112,20 +120,7 @@ layer(testServer(kycEnv({ PORT: String(PORT), APP_URL: ORIGIN })), {
 
         // The sandbox identity check, approved on the provider's page in a new tab; this tab hears of it live.
         yield* press(page, "Start the identity check")
-        const [provider] = yield* promise(() =>
-          Promise.all([
-            context.waitForEvent("page", { timeout: PAGE_WAIT_MS }),
-            page.getByRole("link", { name: /Open the identity provider's page/ }).click()
-          ])
-        )
-        provider.setDefaultTimeout(PAGE_WAIT_MS)
-        yield* promise(() => provider.waitForLoadState())
-        yield* promise(() => provider.fill("#fullName", "Katherine Johnson"))
-        yield* promise(() => provider.fill("#documentNumber", `KJ-${randomBytes(6).toString("hex")}`))
-        yield* promise(() =>
-          Promise.all([provider.waitForURL(`${ORIGIN}/app/identity`), provider.click("button[value=approve]")])
-        )
-        yield* promise(() => provider.close())
+        yield* onProviderPage(context, page, ORIGIN, "approve", "Katherine Johnson")
         yield* seen(page, "Your identity is confirmed and your card is issued.")
         const { token, address } = yield* storedSession(page)
 

@@ -5,6 +5,8 @@
  * widths written under test-artifacts/app-screens/), and an injected EIP-1193 wallet announced with
  * EIP-6963 whose key stays in the test process.
  */
+
+import { randomBytes } from "node:crypto"
 import { mkdirSync, readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import path from "node:path"
@@ -194,4 +196,38 @@ export const injectWallet = (page: Page, account: PrivateKeyAccount, chainId: nu
       announce()
     }, TEST_WALLET)
     return asked
+  })
+
+/**
+ * The sandbox identity provider's page, opened from the app's identity screen in a new tab: filled
+ * in with `holder`'s name and a fresh document number, `outcome` submitted, and closed once it sent
+ * the person back to the app at `origin`.
+ */
+export const onProviderPage = (
+  context: BrowserContext,
+  page: Page,
+  origin: string,
+  outcome: "approve" | "decline" | "duplicate",
+  holder = "Grace Hopper"
+) =>
+  Effect.gen(function* () {
+    const [provider] = yield* Effect.promise(() =>
+      Promise.all([
+        context.waitForEvent("page", { timeout: PAGE_WAIT_MS }),
+        page.getByRole("link", { name: /Open the identity provider's page/ }).click()
+      ])
+    )
+    provider.setDefaultTimeout(PAGE_WAIT_MS)
+    yield* Effect.promise(() => provider.waitForLoadState())
+    yield* Effect.promise(() => provider.fill("#fullName", holder))
+    const initials = holder
+      .split(" ")
+      .map((word) => word[0])
+      .join("")
+    yield* Effect.promise(() => provider.fill("#documentNumber", `${initials}-${randomBytes(6).toString("hex")}`))
+    // The provider sends the person back to the app (a new load of the app in that tab).
+    yield* Effect.promise(() =>
+      Promise.all([provider.waitForURL(`${origin}/app/identity`), provider.click(`button[value=${outcome}]`)])
+    )
+    yield* Effect.promise(() => provider.close())
   })
