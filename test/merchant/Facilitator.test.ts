@@ -3,6 +3,7 @@
  * The facilitator here is a local fake that really settles on the devnet from its own account.
  */
 import { createServer, type Server } from "node:http"
+import type { AddressInfo } from "node:net"
 import { describe, expect, layer } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
 import { createPublicClient, createWalletClient, erc20Abi, type Hex, http, parseSignature } from "viem"
@@ -28,81 +29,95 @@ class FakeFacilitator extends Context.Tag("test/FakeFacilitator")<
 const FACILITATOR_KEY = ANVIL_ACCOUNT_KEYS[8]!
 const merchant = privateKeyToAccount(generatePrivateKey())
 
-/** Listens on a fixed free port so that the service under test can be configured with its URL. */
-const FakeFacilitatorLive = (port: number) =>
-  Layer.scoped(
-    FakeFacilitator,
-    Effect.gen(function* () {
-      const devnet = yield* TestDevnet
-      const account = privateKeyToAccount(FACILITATOR_KEY)
-      const wallet = createWalletClient({ account, transport: http(devnet.rpcUrl) })
-      const reader = createPublicClient({ transport: http(devnet.rpcUrl) })
-      const state = {
-        url: `http://127.0.0.1:${port}`,
-        calls: [] as Array<FacilitatorCall>,
-        refuseWith: undefined as string | undefined
-      }
-      const server: Server = createServer((request, response) => {
-        let text = ""
-        request.on("data", (chunk) => {
-          text += chunk
-        })
-        request.on("end", async () => {
-          const body = JSON.parse(text) as FacilitatorCall["body"]
-          state.calls.push({ path: request.url ?? "", body })
-          const authorization = body.paymentPayload.payload.authorization
-          response.setHeader("content-type", "application/json")
-          if (request.url === "/verify") {
-            response.end(
-              JSON.stringify(
-                state.refuseWith === undefined
-                  ? { isValid: true, payer: authorization.from }
-                  : { isValid: false, invalidReason: state.refuseWith }
-              )
-            )
-            return
-          }
-          const { v, r, s } = parseSignature(body.paymentPayload.payload.signature as Hex)
-          const hash = await wallet.writeContract({
-            chain: null,
-            address: devnet.usd1,
-            abi: Usd1Artifact.abi,
-            functionName: "transferWithAuthorization",
-            args: [
-              authorization.from as Hex,
-              authorization.to as Hex,
-              BigInt(authorization.value),
-              BigInt(authorization.validAfter),
-              BigInt(authorization.validBefore),
-              authorization.nonce as Hex,
-              Number(v),
-              r,
-              s
-            ]
-          })
-          await reader.waitForTransactionReceipt({ hash, pollingInterval: 20 })
-          response.end(
-            JSON.stringify({ success: true, transaction: hash, network: "eip155:31337", payer: authorization.from })
-          )
-        })
-      })
-      yield* Effect.acquireRelease(
-        Effect.async<void>((resume) => {
-          server.listen(port, "127.0.0.1", () => resume(Effect.void))
-        }),
-        () =>
-          Effect.async<void>((resume) => {
-            server.close(() => resume(Effect.void))
-          })
-      )
-      return state
+interface FacilitatorDevnet {
+  readonly rpcUrl: string
+  readonly usd1: Hex
+}
+
+/**
+ * The fake facilitator listens on a port the system chooses before the service under test is
+ * configured with its URL; it settles on the service's devnet, which it learns once that is built.
+ */
+const TestLive = Layer.unwrapScoped(
+  Effect.gen(function* () {
+    let devnetKnown: (devnet: FacilitatorDevnet) => void = () => undefined
+    const devnetReady = new Promise<FacilitatorDevnet>((resolve) => {
+      devnetKnown = resolve
     })
-  )
-
-const PORT = 20000 + Math.floor(Math.random() * 20000)
-
-const TestLive = FakeFacilitatorLive(PORT).pipe(
-  Layer.provideMerge(testServer({ MERCHANT_PAY_TO: merchant.address, FACILITATOR_URL: `http://127.0.0.1:${PORT}` }))
+    const account = privateKeyToAccount(FACILITATOR_KEY)
+    const state = {
+      url: "",
+      calls: [] as Array<FacilitatorCall>,
+      refuseWith: undefined as string | undefined
+    }
+    const server: Server = createServer((request, response) => {
+      let text = ""
+      request.on("data", (chunk) => {
+        text += chunk
+      })
+      request.on("end", async () => {
+        const body = JSON.parse(text) as FacilitatorCall["body"]
+        state.calls.push({ path: request.url ?? "", body })
+        const authorization = body.paymentPayload.payload.authorization
+        response.setHeader("content-type", "application/json")
+        if (request.url === "/verify") {
+          response.end(
+            JSON.stringify(
+              state.refuseWith === undefined
+                ? { isValid: true, payer: authorization.from }
+                : { isValid: false, invalidReason: state.refuseWith }
+            )
+          )
+          return
+        }
+        const devnet = await devnetReady
+        const wallet = createWalletClient({ account, transport: http(devnet.rpcUrl) })
+        const reader = createPublicClient({ transport: http(devnet.rpcUrl) })
+        const { v, r, s } = parseSignature(body.paymentPayload.payload.signature as Hex)
+        const hash = await wallet.writeContract({
+          chain: null,
+          address: devnet.usd1,
+          abi: Usd1Artifact.abi,
+          functionName: "transferWithAuthorization",
+          args: [
+            authorization.from as Hex,
+            authorization.to as Hex,
+            BigInt(authorization.value),
+            BigInt(authorization.validAfter),
+            BigInt(authorization.validBefore),
+            authorization.nonce as Hex,
+            Number(v),
+            r,
+            s
+          ]
+        })
+        await reader.waitForTransactionReceipt({ hash, pollingInterval: 20 })
+        response.end(
+          JSON.stringify({ success: true, transaction: hash, network: "eip155:31337", payer: authorization.from })
+        )
+      })
+    })
+    const port = yield* Effect.acquireRelease(
+      Effect.async<number>((resume) => {
+        server.listen(0, "127.0.0.1", () => resume(Effect.succeed((server.address() as AddressInfo).port)))
+      }),
+      () =>
+        Effect.async<void>((resume) => {
+          server.close(() => resume(Effect.void))
+        })
+    )
+    state.url = `http://127.0.0.1:${port}`
+    const facilitator = Layer.effect(
+      FakeFacilitator,
+      Effect.map(TestDevnet, (devnet) => {
+        devnetKnown(devnet)
+        return state
+      })
+    )
+    return facilitator.pipe(
+      Layer.provideMerge(testServer({ MERCHANT_PAY_TO: merchant.address, FACILITATOR_URL: state.url }))
+    )
+  })
 )
 
 describe("x402 facilitator", () => {
