@@ -169,7 +169,7 @@ export const balanceFollower = Effect.gen(function* () {
    */
   const follow = (from: bigint, head: bigint, at: Date) =>
     Effect.gen(function* () {
-      const parties = from < head ? yield* chain.usd1TransferParties(from + 1n, head) : []
+      const parties = from < head ? yield* chain.usd1Parties(from + 1n, head) : []
       const wallets = (yield* walletsToRead(parties, at)).map(({ address }) => address)
       const balances = yield* balancesOf(wallets)
       yield* showView(

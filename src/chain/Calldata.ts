@@ -14,7 +14,7 @@ import {
 import type { TransferAuthorization } from "./ChainClient.js"
 
 /** One function's calldata and result codec, its selector computed once. */
-const abiFunction = (signature: string) => {
+export const abiFunction = (signature: string) => {
   const item = parseAbiItem(signature) as AbiFunction
   const selector = toFunctionSelector(item)
   return {

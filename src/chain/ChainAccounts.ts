@@ -9,7 +9,7 @@ import { encodeFunctionData, erc20Abi, type Hash, type Hex, maxUint256, parseAbi
 import { privateKeyToAccount } from "viem/accounts"
 import type { Address } from "./Address.js"
 import {
-  type CallReverted,
+  CallReverted,
   type ChainAccount,
   ChainError,
   type Faucet,
@@ -18,6 +18,7 @@ import {
 } from "./ChainClient.js"
 import { DemoExchangeArtifact } from "./contracts/artifacts.js"
 import { DEVNET_DEPLOYER_KEY } from "./Devnet.js"
+import { permitCall } from "./Eip2612.js"
 import { chainCall } from "./NodeErrors.js"
 import { signingAccount } from "./Secp256k1.js"
 import type { SendQueue } from "./SendQueues.js"
@@ -127,6 +128,14 @@ export const chainAccounts = ({
       address: signer.address,
       sell: (token, amount, minUsd1Out, record) => trade(signer, "sell", token, amount, minUsd1Out, record),
       buy: (token, usd1In, minTokensOut, record) => trade(signer, "buy", token, usd1In, minTokensOut, record),
+      submitPermit: (permit, signature, record) => {
+        const data = permitCall(permit, signature)
+        return (
+          data === undefined
+            ? Effect.fail(new CallReverted({ reason: "a permit takes a 65-byte signature" }))
+            : send(signer, { to: usd1.address, data }, record)
+        ).pipe(Effect.withSpan("ChainAccount.submitPermit", { attributes: { "chain.owner": permit.owner } }))
+      },
       transferUsd1: (to, amount, record) =>
         send(
           signer,

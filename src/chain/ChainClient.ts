@@ -7,6 +7,7 @@
 import { Config, Context, Data, Duration, Effect, type Either, Option, type Redacted } from "effect"
 import type { Hash, Hex } from "viem"
 import type { Address } from "./Address.js"
+import type { Permit } from "./Eip2612.js"
 
 export class ChainError extends Data.TaggedError("ChainError")<{
   readonly message: string
@@ -142,6 +143,15 @@ export interface ChainAccount {
   readonly sell: Trade
   /** Buys the stock token `token` with `amountIn` USD1, for at least `minOut` of it. */
   readonly buy: Trade
+  /**
+   * Submits an owner's signed EIP-2612 permit of USD1 (anyone may: the signature is the owner's
+   * consent); a permit the token refuses is `CallReverted`, nothing sent.
+   */
+  readonly submitPermit: <E, R>(
+    permit: Permit,
+    signature: Hex,
+    record: RecordSigned<E, R>
+  ) => Effect.Effect<SignedTransaction, ChainError | CallReverted | E, R>
   /** Transfers `amount` USD1 to `to`. */
   readonly transferUsd1: <E, R>(
     to: Address,
@@ -216,14 +226,22 @@ export interface ChainClientShape {
     tokens: ReadonlyArray<Address>
   ) => Effect.Effect<ReadonlyArray<ReadonlyArray<bigint>>, ChainError>
   /**
-   * Every address that sent or received USD1 in blocks `fromBlock` to `toBlock` (both included),
-   * once each: the parties of the token's `Transfer` logs (the zero address for a mint or a burn),
-   * so that whoever keeps balances reads again only those that may have changed.
+   * Every address that sent or received USD1, or gave or was given an allowance of it, in blocks
+   * `fromBlock` to `toBlock` (both included), once each: the parties of the token's `Transfer` and
+   * `Approval` logs (the zero address for a mint or a burn), so that whoever keeps balances and
+   * allowances reads again only those that may have changed.
    */
-  readonly usd1TransferParties: (
-    fromBlock: bigint,
-    toBlock: bigint
-  ) => Effect.Effect<ReadonlyArray<Address>, ChainError>
+  readonly usd1Parties: (fromBlock: bigint, toBlock: bigint) => Effect.Effect<ReadonlyArray<Address>, ChainError>
+  /**
+   * Each owner's USD1 balance and its USD1 allowance to `spender`, at the latest block, in one read
+   * (a multicall, chunked when large), in the order of `owners`.
+   */
+  readonly usd1Positions: (
+    owners: ReadonlyArray<Address>,
+    spender: Address
+  ) => Effect.Effect<ReadonlyArray<{ readonly usd1: bigint; readonly allowance: bigint }>, ChainError>
+  /** The EIP-2612 nonce the owner's next USD1 permit must carry. */
+  readonly permitNonce: (owner: Address) => Effect.Effect<bigint, ChainError>
   /**
    * In one read: whether the authorization's nonce is used, the payer's USD1, and whether relaying
    * the transfer now would revert. The simulated transfer is the token's own check of everything,

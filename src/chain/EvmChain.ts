@@ -49,6 +49,7 @@ import {
 } from "./ChainClient.js"
 import { PriceFeedArtifact, StockTokenArtifact, Usd1Artifact } from "./contracts/artifacts.js"
 import { ChainDeployment } from "./Deployment.js"
+import { allowanceCall, noncesCall } from "./Eip2612.js"
 import { transferWithAuthorizationTypedData } from "./Eip3009.js"
 import { BASE_FEE_MULTIPLIER, feeEstimate } from "./FeeEstimate.js"
 import { isUnreachable, RpcEndpointFault } from "./JsonRpc.js"
@@ -77,6 +78,7 @@ const CHUNKS_IN_FLIGHT = 4
 const BROADCAST_TIMEOUT_MS = 10_000
 /** ERC-20 `Transfer(address indexed from, address indexed to, uint256 value)`: topic 0 of its logs. */
 const TRANSFER_TOPIC = toEventSelector("Transfer(address,address,uint256)")
+const APPROVAL_TOPIC = toEventSelector("Approval(address,address,uint256)")
 /** Blocks per `eth_getLogs`: providers refuse wider ranges (many cap them at 2,000 to 10,000 blocks). */
 export const LOG_BLOCKS_PER_CALL = 2_000n
 
@@ -388,29 +390,66 @@ export const EvmChain = Layer.scoped(
       )
     }
 
-    /** The parties of the USD1 `Transfer` logs of the blocks, one `eth_getLogs` per LOG_BLOCKS_PER_CALL blocks. */
-    const usd1TransferParties = (fromBlock: bigint, toBlock: bigint) =>
+    /**
+     * The parties of the USD1 `Transfer` and `Approval` logs of the blocks (one `eth_getLogs` of both
+     * per LOG_BLOCKS_PER_CALL blocks).
+     */
+    const usd1Parties = (fromBlock: bigint, toBlock: bigint) =>
       Effect.forEach(
         blockRanges(fromBlock, toBlock, LOG_BLOCKS_PER_CALL),
         ([from, to]) =>
-          read<ReadonlyArray<{ readonly topics: ReadonlyArray<Hex> }>>("USD1 transfer logs", "eth_getLogs", [
-            { address: usd1.address, topics: [TRANSFER_TOPIC], fromBlock: toHex(from), toBlock: toHex(to) }
+          read<ReadonlyArray<{ readonly topics: ReadonlyArray<Hex> }>>("USD1 logs", "eth_getLogs", [
+            {
+              address: usd1.address,
+              topics: [[TRANSFER_TOPIC, APPROVAL_TOPIC]],
+              fromBlock: toHex(from),
+              toBlock: toHex(to)
+            }
           ]).pipe(
             Effect.flatMap((logs) =>
               Effect.try({
-                // topics 1 and 2: the indexed `from` and `to`, each an address in a 32-byte word
+                // topics 1 and 2: the indexed `from` and `to` (`owner` and `spender`), each an address in a 32-byte word
                 try: () => logs.flatMap(({ topics }) => [1, 2].map((i) => getAddress(`0x${topics[i]!.slice(26)}`))),
-                catch: (cause) => new ChainError({ message: `USD1 transfer logs: ${errorText(cause)}`, cause })
+                catch: (cause) => new ChainError({ message: `USD1 logs: ${errorText(cause)}`, cause })
               })
             )
           ),
         { concurrency: CHUNKS_IN_FLIGHT }
       ).pipe(
         Effect.map((parties): ReadonlyArray<Address> => [...new Set(parties.flat())]),
-        Effect.withSpan("ChainClient.usd1TransferParties", {
+        Effect.withSpan("ChainClient.usd1Parties", {
           attributes: { "chain.from_block": String(fromBlock), "chain.to_block": String(toBlock) }
         })
       )
+
+    const usd1Positions = (owners: ReadonlyArray<Address>, spender: Address) =>
+      Effect.forEach(
+        chunksOf(owners, MULTICALL_CHUNK / 2),
+        (chunk) =>
+          aggregated(
+            "USD1 balances and allowances (multicall)",
+            chunk.flatMap((owner) => [
+              { target: usd1.address, allowFailure: false, callData: balanceOfCall.encode([owner]) },
+              { target: usd1.address, allowFailure: false, callData: allowanceCall.encode([owner, spender]) }
+            ]),
+            "latest",
+            (answers) =>
+              chunk.map((_, i) => ({
+                usd1: balanceOfCall.decode(answers[2 * i]!.returnData)[0] as bigint,
+                allowance: allowanceCall.decode(answers[2 * i + 1]!.returnData)[0] as bigint
+              }))
+          ),
+        { concurrency: CHUNKS_IN_FLIGHT }
+      ).pipe(
+        Effect.map((chunks) => chunks.flat()),
+        Effect.withSpan("ChainClient.usd1Positions", { attributes: { owners: owners.length } })
+      )
+
+    const permitNonce = (owner: Address) =>
+      read<Hex>("USD1 permit nonce", "eth_call", [
+        { to: usd1.address, data: noncesCall.encode([owner]) },
+        "latest"
+      ]).pipe(Effect.map((result) => noncesCall.decode(result)[0] as bigint))
 
     const authorizationState = (authorizer: Address, nonce: Hex) =>
       read<Hex>("authorizationState", "eth_call", [
@@ -552,7 +591,9 @@ export const EvmChain = Layer.scoped(
       transferCheck,
       balanceOf,
       balances,
-      usd1TransferParties,
+      usd1Parties,
+      usd1Positions,
+      permitNonce,
       authorizationState,
       authorizationUsedIn,
       authorizationSigned,

@@ -43,6 +43,7 @@ import {
 } from "./ChainClient.js"
 import { DemoExchangeArtifact, Usd1Artifact } from "./contracts/artifacts.js"
 import { DEVNET_EXCHANGE_USD1, DEVNET_STOCK_FIXTURES } from "./Devnet.js"
+import { type Permit, permitCall, permitTypedData } from "./Eip2612.js"
 import { transferWithAuthorizationTypedData } from "./Eip3009.js"
 import { exchangeOutput } from "./Exchange.js"
 import { recoverMessageSigner, recoverSigner } from "./Secp256k1.js"
@@ -69,6 +70,12 @@ interface State {
   readonly paused: ReadonlySet<string>
   /** sender (lower case) -> transactions it sent */
   readonly nonces: ReadonlyMap<string, number>
+  /** `${owner}:${spender}` (lower case) -> USD1 allowance */
+  readonly allowances: ReadonlyMap<string, bigint>
+  /** owner (lower case) -> its next EIP-2612 permit nonce */
+  readonly permitNonces: ReadonlyMap<string, bigint>
+  /** The USD1 `Approval`s mined, with their blocks */
+  readonly approvals: ReadonlyArray<{ readonly blockNumber: bigint; readonly owner: Address; readonly spender: Address }>
 }
 
 const key = (...parts: ReadonlyArray<string>) => parts.join(":").toLowerCase()
@@ -221,7 +228,10 @@ const make = (options: InMemoryChainOptions) =>
         ])
       ),
       paused: new Set(),
-      nonces: new Map()
+      nonces: new Map(),
+      allowances: new Map(),
+      permitNonces: new Map(),
+      approvals: []
     }
     const state = yield* Ref.make<State>(withBalance(empty, usd1.address, exchange, DEVNET_EXCHANGE_USD1))
 
@@ -363,10 +373,41 @@ const make = (options: InMemoryChainOptions) =>
       return transact(trader, exchange, data, execution, record)
     }
 
+    /** USD1's `permit`, by its rules: before the deadline, signed by the owner over its current nonce. */
+    const submitPermit = <E, R>(sender: Address, permit: Permit, signature: Hex, record: RecordSigned<E, R>) =>
+      Effect.flatMap(
+        Effect.promise(() =>
+          signedBy(permit.owner, () => recoverSigner(hashTypedData(permitTypedData(permit, { chainId, usd1 })), signature))
+        ),
+        (signed) => {
+          const data = permitCall(permit, signature)
+          if (data === undefined) return Effect.fail(new CallReverted({ reason: "a permit takes a 65-byte signature" }))
+          const execution: Execution = (current, blockTime) => {
+            if (blockTime > permit.deadline) return Either.left("ERC2612ExpiredSignature")
+            const nonce = current.permitNonces.get(permit.owner.toLowerCase()) ?? 0n
+            if (!signed || nonce !== permit.nonce) return Either.left("ERC2612InvalidSigner")
+            return Either.right({
+              transfers: [],
+              andThen: (after) => ({
+                ...after,
+                allowances: new Map(after.allowances).set(key(permit.owner, permit.spender), permit.value),
+                permitNonces: new Map(after.permitNonces).set(permit.owner.toLowerCase(), nonce + 1n),
+                approvals: [
+                  ...after.approvals,
+                  { blockNumber: BigInt(after.receipts.size + 1), owner: permit.owner, spender: permit.spender }
+                ]
+              })
+            })
+          }
+          return transact(sender, usd1.address, data, execution, record)
+        }
+      )
+
     const account = (privateKey: Redacted.Redacted<Hex>): ChainAccount => {
       const address = privateKeyToAccount(Redacted.value(privateKey)).address
       return {
         address,
+        submitPermit: (permit, signature, record) => submitPermit(address, permit, signature, record),
         sell: (token, amount, minUsd1Out, record) => trade(address, "sell", token, amount, minUsd1Out, record),
         buy: (token, usd1In, minTokensOut, record) => trade(address, "buy", token, usd1In, minTokensOut, record),
         transferUsd1: (to, amount, record) =>
@@ -404,15 +445,29 @@ const make = (options: InMemoryChainOptions) =>
         Effect.map(Ref.get(state), (current) =>
           owners.map((owner) => tokens.map((token) => balanceIn(current, token, owner)))
         ),
-      usd1TransferParties: (fromBlock, toBlock) =>
-        Effect.map(Ref.get(state), (current) => [
-          ...new Set(
-            [...current.receipts.values()]
-              .filter(({ blockNumber }) => blockNumber >= fromBlock && blockNumber <= toBlock)
-              .flatMap(({ transfers }) => transfers.filter((transfer) => isAddressEqual(transfer.token, usd1.address)))
-              .flatMap(({ from, to }) => [getAddress(from), getAddress(to)])
-          )
-        ]),
+      usd1Parties: (fromBlock, toBlock) =>
+        Effect.map(Ref.get(state), (current) => {
+          const within = ({ blockNumber }: { readonly blockNumber: bigint }) =>
+            blockNumber >= fromBlock && blockNumber <= toBlock
+          return [
+            ...new Set([
+              ...[...current.receipts.values()]
+                .filter(within)
+                .flatMap(({ transfers }) => transfers.filter((transfer) => isAddressEqual(transfer.token, usd1.address)))
+                .flatMap(({ from, to }) => [getAddress(from), getAddress(to)]),
+              ...current.approvals.filter(within).flatMap(({ owner, spender }) => [owner, spender])
+            ])
+          ]
+        }),
+      usd1Positions: (owners, spender) =>
+        Effect.map(Ref.get(state), (current) =>
+          owners.map((owner) => ({
+            usd1: balanceIn(current, usd1.address, owner),
+            allowance: current.allowances.get(key(owner, spender)) ?? 0n
+          }))
+        ),
+      permitNonce: (owner) =>
+        Effect.map(Ref.get(state), (current) => current.permitNonces.get(owner.toLowerCase()) ?? 0n),
       authorizationState: (authorizer, nonce) =>
         Effect.map(Ref.get(state), (current) => current.authorizations.has(key(authorizer, nonce))),
       authorizationUsedIn: (authorizer, nonce) =>

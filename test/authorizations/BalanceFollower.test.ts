@@ -162,9 +162,9 @@ layer(DevnetFollower, { excludeTestServices: true, timeout: "120 seconds" })("on
       yield* devnetRpc(devnet, "anvil_mine", [toHex(3)])
       const after = yield* outsideTransfer(outsiderKey, second, units("1"))
 
-      const parties = yield* chain.usd1TransferParties(before, after)
+      const parties = yield* chain.usd1Parties(before, after)
       expect(new Set(parties)).toEqual(new Set([outsider, first, second]))
-      expect(yield* chain.usd1TransferParties(before + 1n, after - 1n)).toEqual([])
+      expect(yield* chain.usd1Parties(before + 1n, after - 1n)).toEqual([])
     })
   )
 

@@ -1,0 +1,53 @@
+/** EIP-2612 `Permit` typed data under the USD1 token's EIP-712 domain, and the `permit` call. Pure. */
+import type { Hex } from "viem"
+import type { Address } from "./Address.js"
+import { abiFunction } from "./Calldata.js"
+import type { Usd1Token } from "./ChainClient.js"
+
+/** What an owner signs to let `spender` move up to `value` of its USD1 (submittable until `deadline`, seconds). */
+export interface Permit {
+  readonly owner: Address
+  readonly spender: Address
+  readonly value: bigint
+  readonly nonce: bigint
+  readonly deadline: bigint
+}
+
+export const permitTypedData = (permit: Permit, token: { readonly chainId: number; readonly usd1: Usd1Token }) =>
+  ({
+    domain: {
+      name: token.usd1.name,
+      version: token.usd1.version,
+      chainId: token.chainId,
+      verifyingContract: token.usd1.address
+    },
+    types: {
+      Permit: [
+        { name: "owner", type: "address" },
+        { name: "spender", type: "address" },
+        { name: "value", type: "uint256" },
+        { name: "nonce", type: "uint256" },
+        { name: "deadline", type: "uint256" }
+      ]
+    },
+    primaryType: "Permit",
+    message: permit
+  }) as const
+
+const permitVrs = abiFunction(
+  "function permit(address owner, address spender, uint256 value, uint256 deadline, uint8 v, bytes32 r, bytes32 s)"
+)
+export const noncesCall = abiFunction("function nonces(address owner) view returns (uint256)")
+export const allowanceCall = abiFunction("function allowance(address owner, address spender) view returns (uint256)")
+
+/**
+ * `permit`'s calldata from a 65-byte signature (r, s, v; a `v` of 0 or 1 read as 27 or 28). EIP-2612
+ * takes (v, r, s) only: a signature of another length is none (a contract wallet approves instead).
+ */
+export const permitCall = (permit: Permit, signature: Hex): Hex | undefined => {
+  if (!/^0x[0-9a-fA-F]{130}$/.test(signature)) return undefined
+  const r = `0x${signature.slice(2, 66)}` as Hex
+  const s = `0x${signature.slice(66, 130)}` as Hex
+  const v = Number.parseInt(signature.slice(130, 132), 16)
+  return permitVrs.encode([permit.owner, permit.spender, permit.value, permit.deadline, v < 2 ? v + 27 : v, r, s])
+}
