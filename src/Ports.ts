@@ -13,6 +13,7 @@
  * | `CardIssuer`       | the card network's issuer: the local one with the sandbox, Lithic's API |
  * | `Secrets`          | `CARD_DATA_KEY` and named secrets, else development files in DATA_DIR |
  * | `AgentWallet`      | one wallet per card on the chain, keys derived from `AGENT_WALLET_SEED` |
+ * | `CardProgram`      | the settlement account on the chain, its key `CARD_PROGRAM_KEY`        |
  *
  * A developer or a test replaces any of them with one Layer; the default of a replaced port is not
  * even built (no devnet starts when the chain is replaced):
@@ -30,6 +31,8 @@ import { LithicIssuer } from "./authorizations/LithicIssuer.js"
 import { ConfiguredCardNetwork } from "./authorizations/Networks.js"
 import type { SandboxNetworkKey } from "./authorizations/SandboxNetwork.js"
 import { type CardIssuer, LocalCardIssuer } from "./cards/CardIssuer.js"
+import type { CardProgram } from "./cards/CardProgram.js"
+import { ChainCardProgram } from "./cards/ChainCardProgram.js"
 import type { ChainClient } from "./chain/ChainClient.js"
 import { ChainDeployment, DeployedTokens } from "./chain/Deployment.js"
 import { EvmChain } from "./chain/EvmChain.js"
@@ -54,6 +57,7 @@ export type Ports =
   | CardIssuer
   | Secrets
   | AgentWallet
+  | CardProgram
 
 /** A replacement for each port, with what it may itself require. */
 export interface PortLayers {
@@ -66,6 +70,7 @@ export interface PortLayers {
   readonly cardIssuer: Layer.Layer<CardIssuer, unknown>
   readonly secrets: Layer.Layer<Secrets, unknown, AppConfig>
   readonly agentWallet: Layer.Layer<AgentWallet, unknown, ChainClient | TokenRegistry | Secrets>
+  readonly cardProgram: Layer.Layer<CardProgram, unknown, ChainClient | Secrets>
 }
 
 /** `CHAIN_RPC_URL` and the contract addresses, or the embedded devnet. */
@@ -96,7 +101,8 @@ const defaults: PortLayers = {
   cardNetwork: ConfiguredCardNetwork,
   cardIssuer: ConfiguredCardIssuer,
   secrets: Secrets.layer,
-  agentWallet: ChainAgentWallet
+  agentWallet: ChainAgentWallet,
+  cardProgram: ChainCardProgram
 }
 
 /** Every port: the given replacements, and the configured default for the others. */
@@ -108,7 +114,8 @@ export const portsLayer = (overrides: Partial<PortLayers> = {}) => {
     ports.kycProvider,
     ports.cardNetwork,
     ports.cardIssuer,
-    ports.agentWallet
+    ports.agentWallet,
+    ports.cardProgram
   ).pipe(Layer.provideMerge(ports.chain), Layer.provideMerge(ports.secrets), Layer.provide(KycConfig.layer))
 }
 

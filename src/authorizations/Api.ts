@@ -33,7 +33,9 @@ export const DeclineReason = Schema.Literal(...DECLINE_REASONS).annotations({
     "insufficient_funds: the card wallet's USD1 less holds and cleared amounts is below the amount; card_frozen: the " +
     "holder froze the card; card_canceled: a replaced (lost) card; card_expired: past its expiry; limit_exceeded: a " +
     "per-transaction, daily or monthly limit; merchant_category_blocked: the holder blocked this merchant category; " +
-    "funds_unknown: the wallet's balance is older than CARD_BALANCE_MAX_AGE; stand_in: not decided within the budget " +
+    "funds_unknown: the wallet's balance is older than CARD_BALANCE_MAX_AGE; allowance_missing: no active spending " +
+    "allowance (none signed, not yet on chain, revoked or expired: GET /card/allowance); allowance_exceeded: the " +
+    "amount is more than the spending allowance leaves; stand_in: not decided within the budget " +
     "(CARD_AUTHORIZATION_BUDGET), the configured stand-in answer"
 })
 

@@ -59,6 +59,11 @@ const Position = Schema.Struct({
   clearedPendingMicros: Micros,
   spentTodayMicros: Micros,
   spentMonthMicros: Micros,
+  allowanceMicros: Micros,
+  allowanceCapMicros: Schema.NullOr(Micros),
+  allowanceDeadline: Schema.NullOr(Schema.DateFromSelf),
+  allowanceSeen: Schema.Boolean,
+  allowanceForThisProgram: Schema.Boolean,
   existing: Schema.NullOr(Schema.parseJson(Schema.Unknown)),
   incrementAnswer: Schema.NullOr(Schema.parseJson(Schema.Unknown))
 })
@@ -178,14 +183,16 @@ export class AuthorizationRepo extends Effect.Service<AuthorizationRepo>()("app/
       readonly monthStart: Date
       /** USD1 atomic units per millionth of a dollar. */
       readonly atomicPerMicro: bigint
-    }) =>
-      SqlSchema.single({
+      /** The card program's settlement account: the spender an allowance must name to count. */
+      readonly spender: string
+    }) => {
+      const perMicro = sql`${input.atomicPerMicro.toString()}::numeric`
+      return SqlSchema.single({
         Request: Schema.Unknown,
         Result: Position,
         execute: () => sql`
           SELECT
-            (SELECT div(usd1, ${input.atomicPerMicro.toString()}::numeric)::bigint FROM card_wallet_balances
-              WHERE address = ${input.card.address}) AS balance_micros,
+            wallet.balance_micros,
             (SELECT checked_at FROM card_balance_follower) AS balance_checked_at,
             (SELECT coalesce(sum(held_micros), 0) FROM card_authorizations
               WHERE card_id = ${input.card.id} AND held_micros > 0 AND hold_expires_at > ${input.now}) AS held_micros,
@@ -193,6 +200,11 @@ export class AuthorizationRepo extends Effect.Service<AuthorizationRepo>()("app/
               WHERE card_id = ${input.card.id} AND money = 'debit_pending') AS cleared_pending_micros,
             coalesce(spent.today, 0) AS spent_today_micros,
             coalesce(spent.month, 0) AS spent_month_micros,
+            coalesce(wallet.allowance_micros, 0) AS allowance_micros,
+            allowance.cap_micros AS allowance_cap_micros,
+            allowance.deadline AS allowance_deadline,
+            coalesce(allowance.seen, false) AS allowance_seen,
+            coalesce(allowance.for_this_program, false) AS allowance_for_this_program,
             (SELECT ${asJson} FROM card_authorizations WHERE id = ${input.authorizationId}) AS existing,
             (SELECT json_build_object('approved', approved, 'reason', reason) FROM card_network_events
               WHERE id = ${input.messageId} AND kind = 'increment')::text AS increment_answer
@@ -201,18 +213,41 @@ export class AuthorizationRepo extends Effect.Service<AuthorizationRepo>()("app/
                    sum(approved_micros) AS month
             FROM card_authorizations
             WHERE card_id = ${input.card.id} AND approved AND created_at >= ${input.monthStart}
-          ) spent`
+          ) spent
+          LEFT JOIN LATERAL (
+            SELECT div(usd1, ${perMicro})::bigint AS balance_micros, div(allowance, ${perMicro})::bigint AS allowance_micros
+            FROM card_wallet_balances WHERE address = ${input.card.address}
+          ) wallet ON true
+          LEFT JOIN LATERAL (
+            SELECT div(cap, ${perMicro})::bigint AS cap_micros, deadline, seen_at IS NOT NULL AS seen,
+                   lower(spender) = lower(${input.spender}) AS for_this_program
+            FROM card_allowances WHERE card_id = ${input.card.id} AND submitted_at IS NOT NULL
+            ORDER BY submitted_at DESC LIMIT 1
+          ) allowance ON true`
       })(undefined).pipe(
         Effect.map((row) => ({
           balance: row.balanceMicros ?? undefined,
           balanceCheckedAt: row.balanceCheckedAt?.getTime(),
           held: row.heldMicros,
           clearedPending: row.clearedPendingMicros,
+          allowance: {
+            signed:
+              row.allowanceCapMicros === null || row.allowanceDeadline === null
+                ? undefined
+                : {
+                    cap: row.allowanceCapMicros,
+                    deadline: row.allowanceDeadline.getTime(),
+                    seenOnChain: row.allowanceSeen,
+                    forThisProgram: row.allowanceForThisProgram
+                  },
+            onChain: row.allowanceMicros
+          },
           spent: { today: row.spentTodayMicros, thisMonth: row.spentMonthMicros },
           existing: row.existing === null ? Option.none() : Option.some(decodeStored(row.existing)),
           increment: row.incrementAnswer === null ? Option.none() : Option.some(decodeIncrement(row.incrementAnswer))
         }))
       )
+    }
 
     /** `publishing` CTEs of the events of the statement (`Events.publishing`), or none. */
     type Publishing = Statement.Fragment | undefined

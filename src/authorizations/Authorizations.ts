@@ -10,6 +10,8 @@
  * cut transaction may still have committed, so that the stored answer is the one the network got.
  */
 import { Cause, Clock, Duration, Effect, Either, Option, Schedule } from "effect"
+import { allowanceFigures, allowanceState } from "../cards/Allowance.js"
+import { CardProgram } from "../cards/CardProgram.js"
 import { ChainClient } from "../chain/ChainClient.js"
 import { countAuthorization, countAuthorizationStandIn, recordAuthorizationDecision } from "../observability/Metrics.js"
 import { traced } from "../observability/Traced.js"
@@ -85,6 +87,7 @@ export class Authorizations extends Effect.Service<Authorizations>()("app/Author
     const settings = yield* authorizationSettings
     const { maxAge } = yield* balanceSettings
     const usd1Decimals = (yield* ChainClient).usd1.decimals
+    const program = yield* CardProgram
     const atomicPerMicro = 10n ** BigInt(Math.max(0, usd1Decimals - 6))
     const maxBalanceAgeMs = Duration.toMillis(maxAge)
     const holdTtlMs = Duration.toMillis(settings.holdTtl)
@@ -167,7 +170,8 @@ export class Authorizations extends Effect.Service<Authorizations>()("app/Author
               now: new Date(now),
               dayStart: new Date(dayStart),
               monthStart: new Date(monthStart),
-              atomicPerMicro
+              atomicPerMicro,
+              spender: program.address
             })
             const standing = {
               state: card.canceled ? ("canceled" as const) : ("active" as const),
@@ -180,11 +184,21 @@ export class Authorizations extends Effect.Service<Authorizations>()("app/Author
                 blockedMcc: card.blockedMcc
               }
             }
+            const committed = { held: position.held, clearedPending: position.clearedPending }
+            const allowance = allowanceState({ ...position.allowance, now })
             const funds = {
               balance: position.balance,
               balanceCheckedAt: position.balanceCheckedAt,
-              held: position.held,
-              clearedPending: position.clearedPending
+              ...committed,
+              allowance: {
+                state: allowance,
+                remaining: allowanceFigures({
+                  state: allowance,
+                  cap: position.allowance.signed?.cap ?? 0n,
+                  onChain: position.allowance.onChain,
+                  committed
+                }).remaining
+              }
             }
             if (Option.isSome(position.existing)) {
               const existing = position.existing.value

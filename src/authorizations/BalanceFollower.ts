@@ -1,6 +1,7 @@
 /**
- * The card wallets' USD1 balances, kept current per block in `card_wallet_balances`, so that an
- * authorization decides from the database and makes no JSON-RPC call of its own
+ * The card wallets' USD1 balances, and what each allows the card program's settlement account (the
+ * spending allowance), kept current per block in `card_wallet_balances`, so that an authorization
+ * decides from the database and makes no JSON-RPC call of its own
  * (docs/cards.md, "The card wallet's balance").
  *
  * Each tick (CARD_BALANCE_POLL) takes the head the block watcher last polled and the follower's
@@ -17,6 +18,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Clock, Duration, Effect, Option, Ref, Schema } from "effect"
+import { CardProgram } from "../cards/CardProgram.js"
 import type { Address } from "../chain/Address.js"
 import { ChainClient } from "../chain/ChainClient.js"
 import { backgroundLoop } from "../lifecycle/BackgroundLoop.js"
@@ -93,7 +95,7 @@ export const storedForms = (parties: ReadonlyArray<Address>): ReadonlyArray<stri
 // -------------------------------------------------------------------------------------------------
 // The follower
 
-/** Card wallets per page of a full read: one multicall of `balanceOf` each. */
+/** Card wallets per page of a full read: one multicall (`balanceOf` and `allowance`) per 250 of them. */
 const PAGE = 500
 
 /** Which stored balances a new read replaces: those read at an older block, at this block or older, or any. */
@@ -110,9 +112,9 @@ const FollowerView = Schema.Struct({ block: Schema.BigInt, checkedAt: Schema.Dat
 /** The follower's tick, on the `ChainClient` and the database; `BalanceFollowerLive` runs it. */
 export const balanceFollower = Effect.gen(function* () {
   const chain = yield* ChainClient
+  const program = yield* CardProgram
   const sql = yield* SqlClient.SqlClient
   const { refresh: refreshEvery } = yield* balanceSettings
-  const usd1 = chain.usd1.address
   const previousHead = yield* Ref.make(Option.none<bigint>())
 
   const followerRow = sql`SELECT block, checked_at, refreshed_at FROM card_balance_follower`.pipe(
@@ -125,27 +127,46 @@ export const balanceFollower = Effect.gen(function* () {
       views[0] === undefined ? Effect.void : setBalanceFollower(views[0].block, views[0].checkedAt)
     )
 
-  /** The USD1 of `wallets`, read at the chain's latest block: one multicall per 500 wallets. */
-  const balancesOf = (wallets: ReadonlyArray<Address>) =>
+  /**
+   * The USD1 of `wallets` and what each allows the card program's settlement account, read at the
+   * chain's latest block: one multicall per 250 wallets.
+   */
+  const positionsOf = (wallets: ReadonlyArray<Address>) =>
     wallets.length === 0
       ? Effect.succeed([])
-      : Effect.map(chain.balances(wallets, [usd1]), (rows) =>
-          wallets.map((address, i) => ({ address, usd1: rows[i]![0]! }))
+      : Effect.map(chain.usd1Positions(wallets, program.address), (rows) =>
+          wallets.map((address, i) => ({ address, ...rows[i]! }))
         )
 
-  /** Stores balances read once `head` was mined, over those `replaces` says. */
-  const storeBalances = (
-    balances: ReadonlyArray<{ readonly address: string; readonly usd1: bigint }>,
+  /**
+   * Stores positions read once `head` was mined, over those `replaces` says (`stored`), and marks the
+   * submitted spending allowances the token now allows in full as seen on chain (`seen`): CTEs of
+   * the caller's statement.
+   */
+  const storePositions = (
+    positions: ReadonlyArray<{ readonly address: string; readonly usd1: bigint; readonly allowance: bigint }>,
     head: bigint,
     at: Date,
     replaces: Replaces
-  ) => sql`
-    INSERT INTO card_wallet_balances AS stored (address, usd1, block, updated_at)
-    SELECT address, usd1, ${head}::bigint, ${at}::timestamptz
-    FROM unnest(${balances.map(({ address }) => address)}::text[],
-                ${balances.map(({ usd1 }) => usd1.toString())}::numeric[]) AS read (address, usd1)
-    ON CONFLICT (address) DO UPDATE SET usd1 = excluded.usd1, block = excluded.block, updated_at = excluded.updated_at
-    WHERE ${sql.literal(replacesWhere[replaces])}`
+  ) => {
+    const read = sql`unnest(${positions.map(({ address }) => address)}::text[],
+      ${positions.map(({ usd1 }) => usd1.toString())}::numeric[],
+      ${positions.map(({ allowance }) => allowance.toString())}::numeric[]) AS read (address, usd1, allowance)`
+    return sql`
+      stored AS (
+        INSERT INTO card_wallet_balances AS stored (address, usd1, allowance, block, updated_at)
+        SELECT address, usd1, allowance, ${head}::bigint, ${at}::timestamptz FROM ${read}
+        ON CONFLICT (address) DO UPDATE SET usd1 = excluded.usd1, allowance = excluded.allowance,
+          block = excluded.block, updated_at = excluded.updated_at
+        WHERE ${sql.literal(replacesWhere[replaces])}
+      ),
+      seen AS (
+        UPDATE card_allowances a SET seen_at = ${at}
+        FROM ${read}
+        WHERE a.owner = read.address AND a.submitted_at IS NOT NULL AND a.seen_at IS NULL
+          AND lower(a.spender) = lower(${program.address}) AND read.allowance >= a.cap
+      )`
+  }
 
   /**
    * The card wallets among `parties`, and up to a page of new cards without a balance yet. A card is
@@ -171,10 +192,10 @@ export const balanceFollower = Effect.gen(function* () {
     Effect.gen(function* () {
       const parties = from < head ? yield* chain.usd1Parties(from + 1n, head) : []
       const wallets = (yield* walletsToRead(parties, at)).map(({ address }) => address)
-      const balances = yield* balancesOf(wallets)
+      const positions = yield* positionsOf(wallets)
       yield* showView(
         yield* sql`
-          WITH stored AS (${storeBalances(balances, head, at, "older")})
+          WITH ${storePositions(positions, head, at, "older")}
           UPDATE card_balance_follower
           SET block = GREATEST(block, ${head}::bigint), checked_at = GREATEST(checked_at, ${at}::timestamptz)
           RETURNING block, checked_at`
@@ -208,7 +229,8 @@ export const balanceFollower = Effect.gen(function* () {
           SELECT address FROM cards WHERE address > ${after} ORDER BY address LIMIT ${PAGE}`
         if (page.length === 0) break
         const addresses = page.map(({ address }) => address)
-        yield* storeBalances(yield* balancesOf(addresses), head, at, wentBack ? "any" : "same-or-older")
+        const positions = yield* positionsOf(addresses)
+        yield* sql`WITH ${storePositions(positions, head, at, wentBack ? "any" : "same-or-older")} SELECT 1`
         wallets += page.length
         after = addresses[addresses.length - 1]!
       }

@@ -6,6 +6,7 @@
  * The checks run in a fixed order and the first that fails is the reason, so a holder always hears
  * the most fundamental one: a canceled card is `card_canceled` even when it is also frozen and empty.
  */
+import { type AllowanceState, lesser } from "../cards/Allowance.js"
 
 /** Why an authorization was declined: the codes the app and the holder see. */
 export const DECLINE_REASONS = [
@@ -16,6 +17,8 @@ export const DECLINE_REASONS = [
   "limit_exceeded",
   "merchant_category_blocked",
   "funds_unknown",
+  "allowance_missing",
+  "allowance_exceeded",
   "stand_in"
 ] as const
 export type DeclineReason = (typeof DECLINE_REASONS)[number]
@@ -48,6 +51,11 @@ export interface Funds {
   readonly held: bigint
   /** Cleared amounts the network settled that are not debited from the wallet yet. */
   readonly clearedPending: bigint
+  /**
+   * The spending allowance the settlement account takes the money under: its state, and what it
+   * leaves after the holds and cleared amounts (`allowanceFigures`; nothing unless active).
+   */
+  readonly allowance: { readonly state: AllowanceState; readonly remaining: bigint }
 }
 
 /** Approved amounts counted against the daily and monthly limits (UTC day and month of `at`). */
@@ -69,11 +77,18 @@ export type Decision =
   | { readonly approved: true; readonly availableAfter: bigint }
   | { readonly approved: false; readonly reason: DeclineReason; readonly available: bigint | undefined }
 
-/** The funds an authorization may use: balance − holds − cleared amounts not debited (never below 0). */
-export const availableFunds = (funds: Funds): bigint | undefined => {
+/** The wallet's funds an authorization may use: balance − holds − cleared amounts not debited (never below 0). */
+const inWallet = (funds: Funds): bigint | undefined => {
   if (funds.balance === undefined) return undefined
-  const available = funds.balance - funds.held - funds.clearedPending
-  return available > 0n ? available : 0n
+  const left = funds.balance - funds.held - funds.clearedPending
+  return left > 0n ? left : 0n
+}
+
+/** The funds an authorization may use: what the wallet has free, and no more than the spending allowance leaves. */
+export const availableFunds = (funds: Funds): bigint | undefined => {
+  const wallet = inWallet(funds)
+  if (wallet === undefined) return undefined
+  return lesser(wallet, funds.allowance.remaining)
 }
 
 /** Whether a card with expiry `MM/YY` has expired at `at`: after the last instant of that month, UTC. */
@@ -97,6 +112,7 @@ export const decide = (input: {
   readonly maxBalanceAgeMs: number
 }): Decision => {
   const { card, funds, spent, request } = input
+  const wallet = inWallet(funds)
   const available = availableFunds(funds)
   const decline = (reason: DeclineReason): Decision => ({ approved: false, reason, available })
   if (card.state === "canceled") return decline("card_canceled")
@@ -111,13 +127,16 @@ export const decide = (input: {
     return decline("limit_exceeded")
   }
   if (
+    wallet === undefined ||
     available === undefined ||
     funds.balanceCheckedAt === undefined ||
     request.at - funds.balanceCheckedAt > input.maxBalanceAgeMs
   ) {
     return decline("funds_unknown")
   }
-  if (request.amount > available) return decline("insufficient_funds")
+  if (funds.allowance.state !== "active") return decline("allowance_missing")
+  if (request.amount > wallet) return decline("insufficient_funds")
+  if (request.amount > funds.allowance.remaining) return decline("allowance_exceeded")
   return { approved: true, availableAfter: available - request.amount }
 }
 

@@ -194,6 +194,8 @@ export const asaResult = (reason: DeclineReason | null): string => {
       return "UNAUTHORIZED_MERCHANT"
     case "insufficient_funds":
     case "funds_unknown":
+    case "allowance_missing":
+    case "allowance_exceeded":
     case "stand_in":
       return "INSUFFICIENT_FUNDS"
   }

@@ -7,7 +7,6 @@
 import { Config, Context, Data, Duration, Effect, type Either, Option, type Redacted } from "effect"
 import type { Hash, Hex } from "viem"
 import type { Address } from "./Address.js"
-import type { Permit } from "./Eip2612.js"
 
 export class ChainError extends Data.TaggedError("ChainError")<{
   readonly message: string
@@ -33,6 +32,15 @@ export interface TransferAuthorization {
   readonly validAfter: bigint
   readonly validBefore: bigint
   readonly nonce: Hex
+}
+
+/** What an owner signs (EIP-2612) to let `spender` move up to `value` of its USD1 (submittable until `deadline`, seconds). */
+export interface Permit {
+  readonly owner: Address
+  readonly spender: Address
+  readonly value: bigint
+  readonly nonce: bigint
+  readonly deadline: bigint
 }
 
 /** A transaction signed by one of our accounts (a relayer key, an agent wallet), recorded before it is broadcast. */

@@ -1,17 +1,7 @@
 /** EIP-2612 `Permit` typed data under the USD1 token's EIP-712 domain, and the `permit` call. Pure. */
 import type { Hex } from "viem"
-import type { Address } from "./Address.js"
 import { abiFunction } from "./Calldata.js"
-import type { Usd1Token } from "./ChainClient.js"
-
-/** What an owner signs to let `spender` move up to `value` of its USD1 (submittable until `deadline`, seconds). */
-export interface Permit {
-  readonly owner: Address
-  readonly spender: Address
-  readonly value: bigint
-  readonly nonce: bigint
-  readonly deadline: bigint
-}
+import type { Permit, Usd1Token } from "./ChainClient.js"
 
 export const permitTypedData = (permit: Permit, token: { readonly chainId: number; readonly usd1: Usd1Token }) =>
   ({

@@ -34,6 +34,7 @@ import {
   type ChainAccount,
   ChainClient,
   ChainError,
+  type Permit,
   type Receipt,
   type RecordSigned,
   type SignedTransaction,
@@ -43,7 +44,7 @@ import {
 } from "./ChainClient.js"
 import { DemoExchangeArtifact, Usd1Artifact } from "./contracts/artifacts.js"
 import { DEVNET_EXCHANGE_USD1, DEVNET_STOCK_FIXTURES } from "./Devnet.js"
-import { type Permit, permitCall, permitTypedData } from "./Eip2612.js"
+import { permitCall, permitTypedData } from "./Eip2612.js"
 import { transferWithAuthorizationTypedData } from "./Eip3009.js"
 import { exchangeOutput } from "./Exchange.js"
 import { recoverMessageSigner, recoverSigner } from "./Secp256k1.js"
@@ -75,7 +76,11 @@ interface State {
   /** owner (lower case) -> its next EIP-2612 permit nonce */
   readonly permitNonces: ReadonlyMap<string, bigint>
   /** The USD1 `Approval`s mined, with their blocks */
-  readonly approvals: ReadonlyArray<{ readonly blockNumber: bigint; readonly owner: Address; readonly spender: Address }>
+  readonly approvals: ReadonlyArray<{
+    readonly blockNumber: bigint
+    readonly owner: Address
+    readonly spender: Address
+  }>
 }
 
 const key = (...parts: ReadonlyArray<string>) => parts.join(":").toLowerCase()
@@ -377,7 +382,9 @@ const make = (options: InMemoryChainOptions) =>
     const submitPermit = <E, R>(sender: Address, permit: Permit, signature: Hex, record: RecordSigned<E, R>) =>
       Effect.flatMap(
         Effect.promise(() =>
-          signedBy(permit.owner, () => recoverSigner(hashTypedData(permitTypedData(permit, { chainId, usd1 })), signature))
+          signedBy(permit.owner, () =>
+            recoverSigner(hashTypedData(permitTypedData(permit, { chainId, usd1 })), signature)
+          )
         ),
         (signed) => {
           const data = permitCall(permit, signature)
@@ -453,7 +460,9 @@ const make = (options: InMemoryChainOptions) =>
             ...new Set([
               ...[...current.receipts.values()]
                 .filter(within)
-                .flatMap(({ transfers }) => transfers.filter((transfer) => isAddressEqual(transfer.token, usd1.address)))
+                .flatMap(({ transfers }) =>
+                  transfers.filter((transfer) => isAddressEqual(transfer.token, usd1.address))
+                )
                 .flatMap(({ from, to }) => [getAddress(from), getAddress(to)]),
               ...current.approvals.filter(within).flatMap(({ owner, spender }) => [owner, spender])
             ])

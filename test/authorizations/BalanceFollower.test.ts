@@ -22,6 +22,7 @@ import {
   nextStep,
   storedForms
 } from "../../src/authorizations/BalanceFollower.js"
+import { chainCardProgram } from "../../src/cards/ChainCardProgram.js"
 import type { Address } from "../../src/chain/Address.js"
 import { ChainClient } from "../../src/chain/ChainClient.js"
 import { ANVIL_ACCOUNT_KEYS, awaitReceipt, publicClientFor, walletClientFor } from "../../src/chain/Devnet.js"
@@ -113,7 +114,11 @@ const holder = privateKeyToAccount(holderKey).address
 const outsiderKey = ANVIL_ACCOUNT_KEYS[4]!
 const outsider = privateKeyToAccount(outsiderKey).address
 
+/** The card program's settlement account: a fresh key's, given gas by the chain's faucet. */
+const TestCardProgram = chainCardProgram(Redacted.make(generatePrivateKey()))
+
 const DevnetFollower = BalanceFollowerLive.pipe(
+  Layer.provide(TestCardProgram),
   Layer.provideMerge(Layer.merge(TestChain, TestDatabase)),
   Layer.provide(withSettings({ CARD_BALANCE_POLL: "100 millis" }))
 )
@@ -197,48 +202,47 @@ layer(DevnetFollower, { excludeTestServices: true, timeout: "120 seconds" })("on
 // -------------------------------------------------------------------------------------------------
 // On the in-memory chain, ticks run by the test
 
-layer(Layer.merge(InMemoryChain.layer(), TestDatabase), { excludeTestServices: true })(
-  "on the in-memory chain",
-  (it) => {
-    it.effect("ticks follow mints, the faucet, transfers and a card issued later; no other wallet is stored", () =>
-      Effect.gen(function* () {
-        const chain = yield* InMemoryChain
-        const client = yield* ChainClient
-        const { tick } = yield* balanceFollower
-        const key = generatePrivateKey()
-        const cardWallet = privateKeyToAccount(key).address
-        yield* insertCard(cardWallet)
-        yield* chain.mint(chain.usd1.address, cardWallet, units("20"))
+layer(TestCardProgram.pipe(Layer.provideMerge(Layer.merge(InMemoryChain.layer(), TestDatabase))), {
+  excludeTestServices: true
+})("on the in-memory chain", (it) => {
+  it.effect("ticks follow mints, the faucet, transfers and a card issued later; no other wallet is stored", () =>
+    Effect.gen(function* () {
+      const chain = yield* InMemoryChain
+      const client = yield* ChainClient
+      const { tick } = yield* balanceFollower
+      const key = generatePrivateKey()
+      const cardWallet = privateKeyToAccount(key).address
+      yield* insertCard(cardWallet)
+      yield* chain.mint(chain.usd1.address, cardWallet, units("20"))
 
-        yield* tick
-        const head = (yield* client.watchedHead).number
-        expect(yield* storedBalance(cardWallet)).toEqual(Option.some({ usd1: units("20"), block: head }))
-        expect(yield* followerBlock).toEqual(Option.some(head))
+      yield* tick
+      const head = (yield* client.watchedHead).number
+      expect(yield* storedBalance(cardWallet)).toEqual(Option.some({ usd1: units("20"), block: head }))
+      expect(yield* followerBlock).toEqual(Option.some(head))
 
-        const stranger = randomAddress()
-        yield* client.account(Redacted.make(key)).transferUsd1(stranger, units("5"), () => Effect.void)
-        yield* Option.getOrThrow(client.faucet).fund(cardWallet, { usd1: units("2"), tokens: [] })
-        yield* tick
-        const followed = (yield* client.watchedHead).number
-        expect(followed).toBe(head + 2n)
-        expect(yield* storedBalance(cardWallet)).toEqual(Option.some({ usd1: units("17"), block: followed }))
-        expect(yield* storedBalance(stranger)).toEqual(Option.none())
-        expect(yield* followerBlock).toEqual(Option.some(followed))
+      const stranger = randomAddress()
+      yield* client.account(Redacted.make(key)).transferUsd1(stranger, units("5"), () => Effect.void)
+      yield* Option.getOrThrow(client.faucet).fund(cardWallet, { usd1: units("2"), tokens: [] })
+      yield* tick
+      const followed = (yield* client.watchedHead).number
+      expect(followed).toBe(head + 2n)
+      expect(yield* storedBalance(cardWallet)).toEqual(Option.some({ usd1: units("17"), block: followed }))
+      expect(yield* storedBalance(stranger)).toEqual(Option.none())
+      expect(yield* followerBlock).toEqual(Option.some(followed))
 
-        // USD1 before the card: no transfer to follow once it is a card's, read as a new card's.
-        const later = randomAddress()
-        yield* chain.mint(chain.usd1.address, later, units("3"))
-        yield* tick
-        expect(yield* storedBalance(later)).toEqual(Option.none())
-        yield* insertCard(later)
-        yield* tick
-        expect(yield* storedBalance(later)).toEqual(
-          Option.some({ usd1: units("3"), block: (yield* client.watchedHead).number })
-        )
-      })
-    )
-  }
-)
+      // USD1 before the card: no transfer to follow once it is a card's, read as a new card's.
+      const later = randomAddress()
+      yield* chain.mint(chain.usd1.address, later, units("3"))
+      yield* tick
+      expect(yield* storedBalance(later)).toEqual(Option.none())
+      yield* insertCard(later)
+      yield* tick
+      expect(yield* storedBalance(later)).toEqual(
+        Option.some({ usd1: units("3"), block: (yield* client.watchedHead).number })
+      )
+    })
+  )
+})
 
 // -------------------------------------------------------------------------------------------------
 // Pure rules

@@ -19,7 +19,14 @@ const card: CardStanding = {
   expiry: "11/29",
   controls: { frozen: false, perTransaction: null, daily: null, monthly: null, blockedMcc: [] }
 }
-const funds: Funds = { balance: usd(100), balanceCheckedAt: AT - 1_000, held: 0n, clearedPending: 0n }
+const allowed = (remaining: bigint) => ({ state: "active" as const, remaining })
+const funds: Funds = {
+  balance: usd(100),
+  balanceCheckedAt: AT - 1_000,
+  held: 0n,
+  clearedPending: 0n,
+  allowance: allowed(usd(1_000))
+}
 const spent = { today: 0n, thisMonth: 0n }
 const request = (amount: number, mcc = "5814") => ({ amount: usd(amount), total: usd(amount), mcc, at: AT })
 const decided = (overrides: Partial<Parameters<typeof decide>[0]> = {}) =>
@@ -69,6 +76,33 @@ describe("the authorization decision", () => {
     expect(decided({ funds: { ...funds, balance: undefined } })).toMatchObject({ reason: "funds_unknown" })
   })
 
+  it("spends only under an active spending allowance, and within what it leaves", () => {
+    for (const state of ["none", "pending", "revoked", "expired"] as const) {
+      expect(decided({ funds: { ...funds, allowance: { state, remaining: 0n } } })).toEqual({
+        approved: false,
+        reason: "allowance_missing",
+        available: 0n
+      })
+    }
+    expect(decided({ funds: { ...funds, allowance: allowed(usd(10)) } })).toEqual({
+      approved: true,
+      availableAfter: 0n
+    })
+    expect(decided({ funds: { ...funds, allowance: allowed(usd(9.99)) } })).toEqual({
+      approved: false,
+      reason: "allowance_exceeded",
+      available: usd(9.99)
+    })
+    // Neither enough money nor enough allowance: the money is what the holder hears of.
+    expect(decided({ funds: { ...funds, balance: usd(5), allowance: allowed(usd(5)) } })).toMatchObject({
+      reason: "insufficient_funds"
+    })
+    // An unknown balance is told before a missing allowance: nothing is known to spend.
+    expect(
+      decided({ funds: { ...funds, balance: undefined, allowance: { state: "none", remaining: 0n } } })
+    ).toMatchObject({ reason: "funds_unknown" })
+  })
+
   it("counts the per-transaction limit on the whole authorization and the others on what it adds", () => {
     const limited = (controls: Partial<CardStanding["controls"]>) => ({
       ...card,
@@ -87,24 +121,33 @@ describe("the authorization decision", () => {
   })
 
   it.prop(
-    "never approves more than is available, and what is left is exactly the rest",
-    [micros, micros, micros, micros],
-    ([balance, held, cleared, amount]) => {
+    "never approves more than the wallet has free or the allowance leaves, and what is left is exactly the rest",
+    [micros, micros, micros, micros, micros],
+    ([balance, held, cleared, remaining, amount]) => {
+      const given: Funds = {
+        balance,
+        balanceCheckedAt: AT,
+        held,
+        clearedPending: cleared,
+        allowance: allowed(remaining)
+      }
       const decision = decide({
         card,
-        funds: { balance, balanceCheckedAt: AT, held, clearedPending: cleared },
+        funds: given,
         spent,
         request: { amount, total: amount, mcc: "5814", at: AT },
         maxBalanceAgeMs: 1
       })
-      const available = availableFunds({ balance, balanceCheckedAt: AT, held, clearedPending: cleared })!
+      const available = availableFunds(given)!
+      const free = balance - held - cleared
       expect(available >= 0n).toBe(true)
+      expect(available <= remaining).toBe(true)
       if (decision.approved) {
         expect(amount <= available).toBe(true)
         expect(decision.availableAfter).toBe(available - amount)
       } else {
-        expect(decision.reason).toBe("insufficient_funds")
         expect(amount > available).toBe(true)
+        expect(decision.reason).toBe(amount > free ? "insufficient_funds" : "allowance_exceeded")
       }
     }
   )

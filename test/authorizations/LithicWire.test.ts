@@ -266,6 +266,8 @@ describe("the ASA response", () => {
     limit_exceeded: "VELOCITY_EXCEEDED",
     merchant_category_blocked: "UNAUTHORIZED_MERCHANT",
     funds_unknown: "INSUFFICIENT_FUNDS",
+    allowance_missing: "INSUFFICIENT_FUNDS",
+    allowance_exceeded: "INSUFFICIENT_FUNDS",
     stand_in: "INSUFFICIENT_FUNDS"
   }
   const request = read(fixture("asa-request-current")) as AuthorizationRequest
