@@ -4,6 +4,7 @@ import { SqlClient } from "@effect/sql"
 import { expect } from "@effect/vitest"
 import { Effect } from "effect"
 import { parseUnits } from "viem"
+import type { PrivateKeyAccount } from "viem/accounts"
 import { asaRequestBody } from "../../src/authorizations/LithicWire.js"
 import { secretKey, sign } from "../../src/authorizations/StandardWebhooks.js"
 import type { Devnet } from "../../src/chain/Devnet.js"
@@ -31,7 +32,41 @@ export const followedAtomic = (address: string) =>
     )
   ).pipe(Effect.orDie)
 
-/** A card holder whose card wallet holds `usd1` USD1 on the devnet, once the follower has seen it. */
+/** The holder's spending allowance, as `GET /card/allowance` answers it. */
+export const allowanceOf = (token: string) =>
+  Effect.map(send("GET", "/card/allowance", { headers: bearer(token) }), (response) => {
+    expect(response.status, JSON.stringify(response.body)).toBe(200)
+    return response.body as { state: string; capUsd: number; usedUsd: number; remainingUsd: number; tx?: string }
+  })
+
+/**
+ * The holder signs a spending allowance of `capUsd` through the API, as a card app would (the typed
+ * data it answers, signed with the wallet's key), and it is submitted; by default, until it is active.
+ */
+export const signAllowance = (
+  holder: { readonly token: string; readonly account: PrivateKeyAccount },
+  capUsd = 1_000,
+  options: { readonly validDays?: number; readonly untilActive?: boolean } = {}
+) =>
+  Effect.gen(function* () {
+    const requested = yield* send("POST", "/card/allowance/request", {
+      headers: bearer(holder.token),
+      json: { capUsd, validDays: options.validDays ?? 30 }
+    })
+    expect(requested.status, JSON.stringify(requested.body)).toBe(200)
+    const signature = yield* Effect.promise(() => holder.account.signTypedData(requested.body.typedData))
+    const submitted = yield* send("POST", "/card/allowance", { headers: bearer(holder.token), json: { signature } })
+    expect(submitted.status, JSON.stringify(submitted.body)).toBe(202)
+    if (options.untilActive !== false) {
+      yield* eventually("the spending allowance active", allowanceOf(holder.token), (seen) => seen.state === "active")
+    }
+    return { typedData: requested.body.typedData, signature, submitted: submitted.body }
+  })
+
+/**
+ * A card holder whose card wallet holds `usd1` USD1 on the devnet and who signed a spending
+ * allowance of $1,000, once the follower has seen both.
+ */
 export const fundedCardHolder = (usd1: string) =>
   Effect.gen(function* () {
     const holder = yield* cardHolder()
@@ -45,6 +80,7 @@ export const fundedCardHolder = (usd1: string) =>
       followedUsd1(holder.account.address),
       (seen) => seen === Number(usd1)
     )
+    yield* signAllowance(holder)
     return { ...holder, card }
   })
 
