@@ -197,10 +197,15 @@ export class Allowances extends Effect.Service<Allowances>()("app/Allowances", {
                 error: `the token refused the permit (${refused.reason}): request a new one and sign it`
               }),
             // Recorded first, it may still reach the chain: the holder sees it pending (or signs again).
-            ChainError: () =>
-              new ChainUnavailable({
-                error: "the chain did not answer; the permit may still be submitted: GET /card/allowance shows it"
-              })
+            ChainError: (error) =>
+              Effect.zipRight(
+                Effect.logWarning(`a spending allowance's permit was not confirmed sent: ${error.message}`),
+                new ChainUnavailable({
+                  error:
+                    "the permit could not be confirmed sent (the chain did not take it); it may still reach the chain: " +
+                    "GET /card/allowance shows it pending until it does, and signing again replaces it"
+                })
+              )
           })
         )
         return viewOf(yield* repo.current({ cardId: card.id, address, now: new Date(now) }), now)

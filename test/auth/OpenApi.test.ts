@@ -20,6 +20,8 @@ layer(testServer({}, { chain: InMemoryChain.layer() }), { excludeTestServices: t
           "/auth/challenge",
           "/auth/signout",
           "/auth/verify",
+          "/card/allowance",
+          "/card/allowance/request",
           "/card/authorizations",
           "/card/controls",
           "/card/replace",

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { FastCheck } from "effect"
-import { allowanceFigures, allowanceState } from "../../src/cards/Allowance.js"
+import { ALLOWANCE_STATES, allowanceFigures, allowanceState } from "../../src/cards/Allowance.js"
 
 const NOW = Date.UTC(2026, 10, 28, 12)
 const amount = FastCheck.bigInt({ min: 0n, max: 10n ** 15n })
@@ -20,7 +20,7 @@ describe("the spending allowance's rules", () => {
 
   it.prop(
     "what remains is within the cap, the token's allowance and what is not committed, and only while active",
-    [amount, amount, amount, amount, FastCheck.constantFrom("none", "pending", "active", "revoked", "expired")],
+    [amount, amount, amount, amount, FastCheck.constantFrom(...ALLOWANCE_STATES)],
     ([cap, onChain, held, clearedPending, state]) => {
       const { used, remaining } = allowanceFigures({ state, cap, onChain, committed: { held, clearedPending } })
       const allowed = onChain < cap ? onChain : cap

@@ -131,6 +131,16 @@ layer(server, { excludeTestServices: true, timeout: "120 seconds" })("Cache-Cont
         "PUT /card/controls": [send("PUT", "/card/controls", { ...asHolder, json: { frozen: false } }), [200]],
         "POST /card/replace": [send("POST", "/card/replace", asHolder), [200]],
         "GET /card/authorizations": [send("GET", "/card/authorizations", asHolder), [200]],
+        "GET /card/allowance": [send("GET", "/card/allowance", asHolder), [200]],
+        "POST /card/allowance/request": [
+          send("POST", "/card/allowance/request", { ...asHolder, json: { capUsd: 10, validDays: 1 } }),
+          [200]
+        ],
+        // Nothing requested since (the request above is answered first): refused, and not kept.
+        "POST /card/allowance": [
+          send("POST", "/card/allowance", { ...asHolder, json: { signature: `0x${"11".repeat(65)}` } }),
+          [400, 409]
+        ],
         // Unsigned: refused, and the refusal is not kept either.
         "POST /card-network/messages": [send("POST", "/card-network/messages", { json: {} }), [401]],
         "POST /sandbox/card-network/authorizations": [

@@ -81,6 +81,8 @@ const VALID_BODIES: Readonly<Record<string, { readonly json: object } | { readon
   "PUT /strategy": { json: { targets: { NVDA: 1 }, weeklySpendUsd: 10 } },
   "POST /merchant/orders": { json: { amount: "1.00", description: "Tea" } },
   "PUT /card/controls": { json: { frozen: false } },
+  "POST /card/allowance/request": { json: { capUsd: 10, validDays: 7 } },
+  "POST /card/allowance": { json: { signature: `0x${"11".repeat(65)}` } },
   "POST /sandbox/card-network/authorizations": {
     json: {
       cardNumber: "9406000000000019",
