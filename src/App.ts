@@ -33,6 +33,7 @@ import { EventStreams } from "./events/EventStreams.js"
 import { AgentEventsLive, AuthorizationEventsLive, Events, KycEventsLive } from "./events/Events.js"
 import { CloseEventStreamsFirst, EventsHttpLive } from "./events/Http.js"
 import { HealthHttpLive } from "./health/Http.js"
+import { Readiness } from "./health/Readiness.js"
 import { LandingLive } from "./http/Landing.js"
 import { metricsRoute } from "./http/MetricsRoute.js"
 import { withGroupWhen } from "./http/OptionalGroup.js"
@@ -45,7 +46,7 @@ import { KycProvider } from "./kyc/KycProvider.js"
 import { SandboxDeskLive } from "./kyc/SandboxDesk.js"
 import { MarketHttpLive } from "./market/Http.js"
 import { Market, MarketRefreshLive } from "./market/Market.js"
-import { MerchantHttpLive } from "./merchant/Http.js"
+import { MerchantHttpLive, StuckSettlementsCheck } from "./merchant/Http.js"
 import { Merchant, SettlementReconcilerLive } from "./merchant/Merchant.js"
 import { outagesLayer } from "./observability/Outages.js"
 import { Retention, RetentionLive } from "./retention/Retention.js"
@@ -139,7 +140,10 @@ const CoreLive = Layer.mergeAll(
   RetentionLive.pipe(Layer.provide(Retention.Default))
 )
 
-const MerchantLive = Layer.merge(MerchantHttpLive, SettlementReconcilerLive).pipe(Layer.provide(Merchant.Default))
+/** The merchant's endpoints, its settlement loops and its check for /ready, on one `Merchant`. */
+const MerchantLive = Layer.mergeAll(MerchantHttpLive, SettlementReconcilerLive, StuckSettlementsCheck).pipe(
+  Layer.provide(Merchant.Default)
+)
 
 /** The agent's endpoints and its loop, when `AGENT_MODE` is `dry` or `live`. */
 const AgentLive = Layer.merge(AgentHttpLive, AgentLoopLive)
@@ -164,8 +168,6 @@ const ApiLive = Layer.unwrapEffect(
           { url: config.apiUrl, description: "API_URL" }
         ])
       )
-    // With the merchant on, /ready also asks it (stuck settlements): the one Merchant, shared.
-    const core = merchant ? CoreLive.pipe(Layer.provide(Merchant.Default)) : CoreLive
     return (
       merchant && agent
         ? served(Api).pipe(Layer.provide([MerchantLive, AgentLive]))
@@ -174,9 +176,9 @@ const ApiLive = Layer.unwrapEffect(
           : agent
             ? served(AgentEnabledApi).pipe(Layer.provide(AgentLive))
             : served(CoreApi)
-    ).pipe(Layer.provide(core))
+    ).pipe(Layer.provide(CoreLive))
   })
-)
+).pipe(Layer.provide(Readiness.layer))
 
 /** CORS for the web app's origins, answered by the request pipeline (http/Cors.ts). */
 const corsOptions = Effect.map(AppConfig, (config) => ({

@@ -1,6 +1,7 @@
 import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
 import { Effect, Option, Schema } from "effect"
 import { Api } from "../Api.js"
+import { readinessCheck } from "../health/Readiness.js"
 import { RateLimiter } from "../http/RateLimit.js"
 import { Order, type PaymentRequired } from "./Api.js"
 import { Merchant, type PaidOrder } from "./Merchant.js"
@@ -54,4 +55,14 @@ export const MerchantHttpLive = HttpApiBuilder.group(Api, "merchant", (handlers)
       .handle("payGet", pay)
       .handle("pay", pay)
   })
+)
+
+/** /ready, while the merchant is on: settlements left without a receipt mean the relayer is stuck. */
+export const StuckSettlementsCheck = readinessCheck(
+  Effect.flatMap(Merchant, (merchant) =>
+    Effect.map(
+      merchant.stuckSettlements,
+      Option.map((why) => `relayer stuck: ${why}`)
+    )
+  )
 )
