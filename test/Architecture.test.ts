@@ -4,7 +4,8 @@
  * each rule also shown failing on a tiny graph), src/ root holds only the app, and the rules that
  * keep ports swappable: no viem client leaves src/chain/, the identity check does not reach into
  * card data, and domain services bake in no port (their `dependencies` list only their own
- * repositories); and a part switched on by configuration is switched one way, as a Feature.
+ * repositories); a part switched on by configuration is switched one way, as a Feature; and a
+ * file over 500 lines says at its top why it is one unit.
  */
 import { readdirSync, readFileSync } from "node:fs"
 import path from "node:path"
@@ -70,6 +71,14 @@ describe("architecture", () => {
       ),
       ...found(/Layer\.empty as /, "stands in for a layer by a cast", () => false)
     ]).toEqual([])
+  })
+
+  it("a file of src/ over 500 lines says at its top why it is one unit", () => {
+    const unexplained = files
+      .filter(({ text }) => text.split("\n").length > 500)
+      .filter(({ text }) => !/\bOne (unit|file|repository)\b/.test(text.slice(0, text.indexOf("*/"))))
+      .map(({ file }) => file)
+    expect(unexplained).toEqual([])
   })
 
   it("domain services list only repositories in their dependencies", () => {
