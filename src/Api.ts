@@ -2,8 +2,10 @@
  * The HTTP API: every domain's group, the API-level errors that middleware may raise, and the
  * OpenAPI annotations. Handlers live in each domain's Http.ts.
  *
- * `CoreApi` is always served; groups that exist only when configured are added on top of it
- * (`Api` has them all, for handlers and clients), and App.ts serves the combination in force.
+ * `CoreApi` is always served. `Api` adds the groups of the parts switched on by configuration or
+ * by the ports in force: handlers are built against it and the typed client knows all of it. Each
+ * of those parts is declared once, beside its handlers, as a `Feature` (http/Feature.ts), and
+ * App.ts serves the core with the parts that are on.
  */
 
 import { HttpApi, OpenApi } from "@effect/platform"
@@ -60,17 +62,5 @@ export class CoreApi extends HttpApi.make("api")
   .annotate(HttpApi.AdditionalSchemas, [StreamEvent])
   .annotate(OpenApi.Transform, completeDocument) {}
 
-/** Served when `MERCHANT_PAY_TO` is set (and the agent is off). */
-export class MerchantEnabledApi extends CoreApi.add(MerchantApi) {}
-
-/** Served when `AGENT_MODE` is `dry` or `live` (and the merchant is off). */
-export class AgentEnabledApi extends CoreApi.add(AgentApi) {}
-
-/** Every group, whatever is enabled: handlers are built against it, and it is served when all are on. */
-export class Api extends MerchantEnabledApi.add(AgentApi) {}
-
-/**
- * Every group, the embedded devnet's faucet and the sandbox card network too: what the typed client
- * and the request metrics know (App.ts adds those groups to the API in force only while they run).
- */
-export class ClientApi extends Api.add(DevnetApi).add(CardSandboxApi) {}
+/** Every group: the core's, the demo merchant's, the agent's, the devnet faucet's and the sandbox card network's. */
+export class Api extends CoreApi.add(MerchantApi).add(AgentApi).add(DevnetApi).add(CardSandboxApi) {}

@@ -5,37 +5,35 @@
  * PORT, tests one on a free port) and requires the ports (Ports.ts), the database and the
  * configuration from outside.
  */
-import { type HttpApi, HttpApiBuilder, type HttpApiGroup, HttpApiScalar, HttpServer, OpenApi } from "@effect/platform"
+import { HttpApiBuilder, HttpApiScalar, HttpServer, OpenApi } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
 import { Config, Deferred, Effect, Layer, Option } from "effect"
-import { AgentEnabledApi, Api, ClientApi, CoreApi, MerchantEnabledApi } from "./Api.js"
+import { Api, CoreApi } from "./Api.js"
 import { Account } from "./account/Account.js"
 import { AccountHttpLive, SignInHttpLive } from "./account/Http.js"
 import { Standing } from "./account/Standing.js"
 import { Agent } from "./agent/Agent.js"
-import { AgentLoop, AgentLoopLive } from "./agent/AgentLoop.js"
-import { AgentHttpLive, StrategyHttpLive } from "./agent/Http.js"
+import { AgentLoop } from "./agent/AgentLoop.js"
+import { AgentFeature, StrategyHttpLive } from "./agent/Http.js"
 import { WebAppLive } from "./app/WebApp.js"
 import { Auth } from "./auth/Auth.js"
-import { CardSandboxApi } from "./authorizations/Api.js"
-import { networkName } from "./authorizations/AuthorizationSettings.js"
 import { Authorizations } from "./authorizations/Authorizations.js"
 import { BalanceFollowerLive } from "./authorizations/BalanceFollower.js"
 import { CardNetwork } from "./authorizations/CardNetwork.js"
-import { AuthorizationsHttpLive, CardNetworkHttpLive, CardSandboxHttpLive } from "./authorizations/Http.js"
+import { AuthorizationsHttpLive, CardNetworkHttpLive, CardSandboxFeature } from "./authorizations/Http.js"
 import { Cards } from "./cards/Cards.js"
 import { CardHttpLive, StatementHttpLive } from "./cards/Http.js"
 import { Statement } from "./cards/Statement.js"
 import { ChainClient } from "./chain/ChainClient.js"
-import { DevnetApi } from "./devnet/Api.js"
-import { DevnetHttpLive } from "./devnet/Http.js"
+import { DevnetFeature } from "./devnet/Http.js"
 import { EventStreams } from "./events/EventStreams.js"
 import { AgentEventsLive, AuthorizationEventsLive, Events, KycEventsLive } from "./events/Events.js"
 import { CloseEventStreamsFirst, EventsHttpLive } from "./events/Http.js"
 import { HealthHttpLive } from "./health/Http.js"
+import { Readiness } from "./health/Readiness.js"
+import { apiInForce, withFeature } from "./http/Feature.js"
 import { LandingLive } from "./http/Landing.js"
 import { metricsRoute } from "./http/MetricsRoute.js"
-import { withGroupWhen } from "./http/OptionalGroup.js"
 import { RateLimiter } from "./http/RateLimit.js"
 import { normalizeErrors, serveApi } from "./http/Server.js"
 import { KycHttpLive, KycSandboxHttpLive, KycWebhookHttpLive } from "./kyc/Http.js"
@@ -45,38 +43,14 @@ import { KycProvider } from "./kyc/KycProvider.js"
 import { SandboxDeskLive } from "./kyc/SandboxDesk.js"
 import { MarketHttpLive } from "./market/Http.js"
 import { Market, MarketRefreshLive } from "./market/Market.js"
-import { MerchantHttpLive } from "./merchant/Http.js"
-import { Merchant, SettlementReconcilerLive } from "./merchant/Merchant.js"
+import { MerchantFeature } from "./merchant/Http.js"
 import { outagesLayer } from "./observability/Outages.js"
 import { Retention, RetentionLive } from "./retention/Retention.js"
-import { AppConfig, type AppSettings } from "./runtime/Config.js"
+import { AppConfig } from "./runtime/Config.js"
 import { Secrets } from "./runtime/Secrets.js"
 import { ServerAddress } from "./runtime/ServerAddress.js"
 import { SERVICE_NAME, SERVICE_VERSION } from "./runtime/ServiceInfo.js"
 import { DatabasePool } from "./storage/Database.js"
-
-/** Paths of the parts that exist only when configured, and what switches them on. */
-const switchedOff = (config: AppSettings, cardSandbox: boolean): ReadonlyArray<readonly [RegExp, string]> => [
-  ...(cardSandbox
-    ? []
-    : [
-        [
-          /^\/sandbox\/card-network(\/|$)/,
-          "the sandbox card network is off: /sandbox/card-network/* exists with CARD_NETWORK=sandbox"
-        ] as const
-      ]),
-  ...(config.agentMode === "off"
-    ? [
-        [
-          /^\/(portfolio|agent)(\/|$)/,
-          "the agent is off: /portfolio and /agent/* exist with AGENT_MODE=dry or live"
-        ] as const
-      ]
-    : []),
-  ...(Option.isNone(config.merchantPayTo)
-    ? [[/^\/merchant(\/|$)/, "the demo merchant is off: /merchant/* exists when MERCHANT_PAY_TO is set"] as const]
-    : [])
-]
 
 /** Outages of this service's database and chain, probed with `SELECT 1` and the latest block. */
 const OutagesLive = Layer.unwrapEffect(
@@ -85,14 +59,6 @@ const OutagesLive = Layer.unwrapEffect(
     const chain = yield* ChainClient
     return outagesLayer({ database: sql`SELECT 1`, chain: chain.blockTime })
   })
-)
-
-/** The error normaliser (`normalizeErrors`), knowing which parts of this app are switched off. */
-const ErrorNormalizerLive = HttpApiBuilder.middleware(
-  Api,
-  Effect.zipWith(AppConfig, networkName, (config, network) =>
-    normalizeErrors(switchedOff(config, network === "sandbox"))
-  )
 )
 
 /** The domain services, each with its own repositories; the ports they use come from outside. */
@@ -129,54 +95,38 @@ const CoreLive = Layer.mergeAll(
   CardHttpLive,
   AuthorizationsHttpLive,
   CardNetworkHttpLive,
-  CardSandboxHttpLive,
   StrategyHttpLive,
-  DevnetHttpLive,
   EventsHttpLive,
-  ErrorNormalizerLive,
   MarketRefreshLive,
   BalanceFollowerLive,
   RetentionLive.pipe(Layer.provide(Retention.Default))
 )
 
-const MerchantLive = Layer.merge(MerchantHttpLive, SettlementReconcilerLive).pipe(Layer.provide(Merchant.Default))
-
-/** The agent's endpoints and its loop, when `AGENT_MODE` is `dry` or `live`. */
-const AgentLive = Layer.merge(AgentHttpLive, AgentLoopLive)
+/**
+ * The parts served only when switched on, each declared once beside its handlers (http/Feature.ts),
+ * in the order the OpenAPI document lists them.
+ */
+const ApiInForce = apiInForce(CoreApi).pipe(
+  withFeature(MerchantFeature),
+  withFeature(AgentFeature),
+  withFeature(DevnetFeature),
+  withFeature(CardSandboxFeature)
+)
 
 /**
- * The API in force: the core, plus the merchant when `MERCHANT_PAY_TO` is set, the agent unless
- * it is off, and the devnet faucet while the embedded devnet runs (a chain that can mint). Its
- * OpenAPI document (/openapi.json, /docs) names API_URL as the server.
+ * The API in force: the core and the parts switched on, with their handlers, the error normaliser
+ * knowing the parts switched off, and /ready's registry of the parts' checks. Its OpenAPI document
+ * (/openapi.json, /docs) names API_URL as the server.
  */
 const ApiLive = Layer.unwrapEffect(
   Effect.gen(function* () {
-    const config = yield* AppConfig
-    const merchant = Option.isSome(config.merchantPayTo)
-    const agent = config.agentMode !== "off"
-    const devnet = Option.isSome((yield* ChainClient).faucet)
-    const cardSandbox = (yield* networkName) === "sandbox"
-    const served = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(
-      api: HttpApi.HttpApi<Id, Groups, E, R>
-    ) =>
-      HttpApiBuilder.api(
-        withGroupWhen(withGroupWhen(api, DevnetApi, devnet), CardSandboxApi, cardSandbox).annotate(OpenApi.Servers, [
-          { url: config.apiUrl, description: "API_URL" }
-        ])
-      )
-    // With the merchant on, /ready also asks it (stuck settlements): the one Merchant, shared.
-    const core = merchant ? CoreLive.pipe(Layer.provide(Merchant.Default)) : CoreLive
-    return (
-      merchant && agent
-        ? served(Api).pipe(Layer.provide([MerchantLive, AgentLive]))
-        : merchant
-          ? served(MerchantEnabledApi).pipe(Layer.provide(MerchantLive))
-          : agent
-            ? served(AgentEnabledApi).pipe(Layer.provide(AgentLive))
-            : served(CoreApi)
-    ).pipe(Layer.provide(core))
+    const { apiUrl } = yield* AppConfig
+    const { api, live, switchedOff } = yield* ApiInForce
+    return HttpApiBuilder.api(api.annotate(OpenApi.Servers, [{ url: apiUrl, description: "API_URL" }])).pipe(
+      Layer.provide([CoreLive, live, HttpApiBuilder.middleware(api, normalizeErrors(switchedOff))])
+    )
   })
-)
+).pipe(Layer.provide(Readiness.layer))
 
 /** CORS for the web app's origins, answered by the request pipeline (http/Cors.ts). */
 const corsOptions = Effect.map(AppConfig, (config) => ({
@@ -258,7 +208,7 @@ const StartupSummary = Layer.scopedDiscard(
  * for a handler that is not attached yet (and hold up shutdown).
  */
 export const httpLive = <A, E, R>(server: Layer.Layer<A | HttpServer.HttpServer, E, R>) =>
-  serveApi(ClientApi, corsOptions).pipe(
+  serveApi(Api, corsOptions).pipe(
     Layer.merge(AnnounceAddress),
     Layer.merge(StartupSummary),
     Layer.merge(CloseEventStreamsFirst),

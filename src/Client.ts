@@ -16,7 +16,7 @@
  */
 import { HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
 import type { Effect } from "effect"
-import { ClientApi } from "./Api.js"
+import { Api } from "./Api.js"
 
 export interface ClientOptions {
   /** The service's base URL, e.g. `http://localhost:3000`. */
@@ -26,7 +26,7 @@ export interface ClientOptions {
 }
 
 export const makeClient = (options: ClientOptions) =>
-  HttpApiClient.make(ClientApi, {
+  HttpApiClient.make(Api, {
     baseUrl: options.baseUrl,
     ...(options.token === undefined
       ? {}

@@ -4,7 +4,8 @@
  * each rule also shown failing on a tiny graph), src/ root holds only the app, and the rules that
  * keep ports swappable: no viem client leaves src/chain/, the identity check does not reach into
  * card data, and domain services bake in no port (their `dependencies` list only their own
- * repositories).
+ * repositories); a part switched on by configuration is switched one way, as a Feature; and a
+ * file over 500 lines says at its top why it is one unit.
  */
 import { readdirSync, readFileSync } from "node:fs"
 import path from "node:path"
@@ -50,6 +51,34 @@ describe("architecture", () => {
       // the sandbox's form checks a number's normal form, the one card issuance tells documents apart by
       `${path.join("src", "kyc", "SandboxDesk.ts")}: Cards.js`
     ])
+  })
+
+  it("a part switched on by configuration is a Feature (http/Feature.ts): no other way to switch one", () => {
+    const found = (pattern: RegExp, what: string, allowed: (file: string) => boolean) =>
+      files.filter(({ file, text }) => pattern.test(text) && !allowed(file)).map(({ file }) => `${file}: ${what}`)
+    const oneOf =
+      (...names: ReadonlyArray<string>) =>
+      (file: string) =>
+        names.some((name) => file === path.join("src", ...name.split("/")))
+    expect([
+      ...found(/HttpApi\.make\(/, "composes an API", oneOf("Api.ts", "http/Feature.ts")),
+      ...found(/HttpApiBuilder\.api\(/, "serves an API", oneOf("App.ts")),
+      // a part's handlers are built only while it is on: none asks whether a service exists
+      ...found(
+        /Effect\.serviceOption\(/,
+        "asks whether a service exists",
+        (file) => !file.endsWith(`${path.sep}Http.ts`)
+      ),
+      ...found(/Layer\.empty as /, "stands in for a layer by a cast", () => false)
+    ]).toEqual([])
+  })
+
+  it("a file of src/ over 500 lines says at its top why it is one unit", () => {
+    const unexplained = files
+      .filter(({ text }) => text.split("\n").length > 500)
+      .filter(({ text }) => !/\bOne (unit|file|repository)\b/.test(text.slice(0, text.indexOf("*/"))))
+      .map(({ file }) => file)
+    expect(unexplained).toEqual([])
   })
 
   it("domain services list only repositories in their dependencies", () => {

@@ -4,8 +4,11 @@ import { Api } from "../Api.js"
 import { CurrentUser } from "../auth/Api.js"
 import { Auth } from "../auth/Auth.js"
 import { AuthenticationLive, withBearerChallenge } from "../auth/Http.js"
+import { feature } from "../http/Feature.js"
+import { AppConfig } from "../runtime/Config.js"
 import { Agent } from "./Agent.js"
-import { OptionalAuthentication, Viewer } from "./Api.js"
+import { AgentLoopLive } from "./AgentLoop.js"
+import { AgentApi, OptionalAuthentication, Viewer } from "./Api.js"
 
 /** No Authorization header: the public card; a header that does not authenticate: 401. */
 const OptionalAuthenticationLive = Layer.effect(
@@ -38,7 +41,7 @@ const challengedWhenAnonymous = <A, E extends { readonly _tag: string }, R>(read
     (refused) => withBearerChallenge(Effect.fail(refused))
   )
 
-export const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>
+const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>
   Effect.gen(function* () {
     const agent = yield* Agent
     return handlers
@@ -52,3 +55,14 @@ export const AgentHttpLive = HttpApiBuilder.group(Api, "agent", (handlers) =>
       .handle("session", () => agent.session)
   })
 ).pipe(Layer.provide(OptionalAuthenticationLive))
+
+/** The agent, while AGENT_MODE is dry or live: its endpoints and its loop. */
+export const AgentFeature = feature({
+  group: AgentApi,
+  enabled: Effect.map(AppConfig, (config) => config.agentMode !== "off"),
+  live: Layer.merge(AgentHttpLive, AgentLoopLive),
+  whenOff: {
+    paths: ["/portfolio", "/agent"],
+    message: "the agent is off: /portfolio and /agent/* exist with AGENT_MODE=dry or live"
+  }
+})

@@ -1,9 +1,11 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer, Option } from "effect"
-import { Api, ClientApi } from "../Api.js"
+import { Api } from "../Api.js"
 import { CurrentUser } from "../auth/Api.js"
 import { AuthenticationLive } from "../auth/Http.js"
+import { feature } from "../http/Feature.js"
 import { RateLimiter } from "../http/RateLimit.js"
+import { CardSandboxApi } from "./Api.js"
 import { Authorizations } from "./Authorizations.js"
 import { SandboxNetwork, SandboxNetworkKey, SandboxNetworkLive } from "./SandboxNetwork.js"
 
@@ -33,7 +35,7 @@ export const CardNetworkHttpLive = HttpApiBuilder.group(Api, "cardNetwork", (han
   })
 )
 
-const SandboxHttpLive = HttpApiBuilder.group(ClientApi, "cardSandbox", (handlers) =>
+const SandboxHttpLive = HttpApiBuilder.group(Api, "cardSandbox", (handlers) =>
   Effect.gen(function* () {
     const network = yield* SandboxNetwork
     const limiter = yield* RateLimiter
@@ -48,12 +50,13 @@ const SandboxHttpLive = HttpApiBuilder.group(ClientApi, "cardSandbox", (handlers
   })
 ).pipe(Layer.provide(SandboxNetworkLive))
 
-/**
- * The sandbox network's routes, registered only while it is the card network (its signing key is
- * there only then), as App.ts adds the group to the API in force only then.
- */
-export const CardSandboxHttpLive = Layer.unwrapEffect(
-  Effect.map(SandboxNetworkKey, (key) =>
-    Option.isSome(key) ? SandboxHttpLive : (Layer.empty as unknown as typeof SandboxHttpLive)
-  )
-)
+/** The sandbox network's terminal, while it is the card network (its signing key is there only then). */
+export const CardSandboxFeature = feature({
+  group: CardSandboxApi,
+  enabled: Effect.map(SandboxNetworkKey, Option.isSome),
+  live: SandboxHttpLive,
+  whenOff: {
+    paths: ["/sandbox/card-network"],
+    message: "the sandbox card network is off: /sandbox/card-network/* exists with CARD_NETWORK=sandbox"
+  }
+})

@@ -3,6 +3,10 @@
  * sends (nonces kept between sends, RELAYER_MAX_IN_FLIGHT under way at once), the key rotation by
  * gas, the nonce gaps closed from the journal, fee bumps of stuck transactions, and the alarms that
  * tell the merchant's tracker to check the nonce now.
+ *
+ * One unit because these share one closure's state (each key's gas watch, open nonce gaps and
+ * queued sends, the rotation, the transfer's gas): a send, a gap's close and a fee bump each read
+ * and change what the others keep; apart, each would reach into the others'.
  */
 import { Deferred, Duration, Effect, Exit, Option, Queue, Redacted, Schedule } from "effect"
 import { type Hex, hexToBigInt, isAddressEqual, keccak256, type PrivateKeyAccount, parseTransaction } from "viem"

@@ -1,13 +1,15 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Layer, Option } from "effect"
-import { ClientApi } from "../Api.js"
+import { Api } from "../Api.js"
 import { CurrentUser } from "../auth/Api.js"
 import { AuthenticationLive } from "../auth/Http.js"
 import { ChainClient } from "../chain/ChainClient.js"
+import { feature } from "../http/Feature.js"
 import { RateLimiter } from "../http/RateLimit.js"
+import { DevnetApi } from "./Api.js"
 import { DevnetFaucet } from "./Faucet.js"
 
-const FaucetHttpLive = HttpApiBuilder.group(ClientApi, "devnet", (handlers) =>
+const FaucetHttpLive = HttpApiBuilder.group(Api, "devnet", (handlers) =>
   Effect.gen(function* () {
     const faucet = yield* DevnetFaucet
     const limiter = yield* RateLimiter
@@ -17,13 +19,9 @@ const FaucetHttpLive = HttpApiBuilder.group(ClientApi, "devnet", (handlers) =>
   })
 ).pipe(Layer.provide([AuthenticationLive, DevnetFaucet.Default]))
 
-/**
- * The faucet's routes, registered only on a chain that can mint (the embedded devnet), as App.ts
- * adds the group to the API in force only then (`withDevnet`). A group layer registers its routes
- * when built; what it provides is a type-level marker, hence the empty layer's cast elsewhere.
- */
-export const DevnetHttpLive = Layer.unwrapEffect(
-  Effect.map(ChainClient, (chain) =>
-    Option.isSome(chain.faucet) ? FaucetHttpLive : (Layer.empty as unknown as typeof FaucetHttpLive)
-  )
-)
+/** The faucet, on a chain that can mint (the embedded devnet); elsewhere /devnet/* is no route at all. */
+export const DevnetFeature = feature({
+  group: DevnetApi,
+  enabled: Effect.map(ChainClient, (chain) => Option.isSome(chain.faucet)),
+  live: FaucetHttpLive
+})

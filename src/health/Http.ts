@@ -4,7 +4,7 @@ import { Cause, Effect, Option } from "effect"
 import { Api } from "../Api.js"
 import { ChainClient } from "../chain/ChainClient.js"
 import { NotReady } from "../http/ApiError.js"
-import { Merchant } from "../merchant/Merchant.js"
+import { Readiness } from "./Readiness.js"
 
 /** How long readiness waits on each dependency. */
 const CHECK_TIMEOUT = "2 seconds"
@@ -32,16 +32,23 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const chain = yield* ChainClient
-    // Present when the merchant is on (App.ts): its settlements can say the relayer is stuck.
-    const merchant = yield* Effect.serviceOption(Merchant)
-    /** Why the relayer is stuck, if it is: a nonce gap left open, else settlements left without a receipt. */
-    const relayerStuck = Effect.gen(function* () {
+    const readiness = yield* Readiness
+    /**
+     * Why the service is not ready though its database and chain answer, if it is not: a relayer
+     * nonce gap left open, else the first check of a part that is on (one that fails or does not
+     * answer within CHECK_TIMEOUT is passed over: a slow check does not take the service out).
+     */
+    const notReady = Effect.gen(function* () {
       const gap = yield* chain.relayerNonceTrouble
-      if (Option.isSome(gap) || Option.isNone(merchant)) return gap
-      return yield* merchant.value.stuckSettlements.pipe(
-        Effect.timeout(CHECK_TIMEOUT),
-        Effect.orElseSucceed(() => Option.none<string>())
-      )
+      if (Option.isSome(gap)) return Option.some(`relayer stuck: ${gap.value}`)
+      for (const check of yield* readiness.checks) {
+        const why = yield* check.pipe(
+          Effect.timeout(CHECK_TIMEOUT),
+          Effect.orElseSucceed(() => Option.none<string>())
+        )
+        if (Option.isSome(why)) return why
+      }
+      return Option.none<string>()
     })
     return handlers
       .handle("health", () => Effect.succeed(healthy))
@@ -53,8 +60,8 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
           if (database !== "up" || chainState !== "up") {
             return yield* new NotReady({ error: `not ready: database ${database}, chain ${chainState}` })
           }
-          const stuck = yield* relayerStuck
-          if (Option.isSome(stuck)) return yield* new NotReady({ error: `not ready: relayer stuck: ${stuck.value}` })
+          const why = yield* notReady
+          if (Option.isSome(why)) return yield* new NotReady({ error: `not ready: ${why.value}` })
           const chainEndpoints = (yield* chain.endpoints).map(({ endpoint, state, latencyMs, degraded }) => ({
             endpoint,
             state,

@@ -56,6 +56,7 @@ import {
   UnsupportedMediaType
 } from "./ApiError.js"
 import { type CorsOptions, cors } from "./Cors.js"
+import type { SwitchedOff } from "./Feature.js"
 import { NOSNIFF, scriptedPageCsp } from "./PageSecurity.js"
 import {
   announcesBody,
@@ -91,9 +92,10 @@ const tagOf = (u: unknown): string | undefined =>
 const decodeMessage = (issues: ReadonlyArray<{ readonly message: string }>) =>
   truncated(issues.map((issue) => issue.message).join("; "), MAX_MESSAGE_LENGTH * 2)
 
-const notFound = (request: HttpServerRequest.HttpServerRequest, off: ReadonlyArray<readonly [RegExp, string]>) => {
+const notFound = (request: HttpServerRequest.HttpServerRequest, off: ReadonlyArray<SwitchedOff>) => {
   const path = request.url.split("?")[0] ?? ""
-  const reason = off.find(([pattern]) => pattern.test(path))?.[1]
+  const under = (prefix: string) => path === prefix || path.startsWith(`${prefix}/`)
+  const reason = off.find(({ paths }) => paths.some(under))?.message
   return new NotFound({ error: reason ?? truncated(`no route for ${request.method} ${path}`) })
 }
 
@@ -101,9 +103,9 @@ const notFound = (request: HttpServerRequest.HttpServerRequest, off: ReadonlyArr
  * HttpApi answers routing misses, schema mismatches and defects with empty or framework-shaped
  * bodies; this turns each into the service's `{error, code}` errors. A database that cannot answer
  * (the repositories die with its error) is 503 DATABASE_UNAVAILABLE, any other defect 500. A
- * routing miss under a part that is switched off (`off`: its paths and why) says how to switch it on.
+ * routing miss under a part that is switched off (`off`: http/Feature.ts) says how to switch it on.
  */
-export const normalizeErrors = (off: ReadonlyArray<readonly [RegExp, string]>) => (app: HttpApp.Default) =>
+export const normalizeErrors = (off: ReadonlyArray<SwitchedOff>) => (app: HttpApp.Default) =>
   Effect.catchAllCause(
     app,
     (cause): Effect.Effect<never, BadRequest | NotFound | DatabaseUnavailable | InternalError> => {

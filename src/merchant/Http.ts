@@ -1,9 +1,12 @@
 import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
-import { Effect, Option, Schema } from "effect"
+import { Effect, Layer, Option, Schema } from "effect"
 import { Api } from "../Api.js"
+import { readinessCheck } from "../health/Readiness.js"
+import { feature } from "../http/Feature.js"
 import { RateLimiter } from "../http/RateLimit.js"
-import { Order, type PaymentRequired } from "./Api.js"
-import { Merchant, type PaidOrder } from "./Merchant.js"
+import { AppConfig } from "../runtime/Config.js"
+import { MerchantApi, Order, type PaymentRequired } from "./Api.js"
+import { Merchant, type PaidOrder, SettlementReconcilerLive } from "./Merchant.js"
 import { encodeHeader } from "./X402.js"
 
 const setHeaders = (headers: Record<string, string>) =>
@@ -40,7 +43,7 @@ const withX402Headers = <E>(effect: Effect.Effect<PaidOrder, E | PaymentRequired
     )
   )
 
-export const MerchantHttpLive = HttpApiBuilder.group(Api, "merchant", (handlers) =>
+const MerchantHttpLive = HttpApiBuilder.group(Api, "merchant", (handlers) =>
   Effect.gen(function* () {
     const merchant = yield* Merchant
     const limiter = yield* RateLimiter
@@ -55,3 +58,29 @@ export const MerchantHttpLive = HttpApiBuilder.group(Api, "merchant", (handlers)
       .handle("pay", pay)
   })
 )
+
+/** /ready, while the merchant is on: settlements left without a receipt mean the relayer is stuck. */
+const StuckSettlementsCheck = readinessCheck(
+  Effect.flatMap(Merchant, (merchant) =>
+    Effect.map(
+      merchant.stuckSettlements,
+      Option.map((why) => `relayer stuck: ${why}`)
+    )
+  )
+)
+
+/**
+ * The demo merchant, while MERCHANT_PAY_TO is set: its orders, its settlement loops and its check
+ * for /ready, on one `Merchant`.
+ */
+export const MerchantFeature = feature({
+  group: MerchantApi,
+  enabled: Effect.map(AppConfig, (config) => Option.isSome(config.merchantPayTo)),
+  live: Layer.mergeAll(MerchantHttpLive, SettlementReconcilerLive, StuckSettlementsCheck).pipe(
+    Layer.provide(Merchant.Default)
+  ),
+  whenOff: {
+    paths: ["/merchant"],
+    message: "the demo merchant is off: /merchant/* exists when MERCHANT_PAY_TO is set"
+  }
+})

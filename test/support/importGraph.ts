@@ -35,7 +35,8 @@ export const FACES: Readonly<Record<string, ReadonlyArray<string>>> = {
   chain: ["ChainClient.ts", "Address.ts", "Tokens.ts", "Secp256k1.ts", "Eip2612.ts"],
   devnet: ["Api.ts"],
   events: ["Api.ts", "Events.ts", "EventSettings.ts"],
-  health: ["Api.ts"],
+  // Readiness.ts: where a part that is on adds its check to /ready's.
+  health: ["Api.ts", "Readiness.ts"],
   // Document.ts: the identity document the provider port reads; KycConfig.ts: its settings;
   // KycEvents.ts: the port through which a state change is told, implemented by events/.
   kyc: ["Api.ts", "Kyc.ts", "KycState.ts", "KycProvider.ts", "KycEvents.ts", "Document.ts", "KycConfig.ts"],
