@@ -33,6 +33,7 @@ const STEPS = [
   "open the event stream",
   "identity check on the sandbox page",
   "card issued",
+  "sign the card's spending allowance",
   "buy a coffee with the card",
   "set the agent's strategy",
   "portfolio",
@@ -159,6 +160,29 @@ const demo = Effect.gen(function* () {
     awaitEvent("kyc approved", (event): event is KycEvent => event.event === "kyc" && event.data.kyc === "approved"),
     ({ data: { card }, id }) =>
       `kyc event #${id}: approved, holder ${card!.holder}, number •••• ${card!.number.slice(-4)}, expiry ${card!.expiry}`
+  )
+
+  // Card payments are paid under an allowance the holder signs once, without gas: an EIP-2612 permit
+  // of USD1 for the card program's settlement account, submitted by it; active once read on chain.
+  yield* step(
+    "sign the card's spending allowance",
+    Effect.gen(function* () {
+      const { typedData } = yield* client.card.requestAllowance({ payload: { capUsd: 100, validDays: 30 } })
+      const signature = yield* Effect.promise(() =>
+        card.signTypedData(typedData as unknown as Parameters<typeof card.signTypedData>[0])
+      )
+      yield* client.card.submitAllowance({ payload: { signature } })
+      return yield* client.card.allowance().pipe(
+        Effect.filterOrFail(
+          (allowance) => allowance.state === "active",
+          (allowance) => `the allowance is ${allowance.state}`
+        ),
+        Effect.retry({ schedule: Schedule.spaced("250 millis"), times: 120 })
+      )
+    }),
+    (allowance) =>
+      `POST /card/allowance/request, signTypedData, POST /card/allowance: ${allowance.state}, cap $${allowance.capUsd.toFixed(2)}, ` +
+      `spender ${allowance.spender}, permit ${allowance.tx ?? "?"}`
   )
 
   // The card key's wallet holds USD1 from the start (a fresh devnet's account 1). A merchant's

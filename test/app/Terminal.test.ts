@@ -41,7 +41,7 @@ const promise = <A>(run: () => Promise<A>) => Effect.promise(run)
 
 /** The decline codes of the API: the page says each in words and never shows one. */
 const CODES =
-  /card_verification_failed|insufficient_funds|card_frozen|card_canceled|card_expired|limit_exceeded|merchant_category_blocked|funds_unknown|stand_in/
+  /card_verification_failed|insufficient_funds|card_frozen|card_canceled|card_expired|limit_exceeded|merchant_category_blocked|funds_unknown|allowance_missing|allowance_exceeded|stand_in/
 
 interface Session {
   readonly token: string
@@ -129,6 +129,11 @@ layer(testServer(kycEnv({ PORT: String(PORT), APP_URL: ORIGIN })), {
         yield* press(page, "Add test USD1 (devnet)")
         yield* seen(page, /Added \$100\.00 of test USD1/)
         yield* eventually("the card wallet's balance followed", followedUsd1(address), (usd1) => usd1 === 100)
+
+        // Card payments allowed once, on the card screen: the wallet signs a permit, and the chain takes it.
+        yield* seen(page, /Card payments need your permission once/)
+        yield* press(page, "Allow card payments")
+        yield* seen(page, /Card payments may take up to \$100\.00 from your wallet/)
 
         // The terminal, from the navigation: "Use my card" fills the card from GET /me.
         yield* goTo(page, "Terminal")

@@ -60,7 +60,7 @@ layer(
       expect(spec.info.license).toEqual({ name: "Proprietary", identifier: "LicenseRef-Proprietary" })
       const operations = Object.values(spec.paths).flatMap((item) => Object.values(item as object))
       // 31, the devnet faucet (a devnet runs here) and the sandbox card network's 6 (it is the card network here).
-      expect(operations.length).toBe(38)
+      expect(operations.length).toBe(41)
       for (const operation of operations) {
         expect(operation.summary, operation.operationId).toMatch(/\w/)
         expect(operation.description, operation.operationId).toMatch(/\w/)
@@ -110,6 +110,9 @@ layer(
           ["POST /devnet/faucet", required],
           ["GET /me/activity", required],
           ["GET /me/events", required],
+          ["GET /card/allowance", required],
+          ["POST /card/allowance", required],
+          ["POST /card/allowance/request", required],
           ["GET /card/controls", required],
           ["PUT /card/controls", required],
           ["POST /card/replace", required],

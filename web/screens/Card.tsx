@@ -1,6 +1,7 @@
 /** The card: holder, number (masked until revealed), expiry, CVV (hidden until revealed), USD1 balance, live. */
 import { useSignal } from "@preact/signals"
 import { cardBalance, me } from "../account.js"
+import { AllowanceSection } from "../allowance.js"
 import { FaucetButton } from "../faucet.js"
 import { grouped, maskedNumber, usd } from "../format.js"
 import { liveState } from "../live.js"
@@ -82,6 +83,7 @@ export const CardScreen = () => {
           : "The balance appears once the live updates are connected."}
       </p>
       <FaucetButton />
+      <AllowanceSection />
     </section>
   )
 }

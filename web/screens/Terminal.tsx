@@ -38,6 +38,14 @@ const DECLINES: Readonly<Record<Reason, { readonly sentence: string; readonly ad
     sentence: "the card's balance could not be checked just now.",
     advice: "Try again in a few seconds."
   },
+  allowance_missing: {
+    sentence: "the card holder has not allowed card payments from their wallet.",
+    advice: "The card holder can allow them on the card screen."
+  },
+  allowance_exceeded: {
+    sentence: "the amount is more than the card holder allowed card payments to take.",
+    advice: "The card holder can sign a higher cap on the card screen."
+  },
   stand_in: { sentence: "the card's issuer did not answer in time.", advice: "Try again." }
 }
 
