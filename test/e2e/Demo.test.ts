@@ -11,6 +11,7 @@ const STEPS = [
   "open the event stream",
   "identity check on the sandbox page",
   "card issued",
+  "sign the card's spending allowance",
   "buy a coffee with the card",
   "set the agent's strategy",
   "portfolio",
@@ -32,6 +33,8 @@ it.live(
       STEPS.forEach((step, i) => {
         expect(output).toMatch(new RegExp(`\\[\\s*${i + 1}/${STEPS.length}\\] ${step.replace(/[()]/g, "\\$&")}`))
       })
+      // The allowance: signed through the API, active once the chain took it.
+      expect(output).toMatch(/sign the card's spending allowance .*: active, cap \$100\.00, spender 0x[0-9a-fA-F]{40}/)
       // The coffee: approved at the sandbox network, pending on the statement, listed with its hold.
       expect(output).toMatch(
         /buy a coffee with the card .*\$4\.50 at Corner Coffee \(MCC 5814\) approved, authorization [\w-]+.*; statement: card_payment \$4\.50 pending; GET \/card\/authorizations: held \$4\.50/
