@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { FastCheck } from "effect"
-import { ALLOWANCE_STATES, allowanceFigures, allowanceState } from "../../src/cards/Allowance.js"
+import { ALLOWANCE_STATES, allowanceFigures, allowanceState, lesser } from "../../src/cards/Allowance.js"
 
 const NOW = Date.UTC(2026, 10, 28, 12)
 const amount = FastCheck.bigInt({ min: 0n, max: 10n ** 15n })
@@ -23,7 +23,7 @@ describe("the spending allowance's rules", () => {
     [amount, amount, amount, amount, FastCheck.constantFrom(...ALLOWANCE_STATES)],
     ([cap, onChain, held, clearedPending, state]) => {
       const { used, remaining } = allowanceFigures({ state, cap, onChain, committed: { held, clearedPending } })
-      const allowed = onChain < cap ? onChain : cap
+      const allowed = lesser(onChain, cap)
       expect(remaining >= 0n).toBe(true)
       expect(remaining <= allowed).toBe(true)
       expect(used >= held + clearedPending).toBe(true)
