@@ -2,15 +2,11 @@
 import type { Hex } from "viem"
 import { abiFunction } from "./Calldata.js"
 import type { Permit, Usd1Token } from "./ChainClient.js"
+import { usd1Domain } from "./Eip3009.js"
 
 export const permitTypedData = (permit: Permit, token: { readonly chainId: number; readonly usd1: Usd1Token }) =>
   ({
-    domain: {
-      name: token.usd1.name,
-      version: token.usd1.version,
-      chainId: token.chainId,
-      verifyingContract: token.usd1.address
-    },
+    domain: usd1Domain(token),
     types: {
       Permit: [
         { name: "owner", type: "address" },
