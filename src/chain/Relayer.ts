@@ -378,14 +378,17 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
         }
       }).pipe(Effect.annotateLogs({ "chain.relayer": relayer }))
 
-    /** The relayer key's empty transaction for `nonce`: fills a nonce no recorded transaction can take. */
+    /**
+     * The relayer key's empty transaction for `nonce`: fills a nonce no recorded transaction can take.
+     * "underpriced": the node refused its fee (a fee spike), nothing was filled; the next check tries again.
+     */
     const fillNonce = (relayer: PrivateKeyAccount, nonce: number) =>
       Effect.gen(function* () {
         const fee = yield* fees.current
         const raw = yield* chainCall("sign", () =>
           relayer.signTransaction({ chainId, nonce, gas: 21_000n, to: relayer.address, value: 0n, ...fee })
         )
-        yield* resend(raw)
+        return yield* resend(raw)
       })
 
     /**
@@ -415,8 +418,10 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
           if (onItsWay.has(nonce)) continue
           const tx = recorded.find((candidate) => candidate.nonce === nonce)
           if (tx === undefined) {
-            yield* fillNonce(relayer, nonce).pipe(Effect.tapError(() => queue.forget))
-            handled.set(nonce, "filled")
+            // Only a nonce the journal holds nothing sendable for; counted once the node took the fill.
+            if ((yield* fillNonce(relayer, nonce).pipe(Effect.tapError(() => queue.forget))) === "sent") {
+              handled.set(nonce, "filled")
+            }
           } else if (nonce > firstOnItsWay) {
           } else {
             // one the node now finds underpriced is not "sent again": its fee bump sends it (`replaceStuck`)
