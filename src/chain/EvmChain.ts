@@ -200,7 +200,7 @@ export const EvmChain = Layer.scoped(
           Effect.logWarning(`chain head went back: ${why}; checking the relayer's nonce now`).pipe(
             Effect.zipRight(relayer.checkNonceNow(`chain head went back: ${why}`))
           ),
-        newHead: () => relayer.checkQueue
+        newHead: relayer.newHead
       }
     )
 
@@ -548,6 +548,7 @@ export const EvmChain = Layer.scoped(
       usd1,
       relayers: relayer.addresses,
       relayerFunded: relayer.funded,
+      relayerPricedOut: relayer.pricedOut,
       verifyMessage,
       transferCheck,
       balanceOf,

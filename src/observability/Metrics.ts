@@ -62,6 +62,10 @@ const relayerFunded = Metric.gauge("relayer_gas_funded", {
 const relayerGasBalance = Metric.gauge("relayer_gas_balance_wei", {
   description: "A relayer key's gas balance as last read (less what it signed since), in wei"
 })
+const baseFeeAboveCap = Metric.gauge("relayer_base_fee_above_cap", {
+  description:
+    "Whether the chain's base fee at the last head is above MAX_FEE_PER_GAS (1): relayer transactions wait, at most RELAYER_MAX_IN_FLIGHT a key"
+})
 const lostAgentTransactions = Metric.counter("agent_transactions_lost_total", {
   description: "Agent wallet transactions seen mined and later no longer on the canonical chain"
 })
@@ -200,6 +204,9 @@ export const relayerGasMetrics = (relayer: string) => {
     balance: (wei: bigint) => relayerGasBalance.unsafeUpdate(Number(wei), labels)
   }
 }
+
+/** Whether the base fee the relayer last saw is above its cap. */
+export const setBaseFeeAboveCap = (above: boolean) => Metric.set(baseFeeAboveCap, above ? 1 : 0)
 
 export const countLostAgentTransaction = Metric.increment(lostAgentTransactions)
 

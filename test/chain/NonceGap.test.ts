@@ -120,7 +120,7 @@ layer(multiEndpointTestChain(1, "4 seconds", "2 seconds"), { excludeTestServices
           const chain = yield* ChainClient
           const devnet = yield* TestDevnet
           const [endpoint] = yield* ChainEndpoints
-          const client = createPublicClient({ transport: http(devnet.rpcUrl) })
+          const client = createPublicClient({ transport: http(devnet.rpcUrl), cacheTime: 0 })
           const setNextBaseFee = (gwei: string) =>
             devnetRpc(devnet, "anvil_setNextBlockBaseFeePerGas", [toHex(parseGwei(gwei))])
           const payer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[3]!)
