@@ -248,7 +248,10 @@ export const EvmChain = Layer.scoped(
           Option.match({
             onNone: () => Effect.succeed(Option.none<Receipt>()),
             // the receipt of a fee bump of it, when that is the version mined
-            onSome: (raw) => Effect.map(toReceipt(raw.transactionHash, raw), Option.some)
+            onSome: (raw) =>
+              relayer
+                .noteReceipt(raw)
+                .pipe(Effect.zipRight(toReceipt(raw.transactionHash, raw)), Effect.map(Option.some))
           })
         ),
         Effect.withSpan("ChainClient.receipt", { attributes: { "chain.tx": hash } })

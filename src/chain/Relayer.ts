@@ -16,9 +16,14 @@ import {
   type PrivateKeyAccount,
   parseTransaction
 } from "viem"
-import { countNonceGap, relayerGasMetrics, setBaseFeeAboveCap } from "../observability/Metrics.js"
+import {
+  countNonceGap,
+  countRevertedRelayerTransaction,
+  relayerGasMetrics,
+  setBaseFeeAboveCap
+} from "../observability/Metrics.js"
 import type { Address } from "./Address.js"
-import type { BlockHead } from "./BlockWatcher.js"
+import type { BlockHead, RawReceipt } from "./BlockWatcher.js"
 import { transferCall } from "./Calldata.js"
 import {
   ChainError,
@@ -46,6 +51,9 @@ import { wallClockPause } from "./WallClock.js"
 
 /** How soon a failed close of a relayer nonce gap is tried again. */
 const CLOSE_RETRY_MS = 2_000
+
+/** Reverted transactions remembered so that each is said once: far more than a relayer should ever see. */
+const REVERTS_REMEMBERED = 1_000
 
 /** The relayer's transfer gas before it was first estimated: above what `transferWithAuthorization` takes. */
 const TRANSFER_GAS_GUESS = 120_000n
@@ -655,6 +663,31 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
       return Option.none()
     })
 
+    /** Reverted relayer transactions already said, by hash and block (oldest first). */
+    const revertsSaid = new Set<string>()
+
+    /**
+     * A receipt read, by whoever reads it (the paying request, the tracker until final, the
+     * reconciler): a relayer key's transaction mined reverted is one WARN and one count of
+     * `relayer_transactions_reverted_total`, once per block it is mined in, whatever sent it (the
+     * first send, a fee bump, a nonce gap's close, a re-send after a reorg).
+     */
+    const noteReceipt = (receipt: RawReceipt) =>
+      Effect.suspend(() => {
+        if (receipt.status === "0x1") return Effect.void
+        const sender = relayers.find((relayer) => isAddressEqual(relayer.address, receipt.from))
+        const said = `${receipt.transactionHash}@${receipt.blockHash}`.toLowerCase()
+        if (sender === undefined || revertsSaid.has(said)) return Effect.void
+        revertsSaid.add(said)
+        if (revertsSaid.size > REVERTS_REMEMBERED) revertsSaid.delete(revertsSaid.values().next().value!)
+        return Effect.logWarning(
+          `relayer transaction reverted on chain in block ${hexToBigInt(receipt.blockNumber)}: its gas was paid for nothing`
+        ).pipe(
+          Effect.annotateLogs({ "chain.relayer": sender.address, "tx.hash": receipt.transactionHash }),
+          Effect.zipRight(countRevertedRelayerTransaction(sender.address))
+        )
+      })
+
     const transferWithAuthorization = <E, R>(
       authorization: TransferAuthorization,
       signature: Hex,
@@ -697,6 +730,7 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
       nonceTrouble: relayerNonceTrouble,
       checkNonceNow,
       pricedOut,
+      noteReceipt,
       /** For the block watcher's new heads. */
       newHead: (head: BlockHead) => Effect.zipRight(followBaseFee(head), checkRelayerQueue),
       /** A transfer reverted out of gas: its gas is estimated anew. */

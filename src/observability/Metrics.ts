@@ -53,6 +53,10 @@ const nonceGaps = Metric.counter("relayer_nonce_gap_transactions_total", {
 const lostTransactions = Metric.counter("relayer_transactions_lost_total", {
   description: "Relayed transactions seen mined and later no longer on the canonical chain"
 })
+const revertedRelayerTransactions = Metric.counter("relayer_transactions_reverted_total", {
+  description:
+    "Relayer transactions mined reverted (gas paid for nothing), whatever sent them: each once per block it is mined in"
+})
 const feeBumps = Metric.counter("relayer_fee_bumps_total", {
   description: "Relayed transactions not mined in time, replaced with the same nonce and a higher fee"
 })
@@ -195,6 +199,9 @@ export const countNonceGap = (resent: number, filled: number) =>
 export const countLostTransaction = Metric.increment(lostTransactions)
 
 export const countFeeBump = Metric.increment(feeBumps)
+
+export const countRevertedRelayerTransaction = (relayer: string) =>
+  Metric.increment(Metric.tagged(revertedRelayerTransactions, "relayer", relayer))
 
 /** A relayer key's gas, as its watch last saw it. */
 export const relayerGasMetrics = (relayer: string) => {

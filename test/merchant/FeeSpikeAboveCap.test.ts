@@ -10,13 +10,15 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Layer, Logger } from "effect"
+import { Effect, Layer } from "effect"
 import { createPublicClient, http, isAddressEqual, parseGwei, toHex } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
 import { send } from "../support/http.js"
+import { captureLogs } from "../support/logs.js"
 import { metricValue } from "../support/metrics.js"
+import { promtoolProblems, withoutPromtool } from "../support/promtool.js"
 import { signedOrder } from "../support/settlements.js"
 import { devnetRpc, TestDevnet, usd1TransfersTo } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
@@ -29,16 +31,11 @@ const IN_FLIGHT = 3
 const PAYMENTS = 8
 const SPIKE_BLOCKS = 15
 
-const lines: Array<{ readonly level: string; readonly message: string }> = []
-const CaptureLogs = Logger.add(
-  Logger.make(({ logLevel, message }) => {
-    lines.push({ level: logLevel.label, message: String(Array.isArray(message) ? message[0] : message) })
-  })
-)
-const said = (level: string, prefix: string) =>
-  lines.filter((line) => line.level === level && line.message.startsWith(prefix)).map((line) => line.message)
+const logs = captureLogs()
+const said = (level: "WARN", prefix: string) => logs.said(level, prefix).map((line) => line.message)
 
 const aboveCap = metricValue("relayer_base_fee_above_cap")
+const revertedCount = metricValue(`relayer_transactions_reverted_total{relayer="${RELAYER}"}`)
 const gapCount = (action: "resent" | "filled") =>
   metricValue(`relayer_nonce_gap_transactions_total{action="${action}"}`)
 
@@ -50,7 +47,7 @@ layer(
     RELAYER_STUCK_AFTER: "2 seconds",
     RECONCILE_INTERVAL: "500 millis",
     SETTLEMENT_WAIT: "1 second"
-  }).pipe(Layer.provide(CaptureLogs)),
+  }).pipe(Layer.provide(logs.layer)),
   { excludeTestServices: true, timeout: "180 seconds" }
 )("a base-fee spike above MAX_FEE_PER_GAS, block by block", (it) => {
   it.effect(
@@ -73,6 +70,7 @@ layer(
         const firstNonce = yield* Effect.promise(() => client.getTransactionCount({ address: RELAYER }))
         const resentBefore = yield* gapCount("resent")
         const filledBefore = yield* gapCount("filled")
+        const revertedBefore = yield* revertedCount
 
         yield* devnetRpc(devnet, "evm_setAutomine", [false])
         const answers: Array<{
@@ -105,6 +103,7 @@ layer(
         const refused = orders.slice(IN_FLIGHT)
         expect(yield* sql`SELECT 1 FROM settlements WHERE order_id IN ${sql.in(refused.map((o) => o.id))}`).toEqual([])
         expect(said("WARN", "settlement transaction waits at nonce")).toHaveLength(IN_FLIGHT)
+        if (!withoutPromtool) expect(promtoolProblems(String((yield* send("GET", "/metrics")).body))).toBe("")
 
         // The spike over: the waiting settlements go out at their nonces, the refused payments are sent again.
         yield* devnetRpc(devnet, "evm_setAutomine", [true])
@@ -143,7 +142,7 @@ layer(
             `${reverted} reverted; counted ${resent} resent ${filled} filled; ${gaps.join(" | ")}`
         )
         expect(relayed.map((tx) => tx.to)).toEqual(Array(PAYMENTS).fill(devnet.usd1.toLowerCase()))
-        expect([emptyFills, reverted]).toEqual([0, 0])
+        expect([emptyFills, reverted, (yield* revertedCount) - revertedBefore]).toEqual([0, 0, 0])
         // The one gap is the waiting settlements, sent again at their own nonces once the fee fell: the
         // counter counts them once each, as they are on chain, and no fill.
         const waiting = `${firstNonce}-${firstNonce + IN_FLIGHT - 1}`
