@@ -620,14 +620,16 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
         if (above !== baseFeeAboveCap) {
           baseFeeAboveCap = above
           yield* setBaseFeeAboveCap(above)
-          const fees = `the chain's base fee (${formatGwei(baseFee)} gwei) is`
+          const baseFeeIs = `the chain's base fee (${formatGwei(baseFee)} gwei) is`
           const capGwei = formatGwei(Option.getOrElse(cap, () => 0n))
           yield* above
             ? Effect.logWarning(
-                `${fees} above MAX_FEE_PER_GAS (${capGwei} gwei): settlements wait at their nonces, at most ` +
+                `${baseFeeIs} above MAX_FEE_PER_GAS (${capGwei} gwei): settlements wait at their nonces, at most ` +
                   `${relayerFees.maxInFlight} a relayer key; beyond, new payments answer 503 RELAYER_PRICED_OUT`
               )
-            : Effect.logInfo(`${fees} within MAX_FEE_PER_GAS (${capGwei} gwei) again: the waiting settlements go out`)
+            : Effect.logInfo(
+                `${baseFeeIs} within MAX_FEE_PER_GAS (${capGwei} gwei) again: the waiting settlements go out`
+              )
         }
         for (const { address } of relayers) {
           const waiting = waitingForFeeOf(address)
