@@ -45,6 +45,8 @@ export interface BlockHead {
 /** A transaction receipt as the node sends it (the fields this service reads). */
 export interface RawReceipt {
   readonly transactionHash: Hash
+  /** Its sender. */
+  readonly from: Hex
   readonly status: Hex
   readonly gasUsed: Hex
   readonly blockNumber: Hex

@@ -218,6 +218,12 @@ export interface ChainClientShape {
    * transaction (gas limit × max fee). A key that cannot leaves the rotation. Until a first reading, yes.
    */
   readonly relayerFunded: Effect.Effect<boolean>
+  /**
+   * Whether the chain's base fee is above MAX_FEE_PER_GAS and every relayer key in the rotation holds
+   * RELAYER_MAX_IN_FLIGHT transactions waiting for it to fall (cached: no call): a new settlement
+   * would only wait for a slot.
+   */
+  readonly relayerPricedOut: Effect.Effect<boolean>
 
   /**
    * Whether `address` signed `message` (EIP-191): an EOA locally, a contract wallet through
@@ -277,12 +283,15 @@ export interface ChainClientShape {
 
   /**
    * Relays `transferWithAuthorization` from the relayer, pipelined (its queue orders nonces, signatures
-   * and records; broadcasts overlap, up to RELAYER_MAX_IN_FLIGHT sends at once): simulates
+   * and records; broadcasts overlap, up to RELAYER_MAX_IN_FLIGHT sends of a key at once): simulates
    * the exact call against the pending state right before signing it (a call that would revert is
    * `CallReverted`, nothing signed or sent: the relayer never pays gas for a transfer that cannot
    * succeed, whatever was checked before), signs it, lets `record` persist the signed transaction,
    * then broadcasts it. A failure of `record` stops it before the broadcast. A node that refuses the
-   * transaction for a stale nonce or fee gets it simulated, signed anew (and recorded again) once.
+   * transaction for a stale nonce gets it simulated, signed anew (and recorded again) once; one it
+   * refuses for its fee waits at its nonce (answered as sent), keeping one of the key's
+   * RELAYER_MAX_IN_FLIGHT slots until it is mined or the base fee is within MAX_FEE_PER_GAS: a send
+   * finding none free waits for one.
    * `simulated`: the caller ran this exact call against the pending state and nothing of ours that
    * could change its outcome went out since; a (v, r, s) transfer whose gas is known is then
    * signed without simulating it again (one call less per payment; docs/merchant.md says why that

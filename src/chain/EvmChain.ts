@@ -202,7 +202,7 @@ export const EvmChain = Layer.scoped(
           Effect.logWarning(`chain head went back: ${why}; checking the relayer's nonce now`).pipe(
             Effect.zipRight(relayer.checkNonceNow(`chain head went back: ${why}`))
           ),
-        newHead: () => relayer.checkQueue
+        newHead: relayer.newHead
       }
     )
 
@@ -250,7 +250,10 @@ export const EvmChain = Layer.scoped(
           Option.match({
             onNone: () => Effect.succeed(Option.none<Receipt>()),
             // the receipt of a fee bump of it, when that is the version mined
-            onSome: (raw) => Effect.map(toReceipt(raw.transactionHash, raw), Option.some)
+            onSome: (raw) =>
+              relayer
+                .noteReceipt(raw)
+                .pipe(Effect.zipRight(toReceipt(raw.transactionHash, raw)), Effect.map(Option.some))
           })
         ),
         Effect.withSpan("ChainClient.receipt", { attributes: { "chain.tx": hash } })
@@ -587,6 +590,7 @@ export const EvmChain = Layer.scoped(
       usd1,
       relayers: relayer.addresses,
       relayerFunded: relayer.funded,
+      relayerPricedOut: relayer.pricedOut,
       verifyMessage,
       transferCheck,
       balanceOf,

@@ -444,6 +444,7 @@ const make = (options: InMemoryChainOptions) =>
       relayers: [relayer],
       // gas does not exist here
       relayerFunded: Effect.succeed(true),
+      relayerPricedOut: Effect.succeed(false),
       verifyMessage: (address, message, signature) =>
         Effect.promise(() => signedBy(address, () => recoverMessageSigner(message, signature))),
       transferCheck,

@@ -1,17 +1,33 @@
 /**
  * The relayer: the service's keys that send the payers' `transferWithAuthorization`s. Pipelined
- * sends (nonces kept between sends, RELAYER_MAX_IN_FLIGHT under way at once), the key rotation by
- * gas, the nonce gaps closed from the journal, fee bumps of stuck transactions, and the alarms that
- * tell the merchant's tracker to check the nonce now.
+ * sends (nonces kept between sends, RELAYER_MAX_IN_FLIGHT under way at once per key), the key
+ * rotation by gas, the transactions that wait while the base fee is above MAX_FEE_PER_GAS, the nonce
+ * gaps closed from the journal, fee bumps of stuck transactions, and the alarms that tell the
+ * merchant's tracker to check the nonce now.
  *
  * One unit because these share one closure's state (each key's gas watch, open nonce gaps and
  * queued sends, the rotation, the transfer's gas): a send, a gap's close and a fee bump each read
  * and change what the others keep; apart, each would reach into the others'.
  */
 import { Deferred, Duration, Effect, Exit, Option, Queue, Redacted, Schedule } from "effect"
-import { type Hex, hexToBigInt, isAddressEqual, keccak256, type PrivateKeyAccount, parseTransaction } from "viem"
-import { countNonceGap, relayerGasMetrics } from "../observability/Metrics.js"
+import {
+  formatGwei,
+  type Hex,
+  hexToBigInt,
+  hexToNumber,
+  isAddressEqual,
+  keccak256,
+  type PrivateKeyAccount,
+  parseTransaction
+} from "viem"
+import {
+  countNonceGap,
+  countRevertedRelayerTransaction,
+  relayerGasMetrics,
+  setBaseFeeAboveCap
+} from "../observability/Metrics.js"
 import type { Address } from "./Address.js"
+import type { BlockHead, RawReceipt } from "./BlockWatcher.js"
 import { transferCall } from "./Calldata.js"
 import {
   ChainError,
@@ -39,6 +55,9 @@ import { wallClockPause } from "./WallClock.js"
 
 /** How soon a failed close of a relayer nonce gap is tried again. */
 const CLOSE_RETRY_MS = 2_000
+
+/** Reverted transactions remembered so that each is said once: far more than a relayer should ever see. */
+const REVERTS_REMEMBERED = 1_000
 
 /** The relayer's transfer gas before it was first estimated: above what `transferWithAuthorization` takes. */
 const TRANSFER_GAS_GUESS = 120_000n
@@ -120,11 +139,17 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
       Effect.suspend(() =>
         watch.balance === undefined ? Effect.void : judgeGas(watch, watch.balance - gas * maxFeeOf(fee))
       ).pipe(Effect.catchTag("ChainError", () => Effect.void))
-    let rotation = 0
-    /** The next relayer key in turn among those that can pay gas (all of them when none can: the send will tell). */
-    const nextRelayer = Effect.sync(() => {
+    /** The keys that can pay gas (all of them when none can: the send will tell). */
+    const keysInRotation = () => {
       const funded = gasWatches.filter((watch) => watch.funded)
-      const from = funded.length > 0 ? funded : gasWatches
+      return funded.length > 0 ? funded : gasWatches
+    }
+    let rotation = 0
+    /** The next relayer key in turn among those that can pay gas, those with a free slot first (`slotsFull`). */
+    const nextRelayer = Effect.sync(() => {
+      const funded = keysInRotation()
+      const open = funded.filter((watch) => !slotsFull(watch.account.address))
+      const from = open.length > 0 ? open : funded
       return from[rotation++ % from.length]!
     })
 
@@ -249,8 +274,26 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
         return yield* Deferred.await(send.journaled) as Effect.Effect<SignedTransaction, E | ChainError>
       })
 
-    /** Relayer sends between their simulation and the node's answer to their broadcast (RELAYER_MAX_IN_FLIGHT). */
-    const relayerInFlight = Effect.unsafeMakeSemaphore(relayerFees.maxInFlight)
+    /**
+     * Per relayer key, its RELAYER_MAX_IN_FLIGHT slots: a send holds one from its simulation to the
+     * node's answer to its broadcast, or, when its transaction can only wait for its fee (`keepSlot`),
+     * until its nonce is mined or the base fee is within MAX_FEE_PER_GAS again (`followBaseFee`). So
+     * while the base fee is above the cap a key signs no more than that many transactions.
+     */
+    const slotsOf = perKey(() => Effect.unsafeMakeSemaphore(relayerFees.maxInFlight))
+    /** Per relayer key, the nonces whose transactions wait for their fee, each keeping its slot. */
+    const waitingForFeeOf = perKey(() => new Set<number>())
+    /** Whether the last head's base fee is above MAX_FEE_PER_GAS: nothing the relayer signs can be mined. */
+    let baseFeeAboveCap = false
+    yield* setBaseFeeAboveCap(false)
+    /** Every slot of the key is kept by a transaction waiting for its fee. */
+    const slotsFull = (address: Address) => waitingForFeeOf(address).size >= relayerFees.maxInFlight
+    /** The send's slot stays with its transaction, which waits at `nonce` for its fee. */
+    const keepSlot = (address: Address, nonce: number) =>
+      Effect.sync(() => {
+        waitingForFeeOf(address).add(nonce)
+        return true
+      })
 
     /**
      * The relayer's send, pipelined: the exact call is run against the pending state first (a
@@ -259,16 +302,16 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
      * round trip while the next nonce is known), the transaction takes the next nonce and is
      * journaled, together with every other send waiting for the queue (`journalWaiting`); its
      * broadcast goes out after the queue is let go, so that the next batch signs while this one
-     * travels. Up to RELAYER_MAX_IN_FLIGHT sends are under way at once.
+     * travels. Up to RELAYER_MAX_IN_FLIGHT sends of a key are under way at once (its slots).
      *
      * Each send takes the next relayer key in turn among those that can pay gas (RELAYER_PRIVATE_KEYS).
      * A key keeps its next nonce between sends (its keys are this replica's own). A send that fails or
      * whose fate is unknown makes the next send learn it again: from the journal with `resendable`
      * (every recorded transaction above the chain's count sent again, `closeGap`), else from the
      * chain's count. One the node refuses for its fee waits at its nonce (answered as sent: it is
-     * journaled, and is sent again or bumped at that nonce). One the node refuses for a stale nonce
-     * is simulated, signed anew (and
-     * recorded again: the refused one can never be mined) and broadcast, once.
+     * journaled, and is sent again or bumped at that nonce), keeping its slot, as does one sent while
+     * the base fee is above MAX_FEE_PER_GAS. One the node refuses for a stale nonce is simulated,
+     * signed anew (and recorded again: the refused one can never be mined) and broadcast, once.
      */
     const relayerSend = <E, R>(
       call: Call,
@@ -282,40 +325,56 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
         const relayer = watch.account
         const queue = queueOf(relayer.address)
         const forget = queue.serially(queue.forget)
-        for (let attempt = 1; ; attempt++) {
-          // A send signed anew after a refusal is simulated again: time passed since the caller's.
-          if (!(simulated && attempt === 1)) yield* callAtPending(relayer.address, call)
-          const fee = yield* fees.current
-          // Not interrupted from its wait for a batch to its broadcast's answer: a batch may journal
-          // it any moment, and a journaled transaction counted on its way must be sent (both bounded).
-          const [signed, sent] = yield* Effect.uninterruptible(
-            Effect.flatMap(journaledSend(relayer, call, gas, fee, record, resendable), (signed) =>
-              broadcast(signed.raw).pipe(
-                Effect.tapError(() => forget),
-                Effect.ensuring(Effect.sync(() => broadcastsOf(relayer.address).delete(signed.nonce))),
-                Effect.map((sent) => [signed, sent] as const)
+        const slots = slotsOf(relayer.address)
+        let slotKept = false
+        const send = Effect.gen(function* () {
+          for (let attempt = 1; ; attempt++) {
+            // A send signed anew after a refusal is simulated again: time passed since the caller's.
+            if (!(simulated && attempt === 1)) yield* callAtPending(relayer.address, call)
+            const fee = yield* fees.current
+            // Not interrupted from its wait for a batch to its broadcast's answer: a batch may journal
+            // it any moment, and a journaled transaction counted on its way must be sent (both bounded).
+            const [signed, sent] = yield* Effect.uninterruptible(
+              Effect.flatMap(journaledSend(relayer, call, gas, fee, record, resendable), (signed) =>
+                broadcast(signed.raw).pipe(
+                  Effect.tapError(() => forget),
+                  Effect.ensuring(Effect.sync(() => broadcastsOf(relayer.address).delete(signed.nonce))),
+                  Effect.map((sent) => [signed, sent] as const)
+                )
               )
             )
+            if (sent._tag === "Sent") {
+              yield* spentGas(watch, gas, fee)
+              // In the pool of a node that keeps what it cannot mine yet: it waits there for the fee.
+              if (baseFeeAboveCap) slotKept = yield* keepSlot(relayer.address, signed.nonce)
+              return signed
+            }
+            if (sent.stale === "fees") {
+              // The journaled transaction keeps its nonce and waits: sent again as it is, or replaced
+              // at that nonce with the fee the chain asks then, within MAX_FEE_PER_GAS (`replaceStuck`).
+              // Signed anew at another nonce, it would leave its own to an empty fill, and could be
+              // mined beside its copy once the fee came down.
+              fees.forget()
+              slotKept = yield* keepSlot(relayer.address, signed.nonce)
+              yield* Effect.logWarning(
+                `settlement transaction waits at nonce ${signed.nonce}: the node refused its fee (${sent.text})`
+              ).pipe(Effect.annotateLogs({ "chain.relayer": relayer.address }))
+              return signed
+            }
+            yield* forget
+            if (attempt > 1) return yield* new ChainError({ message: `broadcast refused: ${sent.text}` })
+          }
+        })
+        // The wait for a slot may be interrupted (a settlement's time limit); the slot taken is
+        // given back at the end, unless a waiting transaction kept it.
+        return yield* Effect.uninterruptibleMask((restore) =>
+          restore(slots.take(1)).pipe(
+            Effect.zipRight(
+              restore(send).pipe(Effect.ensuring(Effect.suspend(() => (slotKept ? Effect.void : slots.release(1)))))
+            )
           )
-          if (sent._tag === "Sent") {
-            yield* spentGas(watch, gas, fee)
-            return signed
-          }
-          if (sent.stale === "fees") {
-            // The journaled transaction keeps its nonce and waits: sent again as it is, or replaced
-            // at that nonce with the fee the chain asks then, within MAX_FEE_PER_GAS (`replaceStuck`).
-            // Signed anew at another nonce, it would leave its own to an empty fill, and could be
-            // mined beside its copy once the fee came down.
-            fees.forget()
-            yield* Effect.logWarning(
-              `settlement transaction waits at nonce ${signed.nonce}: the node refused its fee (${sent.text})`
-            ).pipe(Effect.annotateLogs({ "chain.relayer": relayer.address }))
-            return signed
-          }
-          yield* forget
-          if (attempt > 1) return yield* new ChainError({ message: `broadcast refused: ${sent.text}` })
-        }
-      }).pipe(relayerInFlight.withPermits(1))
+        )
+      })
 
     /**
      * Per relayer key, the gap open now: each nonce sent again or filled since it opened, counted and
@@ -382,14 +441,17 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
         }
       }).pipe(Effect.annotateLogs({ "chain.relayer": relayer }))
 
-    /** The relayer key's empty transaction for `nonce`: fills a nonce no recorded transaction can take. */
+    /**
+     * The relayer key's empty transaction for `nonce`: fills a nonce no recorded transaction can take.
+     * "underpriced": the node refused its fee (a fee spike), nothing was filled; the next check tries again.
+     */
     const fillNonce = (relayer: PrivateKeyAccount, nonce: number) =>
       Effect.gen(function* () {
         const fee = yield* fees.current
         const raw = yield* chainCall("sign", () =>
           relayer.signTransaction({ chainId, nonce, gas: 21_000n, to: relayer.address, value: 0n, ...fee })
         )
-        yield* resend(raw)
+        return yield* resend(raw)
       })
 
     /**
@@ -419,8 +481,10 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
           if (onItsWay.has(nonce)) continue
           const tx = recorded.find((candidate) => candidate.nonce === nonce)
           if (tx === undefined) {
-            yield* fillNonce(relayer, nonce).pipe(Effect.tapError(() => queue.forget))
-            handled.set(nonce, "filled")
+            // Only a nonce the journal holds nothing sendable for; counted once the node took the fill.
+            if ((yield* fillNonce(relayer, nonce).pipe(Effect.tapError(() => queue.forget))) === "sent") {
+              handled.set(nonce, "filled")
+            }
           } else if (nonce > firstOnItsWay) {
           } else {
             // one the node now finds underpriced is not "sent again": its fee bump sends it (`replaceStuck`)
@@ -522,7 +586,8 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
     const checkRelayerQueue = Effect.forEach(relayers, ({ address }) =>
       Effect.gen(function* () {
         const local = yield* queueOf(address).known
-        if (local === undefined || watcher().overdue(address) === 0) {
+        // While the base fee is above the cap the chain mines none of them: they wait, no gap.
+        if (baseFeeAboveCap || local === undefined || watcher().overdue(address) === 0) {
           queuedSince.delete(address)
           return
         }
@@ -541,6 +606,56 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
       }).pipe(Effect.ignore)
     )
 
+    /** The key's nonces the chain has mined (its count at the latest block). */
+    const minedNext = (address: Address) =>
+      read<Hex>("mined nonce", "eth_getTransactionCount", [address, "latest"]).pipe(Effect.map(hexToNumber))
+
+    /**
+     * On a new head: whether its base fee is above MAX_FEE_PER_GAS (one WARN when it goes above, one
+     * INFO when it is back, the `relayer_base_fee_above_cap` gauge), then the slots kept by waiting
+     * transactions: given back for the nonces the chain has mined, and every one once the base fee is
+     * within the cap, when the key's nonce is checked at once so that they go out.
+     */
+    const followBaseFee = (head: BlockHead) =>
+      Effect.gen(function* () {
+        const cap = relayerFees.maxFeePerGas
+        const baseFee = head.baseFeePerGas ?? 0n
+        const above = Option.exists(cap, (limit) => baseFee > limit)
+        if (above !== baseFeeAboveCap) {
+          baseFeeAboveCap = above
+          yield* setBaseFeeAboveCap(above)
+          const baseFeeIs = `the chain's base fee (${formatGwei(baseFee)} gwei) is`
+          const capGwei = formatGwei(Option.getOrElse(cap, () => 0n))
+          yield* above
+            ? Effect.logWarning(
+                `${baseFeeIs} above MAX_FEE_PER_GAS (${capGwei} gwei): settlements wait at their nonces, at most ` +
+                  `${relayerFees.maxInFlight} a relayer key; beyond, new payments answer 503 RELAYER_PRICED_OUT`
+              )
+            : Effect.logInfo(
+                `${baseFeeIs} within MAX_FEE_PER_GAS (${capGwei} gwei) again: the waiting settlements go out`
+              )
+        }
+        for (const { address } of relayers) {
+          const waiting = waitingForFeeOf(address)
+          if (waiting.size === 0) continue
+          // A count not read now is read at the next head.
+          const mined = above ? yield* Effect.option(minedNext(address)) : Option.some(Number.POSITIVE_INFINITY)
+          if (Option.isNone(mined)) continue
+          const done = [...waiting].filter((nonce) => nonce < mined.value)
+          if (done.length === 0) continue
+          for (const nonce of done) waiting.delete(nonce)
+          yield* slotsOf(address).release(done.length)
+          if (!above) {
+            yield* checkNonceNow(`relayer ${address}'s ${done.length} transaction(s) waiting for their fee may go out`)
+          }
+        }
+      })
+
+    /** Whether every key in the rotation holds RELAYER_MAX_IN_FLIGHT transactions waiting for the base fee to fall within the cap. */
+    const pricedOut = Effect.sync(
+      () => baseFeeAboveCap && keysInRotation().every((watch) => slotsFull(watch.account.address))
+    )
+
     const relayerNonceTrouble = Effect.sync((): Option.Option<string> => {
       if (closeFailure !== undefined) return Option.some(`a relayer nonce gap could not be closed: ${closeFailure}`)
       for (const [address, queued] of queuedSince) {
@@ -553,6 +668,31 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
       }
       return Option.none()
     })
+
+    /** Reverted relayer transactions already said, by hash and block (oldest first). */
+    const revertsSaid = new Set<string>()
+
+    /**
+     * A receipt read, by whoever reads it (the paying request, the tracker until final, the
+     * reconciler): a relayer key's transaction mined reverted is one WARN and one count of
+     * `relayer_transactions_reverted_total`, once per block it is mined in, whatever sent it (the
+     * first send, a fee bump, a nonce gap's close, a re-send after a reorg).
+     */
+    const noteReceipt = (receipt: RawReceipt) =>
+      Effect.suspend(() => {
+        if (receipt.status === "0x1") return Effect.void
+        const sender = relayers.find((relayer) => isAddressEqual(relayer.address, receipt.from))
+        const said = `${receipt.transactionHash}@${receipt.blockHash}`.toLowerCase()
+        if (sender === undefined || revertsSaid.has(said)) return Effect.void
+        revertsSaid.add(said)
+        if (revertsSaid.size > REVERTS_REMEMBERED) revertsSaid.delete(revertsSaid.values().next().value!)
+        return Effect.logWarning(
+          `relayer transaction reverted on chain in block ${hexToBigInt(receipt.blockNumber)}: its gas was paid for nothing`
+        ).pipe(
+          Effect.annotateLogs({ "chain.relayer": sender.address, "tx.hash": receipt.transactionHash }),
+          Effect.zipRight(countRevertedRelayerTransaction(sender.address))
+        )
+      })
 
     const transferWithAuthorization = <E, R>(
       authorization: TransferAuthorization,
@@ -595,8 +735,10 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
       nonceAlarm: Queue.take(nonceAlarms),
       nonceTrouble: relayerNonceTrouble,
       checkNonceNow,
+      pricedOut,
+      noteReceipt,
       /** For the block watcher's new heads. */
-      checkQueue: checkRelayerQueue,
+      newHead: (head: BlockHead) => Effect.zipRight(followBaseFee(head), checkRelayerQueue),
       /** A transfer reverted out of gas: its gas is estimated anew. */
       forgetTransferGas: () => {
         transferGas = undefined

@@ -63,6 +63,14 @@ export class RelayerUnfunded extends ApiError(
   "The relayer cannot pay gas for a settlement now; nothing was reserved: retry later (see Retry-After)."
 ) {}
 
+export class RelayerPricedOut extends ApiError(
+  "RelayerPricedOut",
+  "RELAYER_PRICED_OUT",
+  503,
+  "The chain's base fee is above the relayer's cap (MAX_FEE_PER_GAS) and the relayer already holds as many " +
+    "settlements waiting for it to fall as it may; nothing was reserved: retry later (see Retry-After)."
+) {}
+
 const PaymentRequiredCode = Schema.Literal("PAYMENT_REQUIRED", "PAYMENT_INVALID", "SETTLEMENT_FAILED")
 
 /**
@@ -137,6 +145,7 @@ const payEndpoint = <const Name extends string>(endpoint: HttpApiEndpoint.HttpAp
     .addError(PaymentRequired.wire)
     .addError(ChainUnavailable.wire)
     .addError(RelayerUnfunded.wire)
+    .addError(RelayerPricedOut.wire)
     .annotate(
       OpenApi.Description,
       "x402 v2: without PAYMENT-SIGNATURE answers 402 with PAYMENT-REQUIRED (or 200 with the order once paid); " +
@@ -144,7 +153,9 @@ const payEndpoint = <const Name extends string>(endpoint: HttpApiEndpoint.HttpAp
         "PAYMENT-RESPONSE header, or 202 with the settling order when the settlement's outcome is not known within " +
         "SETTLEMENT_WAIT (poll GET /merchant/orders/{id}: it becomes paid, or open when nothing was transferred). " +
         "503 CHAIN_UNAVAILABLE: the chain did not answer before anything was reserved; 503 RELAYER_UNFUNDED: the " +
-        "relayer cannot pay gas now, nothing was reserved. GET and POST behave alike. The requirements' amount is " +
+        "relayer cannot pay gas now, nothing was reserved; 503 RELAYER_PRICED_OUT: the chain's base fee is above " +
+        "MAX_FEE_PER_GAS and the relayer holds all the settlements it may while it waits (those answered 202 " +
+        "settling), nothing was reserved. GET and POST behave alike. The requirements' amount is " +
         "the order's and its own value below a micro-dollar (which the authorization signs: it pays no other " +
         "order); the payment must name the 402's resource and be valid for at most maxTimeoutSeconds (+30 s)."
     )

@@ -39,6 +39,7 @@ import {
   OrderNotFound,
   PaymentInProgress,
   PaymentRequired,
+  RelayerPricedOut,
   RelayerUnfunded
 } from "./Api.js"
 import { merchantSettings } from "./MerchantSettings.js"
@@ -396,6 +397,15 @@ export class Merchant extends Effect.Service<Merchant>()("app/Merchant", {
       // A relayer that cannot pay the gas would leave the order settling with nothing sent (cached: no call).
       if (processor.recordsBeforeBroadcast && !(yield* chain.relayerFunded)) {
         return yield* new RelayerUnfunded({ error: "the relayer cannot pay gas now; nothing was reserved or sent" })
+      }
+      // Above the fee cap the relayer holds at most its in-flight bound of waiting settlements: one
+      // more would be reserved only to wait for a slot.
+      if (processor.recordsBeforeBroadcast && (yield* chain.relayerPricedOut)) {
+        return yield* new RelayerPricedOut({
+          error:
+            "the chain's base fee is above MAX_FEE_PER_GAS and the relayer holds as many waiting settlements as it " +
+            "may; nothing was reserved or sent"
+        })
       }
       const verified = yield* withinChainTimeout(processor.verify(payload, requirements)).pipe(
         Effect.catchTag("ChainError", (error) =>

@@ -53,6 +53,10 @@ const nonceGaps = Metric.counter("relayer_nonce_gap_transactions_total", {
 const lostTransactions = Metric.counter("relayer_transactions_lost_total", {
   description: "Relayed transactions seen mined and later no longer on the canonical chain"
 })
+const revertedRelayerTransactions = Metric.counter("relayer_transactions_reverted_total", {
+  description:
+    "Relayer transactions mined reverted (gas paid for nothing), whatever sent them: each once per block it is mined in"
+})
 const feeBumps = Metric.counter("relayer_fee_bumps_total", {
   description: "Relayed transactions not mined in time, replaced with the same nonce and a higher fee"
 })
@@ -61,6 +65,10 @@ const relayerFunded = Metric.gauge("relayer_gas_funded", {
 })
 const relayerGasBalance = Metric.gauge("relayer_gas_balance_wei", {
   description: "A relayer key's gas balance as last read (less what it signed since), in wei"
+})
+const baseFeeAboveCap = Metric.gauge("relayer_base_fee_above_cap", {
+  description:
+    "Whether the chain's base fee at the last head is above MAX_FEE_PER_GAS (1): relayer transactions wait, at most RELAYER_MAX_IN_FLIGHT a key"
 })
 const lostAgentTransactions = Metric.counter("agent_transactions_lost_total", {
   description: "Agent wallet transactions seen mined and later no longer on the canonical chain"
@@ -192,6 +200,9 @@ export const countLostTransaction = Metric.increment(lostTransactions)
 
 export const countFeeBump = Metric.increment(feeBumps)
 
+export const countRevertedRelayerTransaction = (relayer: string) =>
+  Metric.increment(Metric.tagged(revertedRelayerTransactions, "relayer", relayer))
+
 /** A relayer key's gas, as its watch last saw it. */
 export const relayerGasMetrics = (relayer: string) => {
   const labels = [MetricLabel.make("relayer", relayer)]
@@ -200,6 +211,9 @@ export const relayerGasMetrics = (relayer: string) => {
     balance: (wei: bigint) => relayerGasBalance.unsafeUpdate(Number(wei), labels)
   }
 }
+
+/** Whether the base fee the relayer last saw is above its cap. */
+export const setBaseFeeAboveCap = (above: boolean) => Metric.set(baseFeeAboveCap, above ? 1 : 0)
 
 export const countLostAgentTransaction = Metric.increment(lostAgentTransactions)
 

@@ -150,6 +150,7 @@ describe("the watcher, on a scripted chain", () => {
     const reads = { head: 0, blocks: 0, hashes: 0 }
     const receiptOf = (hash: Hash, number: number): RawReceipt => ({
       transactionHash: hash,
+      from: "0x0000000000000000000000000000000000000001",
       status: "0x1",
       gasUsed: "0x5208",
       blockNumber: toHex(number),

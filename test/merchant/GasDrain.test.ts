@@ -5,21 +5,26 @@
  * still reverts (the payer spending its balance while our transaction waits in the pool) is
  * counted and logged with the payer. On the real devnet.
  */
+import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Fiber, HashMap, Layer, Logger } from "effect"
+import { Effect, Fiber, Layer } from "effect"
 import { createPublicClient, createWalletClient, erc20Abi, type Hex, http, parseEther, parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
 import { send } from "../support/http.js"
+import { captureLogs } from "../support/logs.js"
+import { promtoolProblems, withoutPromtool } from "../support/promtool.js"
 import { awaitBroadcast } from "../support/settlements.js"
 import { devnetRpc, TestDevnet } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
+import { eventually } from "../support/wait.js"
 import { type Offer, signPayment } from "../support/x402.js"
 
 const merchant = privateKeyToAccount(generatePrivateKey())
 const RELAYER = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[9]!).address
 const PAYMENTS = 10
+const RELAYER_REVERTED = `relayer_transactions_reverted_total{relayer="${RELAYER}"}`
 
 const chainReader = Effect.map(TestDevnet, (devnet) => ({
   devnet,
@@ -55,17 +60,17 @@ const metric = (name: string) =>
     })
   )
 
-/** Every warning the service logs, with its annotations. */
-const warnings: Array<{ readonly message: string; readonly annotations: Record<string, unknown> }> = []
-const CaptureWarnings = Logger.add(
-  Logger.make(({ logLevel, message, annotations }) => {
-    if (logLevel._tag === "Warning") {
-      warnings.push({ message: String(message), annotations: Object.fromEntries(HashMap.toEntries(annotations)) })
-    }
-  })
-)
+const logs = captureLogs()
 
-layer(testServer({ MERCHANT_PAY_TO: merchant.address }).pipe(Layer.provide(CaptureWarnings)), {
+/** The journal's status of a relayer transaction (the tracker's word on it). */
+const journalStatus = (hash: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql<{ readonly status: string }>`SELECT status FROM relayed_transactions WHERE tx_hash = ${hash}`.pipe(
+      Effect.map((rows) => rows[0]?.status)
+    )
+  )
+
+layer(testServer({ MERCHANT_PAY_TO: merchant.address }).pipe(Layer.provide(logs.layer)), {
   excludeTestServices: true
 })("gas drain", (it) => {
   it.effect(
@@ -125,6 +130,7 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }).pipe(Layer.provide(Captu
         yield* devnetRpc(devnet, "anvil_setBalance", [payer.address, `0x${parseEther("1").toString(16)}`])
         const { header } = yield* Effect.promise(() => signPayment(payer, order.offer))
         const revertedBefore = yield* metric("merchant_settlements_reverted_total")
+        const relayerRevertedBefore = yield* metric(RELAYER_REVERTED)
 
         // Our settlement is simulated, signed and broadcast, and waits in the pool...
         yield* devnetRpc(devnet, "evm_setAutomine", [false])
@@ -154,10 +160,30 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }).pipe(Layer.provide(Captu
         expect(answer.body.code).toBe("SETTLEMENT_FAILED")
         expect((yield* send("GET", `/merchant/orders/${order.id}`)).body.status).toBe("open")
         expect(yield* metric("merchant_settlements_reverted_total")).toBe(revertedBefore + 1)
-        expect(warnings).toContainEqual({
-          message: "settlement reverted on chain: the relayer paid its gas for nothing",
-          annotations: expect.objectContaining({ "order.id": order.id, "payment.payer": payer.address })
-        })
+        expect(logs.said("WARN", "settlement reverted on chain")).toEqual([
+          {
+            level: "WARN",
+            message: "settlement reverted on chain: the relayer paid its gas for nothing",
+            annotations: expect.objectContaining({ "order.id": order.id, "payment.payer": payer.address })
+          }
+        ])
+        // The relayer's own line and count for the transaction: once, though its receipt is read again.
+        const sql = yield* SqlClient.SqlClient
+        const [tx] = yield* sql<{
+          readonly txHash: string
+        }>`SELECT tx_hash FROM settlements WHERE order_id = ${order.id}`
+        yield* eventually(
+          "the tracker to check the transaction",
+          journalStatus(tx!.txHash),
+          (status) => status === "final"
+        )
+        expect(yield* metric(RELAYER_REVERTED)).toBe(relayerRevertedBefore + 1)
+        if (!withoutPromtool) {
+          expect(promtoolProblems(String((yield* send("GET", "/metrics")).body))).toBe("")
+        }
+        expect(logs.said("WARN", "relayer transaction reverted on chain")).toEqual([
+          expect.objectContaining({ annotations: expect.objectContaining({ "tx.hash": tx!.txHash }) })
+        ])
       })
   )
 })

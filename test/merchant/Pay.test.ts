@@ -3,7 +3,7 @@ import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
 import { registerExactEvmScheme } from "@x402/evm/exact/client"
 import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from "@x402/fetch"
-import { Effect, Fiber } from "effect"
+import { Effect, Fiber, Layer } from "effect"
 import {
   createPublicClient,
   createWalletClient,
@@ -26,6 +26,8 @@ import {
 } from "../../src/chain/DevnetOperator.js"
 import { CLOCK_SKEW_SECONDS, encodeHeader, type PaymentPayload, Reason } from "../../src/merchant/X402.js"
 import { send } from "../support/http.js"
+import { captureLogs } from "../support/logs.js"
+import { metricValue } from "../support/metrics.js"
 import { awaitBroadcast } from "../support/settlements.js"
 import { TestDevnet } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
@@ -85,7 +87,11 @@ const baseUrl = Effect.map(HttpServer.HttpServer, (server) =>
   server.address._tag === "TcpAddress" ? `http://127.0.0.1:${server.address.port}` : ""
 )
 
-layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: true })("x402 merchant", (it) => {
+const logs = captureLogs()
+
+layer(testServer({ MERCHANT_PAY_TO: merchant.address }).pipe(Layer.provide(logs.layer)), {
+  excludeTestServices: true
+})("x402 merchant", (it) => {
   it.effect("a standard x402 v2 client pays an order end to end, balances move once", () =>
     Effect.gen(function* () {
       const payer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[1]!)
@@ -215,6 +221,9 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
       const offer = yield* offerOf(order.id)
       const { header, payload } = yield* Effect.promise(() => signPayment(payer, offer))
       const merchantBefore = yield* usd1Balance(merchant.address)
+      const relayerReverted = metricValue(`relayer_transactions_reverted_total{relayer="${RELAYER.address}"}`)
+      const settlementsReverted = metricValue("merchant_settlements_reverted_total")
+      const [relayerRevertedBefore, settlementsRevertedBefore] = [yield* relayerReverted, yield* settlementsReverted]
 
       // Our settlement waits in the pool; a watcher submits the same authorization with a higher tip.
       yield* rpc("evm_setAutomine", [false])
@@ -255,6 +264,24 @@ layer(testServer({ MERCHANT_PAY_TO: merchant.address }), { excludeTestServices: 
       expect(paid.status).toBe(200)
       expect(paid.body).toMatchObject({ status: "paid", tx: frontRun, payer: payer.address })
       expect(yield* usd1Balance(merchant.address)).toBe(merchantBefore + asked(offer))
+      // Ours was mined after it and reverted: the order is paid, yet the relayer's gas for nothing
+      // is one WARN and one count (before, nothing said it: the settlement itself did not revert).
+      const sql = yield* SqlClient.SqlClient
+      const [ours] = yield* sql<{ readonly txHash: Hex }>`
+        SELECT t.tx_hash FROM relayed_transactions t JOIN settlements s ON s.id = t.settlement_id
+        WHERE s.order_id = ${order.id}`
+      expect((yield* Effect.promise(() => client.getTransactionReceipt({ hash: ours!.txHash }))).status).toBe(
+        "reverted"
+      )
+      expect(yield* relayerReverted).toBe(relayerRevertedBefore + 1)
+      expect(yield* settlementsReverted).toBe(settlementsRevertedBefore)
+      expect(
+        logs
+          .said("WARN", "relayer transaction reverted on chain")
+          .filter((line) => line.annotations["tx.hash"] === ours!.txHash)
+      ).toEqual([
+        expect.objectContaining({ annotations: expect.objectContaining({ "chain.relayer": RELAYER.address }) })
+      ])
     })
   )
 

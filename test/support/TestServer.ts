@@ -67,6 +67,9 @@ export const testServer = <const P extends Partial<PortLayers> = {}, D = never>(
         RATE_LIMIT_ORDERS: "100000",
         ...env
       }
+      // What the service logs: LOG_LEVEL as it reads it (the level's name in any case), WARN by default.
+      const logLevel =
+        LogLevel.allLevels.find((level) => level.label === settings.LOG_LEVEL.toUpperCase()) ?? LogLevel.Warning
       // Port layers may need other ports (a wallet the chain): each is built once, in the ports.
       const portLayer = portsLayer({ ...ports, chain })
       return httpLive(nodeServerTest(Number(env.PORT ?? 0))).pipe(
@@ -74,7 +77,7 @@ export const testServer = <const P extends Partial<PortLayers> = {}, D = never>(
         Layer.provideMerge(Layer.mergeAll(...(given as [ChainLayer])).pipe(Layer.provide(portLayer))),
         Layer.provideMerge(database),
         Layer.provideMerge(AppConfig.layer),
-        Layer.provide(Logger.minimumLogLevel(LogLevel.Warning)),
+        Layer.provide(Logger.minimumLogLevel(logLevel)),
         Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(settings)))))
       )
     })
