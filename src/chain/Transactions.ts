@@ -168,11 +168,12 @@ export const transactions = ({ chainId, reads, read, writes, fees, queueOf, watc
       try: (signal) => writes.request<Hash>("eth_sendRawTransaction", [raw], signal),
       catch: (cause) => cause
     }).pipe(
-      Effect.as<"sent" | "underpriced">("sent"),
+      Effect.as<"sent" | "known" | "underpriced">("sent"),
       Effect.catchAll((cause) => {
         const text = errorText(cause)
         if (!isUnreachable(cause)) {
-          if (alreadyKnown.test(text) || /nonce too low/i.test(text)) return Effect.succeed("sent" as const)
+          // The node has it (another path sent the same bytes, or it was mined): not sent again by this.
+          if (alreadyKnown.test(text) || /nonce too low/i.test(text)) return Effect.succeed("known" as const)
           if (lowFee.test(text)) return Effect.succeed("underpriced" as const)
         }
         return Effect.fail(new ChainError({ message: `resend: ${text}`, cause }))
@@ -194,7 +195,7 @@ export const transactions = ({ chainId, reads, read, writes, fees, queueOf, watc
       try: (signal) => writes.request<Hash>("eth_sendRawTransaction", [raw], signal),
       catch: (cause) => cause
     }).pipe(
-      Effect.as<Rebroadcast>("known"),
+      Effect.as<Rebroadcast>("sent"),
       Effect.catchAll((cause) => {
         const text = errorText(cause)
         const unknownTo = isUnreachable(cause) || !(alreadyKnown.test(text) || /nonce too low/i.test(text))

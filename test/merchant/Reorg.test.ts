@@ -117,18 +117,21 @@ describe("a settlement reorganised out", () => {
         expect(statement.body).toHaveLength(1)
         const settlements = yield* query(databaseUrl, "SELECT status FROM settlements WHERE order_id = $1", [order.id])
         expect(settlements).toEqual([{ status: "succeeded" }])
-        // Sent again once, said once, by whichever saw it first: the tracker (the receipt gone) or the nonce check
-        // (the chain's count went back below the relayer's), both sending the same bytes again.
+        // The same bytes sent again by whichever saw the loss: the tracker (the receipt gone) or the nonce check
+        // (the chain's count went back below the relayer's). Each says so only when the node took the bytes from
+        // it; both can, when their sends cross on a loaded machine (about 1 run in 9 with other files beside it).
+        // Never a second transaction: the transfers above are one.
         const warnings = logLines(service.output())
           .filter((line) => line.logLevel === "WARN")
           .map((line) => String(line.message))
-        expect(
-          warnings.filter(
-            (message) =>
-              message === "settlement transaction no longer on chain; sending the same transaction again" ||
-              message.startsWith("relayer nonce gap: ")
-          ).length
-        ).toBe(1)
+        const resentLines = warnings.filter(
+          (message) =>
+            message === "settlement transaction no longer on chain; sending the same transaction again" ||
+            message.startsWith("relayer nonce gap: ")
+        )
+        expect(resentLines.length, resentLines.join(" | ")).toBeGreaterThanOrEqual(1)
+        expect(resentLines.length, resentLines.join(" | ")).toBeLessThanOrEqual(2)
+        expect(new Set(resentLines).size, "each mechanism says it once").toBe(resentLines.length)
         // The block watcher saw the same height with a new hash: one head that went back (issue 44, item 5).
         expect(warnings.filter((message) => message.startsWith("chain head went back: ")).length).toBe(1)
         expect(yield* stopService(service, "SIGTERM")).toBe(0)
