@@ -83,12 +83,11 @@ export interface TransferCheck {
 }
 
 /**
- * What re-sending a signed transaction found: the node took it now (`sent`), or had it already
- * (`known`: pooled or mined, perhaps sent again by another path), its nonce went to another
- * transaction, so it can never be mined, or the node refuses its fee for now (a fee spike: the
- * chain answered, and the transaction may be accepted once fees fall, or be bumped).
+ * What re-sending a signed transaction found: the node has it (pooled or mined), its nonce went
+ * to another transaction, so it can never be mined, or the node refuses its fee for now (a fee
+ * spike: the chain answered, and the transaction may be accepted once fees fall, or be bumped).
  */
-export type Rebroadcast = "sent" | "known" | "replaced" | "underpriced"
+export type Rebroadcast = "known" | "replaced" | "underpriced"
 
 /** A Chainlink AggregatorV3-style feed's latest round. */
 export interface FeedRound {

@@ -168,12 +168,11 @@ export const transactions = ({ chainId, reads, read, writes, fees, queueOf, watc
       try: (signal) => writes.request<Hash>("eth_sendRawTransaction", [raw], signal),
       catch: (cause) => cause
     }).pipe(
-      Effect.as<"sent" | "known" | "underpriced">("sent"),
+      Effect.as<"sent" | "underpriced">("sent"),
       Effect.catchAll((cause) => {
         const text = errorText(cause)
         if (!isUnreachable(cause)) {
-          // The node has it (another path sent the same bytes, or it was mined): not sent again by this.
-          if (alreadyKnown.test(text) || /nonce too low/i.test(text)) return Effect.succeed("known" as const)
+          if (alreadyKnown.test(text) || /nonce too low/i.test(text)) return Effect.succeed("sent" as const)
           if (lowFee.test(text)) return Effect.succeed("underpriced" as const)
         }
         return Effect.fail(new ChainError({ message: `resend: ${text}`, cause }))
@@ -195,7 +194,7 @@ export const transactions = ({ chainId, reads, read, writes, fees, queueOf, watc
       try: (signal) => writes.request<Hash>("eth_sendRawTransaction", [raw], signal),
       catch: (cause) => cause
     }).pipe(
-      Effect.as<Rebroadcast>("sent"),
+      Effect.as<Rebroadcast>("known"),
       Effect.catchAll((cause) => {
         const text = errorText(cause)
         const unknownTo = isUnreachable(cause) || !(alreadyKnown.test(text) || /nonce too low/i.test(text))

@@ -61,14 +61,13 @@ export const relayerTracker = (confirmations: bigint, outcomes: SettlementOutcom
         }
         if (head.time < row.validBefore) {
           if (row.status === "mined") {
-            // Said once: when the relayer's nonce check sent the same bytes first, the node knows them.
-            const resent = yield* withinChainTimeout(chain.rebroadcast(row.rawTx as Hex))
-            yield* countLostTransaction
-            yield* (
-              resent === "sent"
-                ? Effect.logWarning("settlement transaction no longer on chain; sending the same transaction again")
-                : Effect.logInfo(`settlement transaction no longer on chain; the node holds it (${resent})`)
-            ).pipe(Effect.annotateLogs({ "order.id": row.orderId, "tx.hash": hash }))
+            yield* Effect.logWarning(
+              "settlement transaction no longer on chain; sending the same transaction again"
+            ).pipe(
+              Effect.annotateLogs({ "order.id": row.orderId, "tx.hash": hash }),
+              Effect.zipRight(countLostTransaction)
+            )
+            yield* withinChainTimeout(chain.rebroadcast(row.rawTx as Hex))
           } else if (row.settlementStatus === "broadcast") {
             yield* replaceIfStuck(row, now)
           }

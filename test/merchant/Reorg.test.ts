@@ -118,9 +118,10 @@ describe("a settlement reorganised out", () => {
         const settlements = yield* query(databaseUrl, "SELECT status FROM settlements WHERE order_id = $1", [order.id])
         expect(settlements).toEqual([{ status: "succeeded" }])
         // The same bytes sent again by whichever saw the loss: the tracker (the receipt gone) or the nonce check
-        // (the chain's count went back below the relayer's). Each says so only when the node took the bytes from
-        // it; both can, when their sends cross on a loaded machine (about 1 run in 9 with other files beside it).
-        // Never a second transaction: the transfers above are one.
+        // (the chain's count went back below the relayer's). Both can, when their checks cross on a loaded machine
+        // (about 1 run in 9 with other files beside it): a node answers a transaction it already holds or mined
+        // with its hash, as it does a new one, so neither can tell that the other sent it first. Never a second
+        // transaction: the transfers above are one.
         const warnings = logLines(service.output())
           .filter((line) => line.logLevel === "WARN")
           .map((line) => String(line.message))
