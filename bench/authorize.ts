@@ -44,6 +44,7 @@ import path from "node:path"
 import { Effect } from "effect"
 import pg from "pg"
 import { encodeAbiParameters, getAddress, type Hex, keccak256, numberToHex } from "viem"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { asaRequestBody } from "../src/authorizations/LithicWire.js"
 import { formatSecret, secretKey, sign } from "../src/authorizations/StandardWebhooks.js"
 import type { Devnet } from "../src/chain/Devnet.js"
@@ -279,6 +280,19 @@ const rpcBatch = async (url: string, calls: ReadonlyArray<{ method: string; para
 const balanceSlot = (owner: Hex) =>
   keccak256(encodeAbiParameters([{ type: "address" }, { type: "uint256" }], [owner, 0n]))
 
+/** USD1's `_allowances[owner][spender]` slot (OpenZeppelin's ERC20: the mapping at slot 1). */
+const allowanceSlot = (owner: Hex, spender: Hex) =>
+  keccak256(
+    encodeAbiParameters(
+      [{ type: "address" }, { type: "bytes32" }],
+      [spender, keccak256(encodeAbiParameters([{ type: "address" }, { type: "uint256" }], [owner, 1n]))]
+    )
+  )
+
+/** The card program's settlement account the service runs with: every card's allowance names it. */
+const PROGRAM_KEY = generatePrivateKey()
+const PROGRAM = privateKeyToAccount(PROGRAM_KEY).address
+
 /**
  * CARDS card holders, inserted directly; their card wallets funded on the devnet; resolved once
  * the service's balance follower has stored every wallet's balance.
@@ -294,17 +308,33 @@ const seedCards = async (db: pg.Client, devnet: Devnet) => {
      FROM unnest($1::text[]) WITH ORDINALITY AS t(a, i)`,
     [addresses]
   )
+  // Each card's spending allowance, as if its holder had signed one: on chain, and as the program recorded it.
+  await db.query(
+    `INSERT INTO card_allowances (id, card_id, owner, spender, cap, permit_nonce, deadline, requested_at,
+                                  submitted_at, tx_hash, tx_raw, seen_at)
+     SELECT 'bench-' || c.id, c.id, c.address, $1, $2::numeric, 0, now() + interval '30 days', now(),
+            now(), '0x', '0x', now()
+     FROM cards c WHERE c.id LIKE 'authorize-%'`,
+    [PROGRAM, WALLET_USD1.toString()]
+  )
   await rpcBatch(
     devnet.rpcUrl,
-    addresses.map((address) => ({
-      method: "anvil_setStorageAt",
-      params: [devnet.usd1, balanceSlot(address), numberToHex(WALLET_USD1, { size: 32 })]
-    }))
+    addresses.flatMap((address) => [
+      {
+        method: "anvil_setStorageAt",
+        params: [devnet.usd1, balanceSlot(address), numberToHex(WALLET_USD1, { size: 32 })]
+      },
+      {
+        method: "anvil_setStorageAt",
+        params: [devnet.usd1, allowanceSlot(address, PROGRAM), numberToHex(WALLET_USD1, { size: 32 })]
+      }
+    ])
   )
   const deadline = Date.now() + 120_000
   for (;;) {
     const { rows } = await db.query<{ followed: string; fresh: boolean | null }>(
-      `SELECT (SELECT count(*) FROM card_wallet_balances WHERE address = ANY($1::text[]) AND usd1 = $2::numeric) AS followed,
+      `SELECT (SELECT count(*) FROM card_wallet_balances
+               WHERE address = ANY($1::text[]) AND usd1 = $2::numeric AND allowance = $2::numeric) AS followed,
               (SELECT checked_at > now() - interval '5 seconds' FROM card_balance_follower) AS fresh`,
       [addresses, WALLET_USD1.toString()]
     )
@@ -529,7 +559,11 @@ export const authorizeSection: Section = {
       const secret = formatSecret(randomBytes(24))
       const key = secretKey(secret)!
       const env = (dataDir: string, databaseUrl: string, extra: Record<string, string> = {}) =>
-        serviceEnv({ ...ctx, databaseUrl }, devnet, dataDir, { CARD_SANDBOX_SECRET: secret, ...extra })
+        serviceEnv({ ...ctx, databaseUrl }, devnet, dataDir, {
+          CARD_SANDBOX_SECRET: secret,
+          CARD_PROGRAM_KEY: PROGRAM_KEY,
+          ...extra
+        })
       const profileDir = process.env.BENCH_AUTHORIZE_PROFILE
       if (profileDir !== undefined) mkdirSync(profileDir, { recursive: true })
       const service = yield* startService(

@@ -8,8 +8,8 @@
  *   a timestamp within 5 minutes), 401 otherwise;
  * - reads the request's token, card token, cardholder amount (cents) and merchant from the JSON;
  * - decides and stores the hold in ONE statement: the card's row locked (FOR UPDATE, not frozen),
- *   the wallet's balance (`card_wallet_balances`, trusted while `card_balance_follower.checked_at`
- *   is within BALANCE_MAX_AGE_MS), less the open holds and the cleared amounts not debited, compared
+ *   the wallet's balance within its spending allowance (`card_wallet_balances`, trusted while
+ *   `card_balance_follower.checked_at` is within BALANCE_MAX_AGE_MS), less the open holds and the cleared amounts not debited, compared
  *   with the amount, and the authorization inserted into `card_authorizations` approved (holding
  *   the amount) or declined;
  * - answers Lithic's ASA response `{token, result, balance: {amount, available}}` (cents).
@@ -45,7 +45,8 @@ const AUTHORIZE = `
     SELECT id, address FROM cards WHERE issuer_ref = $1 AND NOT frozen FOR UPDATE
   ), funds AS (
     SELECT card.id, card.address,
-      (SELECT div(b.usd1, $2::numeric)::bigint FROM card_wallet_balances b WHERE b.address = card.address) AS balance,
+      (SELECT div(least(b.usd1, b.allowance), $2::numeric)::bigint FROM card_wallet_balances b
+        WHERE b.address = card.address) AS balance,
       coalesce((SELECT checked_at > now() - $3::interval FROM card_balance_follower), false) AS fresh,
       (SELECT coalesce(sum(a.held_micros), 0) FROM card_authorizations a
         WHERE a.card_id = card.id AND a.held_micros > 0 AND a.hold_expires_at > now())
