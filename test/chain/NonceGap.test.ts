@@ -10,7 +10,7 @@
 import { randomBytes } from "node:crypto"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Fiber, Logger } from "effect"
-import { createPublicClient, getAddress, http, isAddressEqual, parseGwei, parseUnits, toHex } from "viem"
+import { createPublicClient, getAddress, type Hex, http, isAddressEqual, parseGwei, parseUnits, toHex } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
 import { ChainClient, type SignedTransaction } from "../../src/chain/ChainClient.js"
 import { ANVIL_ACCOUNT_KEYS } from "../../src/chain/Devnet.js"
@@ -18,6 +18,33 @@ import { metricValue } from "../support/metrics.js"
 import { ChainEndpoints, devnetRpc, multiEndpointTestChain, TestDevnet } from "../support/TestChain.js"
 import { eventually } from "../support/wait.js"
 import { signedTransfer } from "../support/x402.js"
+
+const gapCount = (action: "resent" | "filled") =>
+  metricValue(`relayer_nonce_gap_transactions_total{action="${action}"}`)
+
+/**
+ * Two transfers from `payerKey` the node never receives (the endpoint drops them, and keeps dropping
+ * until the test says otherwise): the first recorded (`kept`), the second's record lost (`lost`); and
+ * the gap counters before them.
+ */
+const twoUnsent = (payerKey: Hex) =>
+  Effect.gen(function* () {
+    const chain = yield* ChainClient
+    const [endpoint] = yield* ChainEndpoints
+    const payer = privateKeyToAccount(payerKey)
+    const to = getAddress(toHex(randomBytes(20)))
+    const journal: Array<SignedTransaction> = []
+    const record = (signed: SignedTransaction) => Effect.sync(() => journal.push(signed))
+    const resentBefore = yield* gapCount("resent")
+    const filledBefore = yield* gapCount("filled")
+    endpoint!.dropTransactions(true)
+    for (const value of ["1", "2"]) {
+      const transfer = yield* signedTransfer(payer, to, parseUnits(value, 18))
+      yield* chain.transferWithAuthorization(transfer.authorization, transfer.signature, record)
+    }
+    const [kept, lost] = journal.slice(-2)
+    return { kept: kept!, lost: lost!, gapCount, resentBefore, filledBefore }
+  })
 
 layer(multiEndpointTestChain(1, "4 seconds", "2 seconds"), { excludeTestServices: true, timeout: "60 seconds" })(
   "the relayer's nonce gap check",
@@ -62,22 +89,7 @@ layer(multiEndpointTestChain(1, "4 seconds", "2 seconds"), { excludeTestServices
         Effect.gen(function* () {
           const chain = yield* ChainClient
           const [endpoint] = yield* ChainEndpoints
-          const payer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[2]!)
-          const to = getAddress(toHex(randomBytes(20)))
-          const journal: Array<SignedTransaction> = []
-          const record = (signed: SignedTransaction) => Effect.sync(() => journal.push(signed))
-          const gapCount = (action: "resent" | "filled") =>
-            metricValue(`relayer_nonce_gap_transactions_total{action="${action}"}`)
-          const resentBefore = yield* gapCount("resent")
-          const filledBefore = yield* gapCount("filled")
-
-          // Two transfers the node never receives: the first recorded, the second's record lost.
-          endpoint!.dropTransactions(true)
-          for (const value of ["1", "2"]) {
-            const transfer = yield* signedTransfer(payer, to, parseUnits(value, 18))
-            yield* chain.transferWithAuthorization(transfer.authorization, transfer.signature, record)
-          }
-          const [kept, lost] = journal.slice(-2)
+          const { kept, lost, gapCount, resentBefore, filledBefore } = yield* twoUnsent(ANVIL_ACCOUNT_KEYS[2]!)
           const resendable = () => Effect.succeed([{ nonce: kept!.nonce, raw: kept!.raw }])
 
           const lines: Array<string> = []
@@ -123,23 +135,8 @@ layer(multiEndpointTestChain(1, "4 seconds", "2 seconds"), { excludeTestServices
           const client = createPublicClient({ transport: http(devnet.rpcUrl), cacheTime: 0 })
           const setNextBaseFee = (gwei: string) =>
             devnetRpc(devnet, "anvil_setNextBlockBaseFeePerGas", [toHex(parseGwei(gwei))])
-          const payer = privateKeyToAccount(ANVIL_ACCOUNT_KEYS[3]!)
-          const to = getAddress(toHex(randomBytes(20)))
-          const journal: Array<SignedTransaction> = []
-          const record = (signed: SignedTransaction) => Effect.sync(() => journal.push(signed))
-          const gapCount = (action: "resent" | "filled") =>
-            metricValue(`relayer_nonce_gap_transactions_total{action="${action}"}`)
-          const resentBefore = yield* gapCount("resent")
-          const filledBefore = yield* gapCount("filled")
-
-          // Two transfers the node never receives: the first recorded, the second's record lost.
-          endpoint!.dropTransactions(true)
-          for (const value of ["1", "2"]) {
-            const transfer = yield* signedTransfer(payer, to, parseUnits(value, 18))
-            yield* chain.transferWithAuthorization(transfer.authorization, transfer.signature, record)
-          }
+          const { kept, lost, gapCount, resentBefore, filledBefore } = yield* twoUnsent(ANVIL_ACCOUNT_KEYS[3]!)
           endpoint!.dropTransactions(false)
-          const [kept, lost] = journal.slice(-2)
           const resendable = () => Effect.succeed([{ nonce: kept!.nonce, raw: kept!.raw }])
           const check = chain.followRelayerNonce(resendable).pipe(Effect.map(([only]) => only!))
 
