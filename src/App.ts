@@ -20,6 +20,7 @@ import { Auth } from "./auth/Auth.js"
 import { Authorizations } from "./authorizations/Authorizations.js"
 import { BalanceFollowerLive } from "./authorizations/BalanceFollower.js"
 import { CardNetwork } from "./authorizations/CardNetwork.js"
+import { CardSettlement, CardSettlementLive } from "./authorizations/CardSettlement.js"
 import { AuthorizationsHttpLive, CardNetworkHttpLive, CardSandboxFeature } from "./authorizations/Http.js"
 import { Cards } from "./cards/Cards.js"
 import { CardHttpLive, StatementHttpLive } from "./cards/Http.js"
@@ -76,7 +77,7 @@ const DomainLive = Layer.mergeAll(
       SandboxDeskLive,
       Statement.Default,
       Market.Default,
-      Authorizations.Default.pipe(Layer.provide(AuthorizationEventsLive))
+      Layer.merge(Authorizations.Default, CardSettlement.Default).pipe(Layer.provide(AuthorizationEventsLive))
     )
   ),
   Layer.provideMerge(Layer.merge(Cards.Default, Events.Default)),
@@ -99,6 +100,7 @@ const CoreLive = Layer.mergeAll(
   EventsHttpLive,
   MarketRefreshLive,
   BalanceFollowerLive,
+  CardSettlementLive,
   RetentionLive.pipe(Layer.provide(Retention.Default))
 )
 

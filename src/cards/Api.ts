@@ -54,6 +54,12 @@ const UsdLimit = Schema.Number.pipe(
 
 export class CardControls extends Schema.Class<CardControls>("CardControls")({
   frozen: Schema.Boolean.annotations({ description: "a frozen card declines every authorization (card_frozen)" }),
+  frozenReason: Schema.NullOr(Schema.Literal("holder", "amount_owed")).annotations({
+    description:
+      "holder: the holder froze it (PATCH frozen); amount_owed: the card owes the program (`owedUsd`) and thaws by " +
+      "itself once the agent's refill repays it; null: not frozen"
+  }),
+  owedUsd: Schema.Number.annotations({ description: "what the card owes the program: clearings not debited" }),
   perTransactionUsd: Schema.NullOr(Schema.Number).annotations({ description: "the largest authorization; null: none" }),
   dailyUsd: Schema.NullOr(Schema.Number).annotations({
     description: "approved in a UTC day, at most; null: no limit"

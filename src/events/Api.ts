@@ -7,7 +7,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/p
 import { Schema } from "effect"
 import { DecisionItem, Strategy } from "../agent/Api.js"
 import { Authentication } from "../auth/Api.js"
-import { CardAuthorization } from "../authorizations/Api.js"
+import { CardAuthorization, CardMoney } from "../authorizations/Api.js"
 import { ActivityItem } from "../cards/Api.js"
 import { Card } from "../cards/Card.js"
 import { ApiError } from "../http/ApiError.js"
@@ -119,6 +119,13 @@ export const StreamEvent = Schema.Union(
     "The card network asked about a payment and it was approved or declined (with its reason), or an authorization " +
       "changed (an increment, a reversal, a clearing, an expiry): as GET /card/authorizations. `availableUsd` is " +
       "what the card could spend right after the decision."
+  ),
+  frame(
+    "money",
+    CardMoney,
+    "The card's money moved: a clearing was debited from the card wallet or a refund credited to it (the statement " +
+      "item is then settled, with `tx`), a clearing could not be debited and is owed (the card is frozen), or what " +
+      "was owed was repaid."
   ),
   Schema.Struct({ event: Schema.Literal("close"), data: CloseEvent }).annotations({
     identifier: "CloseFrame",

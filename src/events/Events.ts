@@ -9,7 +9,7 @@ import type { Statement } from "@effect/sql"
 import { Effect, Layer, Schema } from "effect"
 import { AgentEvents } from "../agent/AgentEvents.js"
 import { DecisionItem, Strategy } from "../agent/Api.js"
-import { CardAuthorization } from "../authorizations/Api.js"
+import { CardAuthorization, CardMoney } from "../authorizations/Api.js"
 import { AuthorizationEvents } from "../authorizations/AuthorizationEvents.js"
 import { ActivityItem } from "../cards/Api.js"
 import type { Address } from "../chain/Address.js"
@@ -24,11 +24,13 @@ export type NewEvent =
   | { readonly type: "decision"; readonly data: typeof DecisionItem.Type }
   | { readonly type: "strategy"; readonly data: Strategy }
   | { readonly type: "authorization"; readonly data: CardAuthorization }
+  | { readonly type: "money"; readonly data: CardMoney }
 
 const encodeActivity = Schema.encodeSync(ActivityItem)
 const encodeDecision = Schema.encodeSync(DecisionItem)
 const encodeStrategy = Schema.encodeSync(Strategy)
 const encodeAuthorization = Schema.encodeSync(CardAuthorization)
+const encodeMoney = Schema.encodeSync(CardMoney)
 
 /** The JSON the event stores: its data as the API encodes it. */
 const stored = (event: NewEvent): unknown => {
@@ -44,6 +46,8 @@ const stored = (event: NewEvent): unknown => {
       return encodeStrategy(event.data)
     case "authorization":
       return encodeAuthorization(event.data)
+    case "money":
+      return encodeMoney(event.data)
   }
 }
 
@@ -87,7 +91,10 @@ export const AuthorizationEventsLive = Layer.effect(
   AuthorizationEvents,
   Effect.map(Events, (events) =>
     AuthorizationEvents.of({
-      publishing: (address, authorization) => events.publishing(address, { type: "authorization", data: authorization })
+      publishing: (address, authorization) =>
+        events.publishing(address, { type: "authorization", data: authorization }),
+      moneyMoved: (moved) =>
+        events.publishAll(moved.map(({ address, money }) => ({ address, event: { type: "money", data: money } })))
     })
   )
 )

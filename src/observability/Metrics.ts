@@ -28,6 +28,7 @@
  * | `card_authorizations_total` | counter | `decision` (`approved`, `declined`), `reason` (a decline reason, or `none`) |
  * | `card_authorization_decision_seconds` | histogram | – (a card-network request's answer, stand-ins included) |
  * | `card_authorization_stand_ins_total` | counter | `cause` (`deadline`: past CARD_AUTHORIZATION_BUDGET, `failure`: a fault of ours or the database's) |
+ * | `card_transfers_total` | counter | `kind` (`debit`, `refund`), `event` (`sent`, `mined`, `bumped`, `resent`: after a reorg, `reverted`) |
  *
  * Beside them: Effect's runtime metrics (`effect_fiber_*`) and the process's own (ProcessMetrics.ts).
  */
@@ -143,6 +144,9 @@ const cardAuthorizationDecision = Metric.histogram(
 )
 const cardAuthorizationStandIns = Metric.counter("card_authorization_stand_ins_total", {
   description: "Card authorizations answered with the configured stand-in, by cause"
+})
+const cardTransfers = Metric.counter("card_transfers_total", {
+  description: "The settlement account's transfers of clearings (debits) and refunds, by what happened to them"
 })
 
 /**
@@ -393,3 +397,8 @@ export const recordAuthorizationDecision = (seconds: number) => Metric.update(ca
 
 export const countAuthorizationStandIn = (cause: "deadline" | "failure") =>
   Metric.increment(Metric.tagged(cardAuthorizationStandIns, "cause", cause))
+
+export const countCardTransfer = (
+  kind: "debit" | "refund",
+  event: "sent" | "mined" | "bumped" | "resent" | "reverted"
+) => Metric.increment(Metric.tagged(Metric.tagged(cardTransfers, "kind", kind), "event", event))
