@@ -24,6 +24,7 @@ import { CardSettlement, CardSettlementLive } from "./authorizations/CardSettlem
 import { AuthorizationsHttpLive, CardNetworkHttpLive, CardSandboxFeature } from "./authorizations/Http.js"
 import { Cards } from "./cards/Cards.js"
 import { CardHttpLive, StatementHttpLive } from "./cards/Http.js"
+import { ProgramSender } from "./cards/ProgramSender.js"
 import { Statement } from "./cards/Statement.js"
 import { ChainClient } from "./chain/ChainClient.js"
 import { DevnetFeature } from "./devnet/Http.js"
@@ -80,7 +81,7 @@ const DomainLive = Layer.mergeAll(
       Layer.merge(Authorizations.Default, CardSettlement.Default).pipe(Layer.provide(AuthorizationEventsLive))
     )
   ),
-  Layer.provideMerge(Layer.merge(Cards.Default, Events.Default)),
+  Layer.provideMerge(Layer.mergeAll(Cards.Default, Events.Default, ProgramSender.Default)),
   Layer.provide(KycConfig.layer)
 )
 

@@ -340,7 +340,7 @@ export class CardSettlement extends Effect.Service<CardSettlement>()("app/CardSe
 
     return { tick, address: program.address as Address }
   }),
-  dependencies: [CardSettlementRepo.Default, ProgramSender.Default]
+  dependencies: [CardSettlementRepo.Default]
 }) {}
 
 export const CardSettlementLive = backgroundLoop(

@@ -222,5 +222,5 @@ export class Allowances extends Effect.Service<Allowances>()("app/Allowances", {
 
     return { view, request, submit }
   }),
-  dependencies: [AllowanceRepo.Default, CardRepo.Default, ProgramSender.Default]
+  dependencies: [AllowanceRepo.Default, CardRepo.Default]
 }) {}

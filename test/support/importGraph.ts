@@ -28,8 +28,18 @@ export const FACES: Readonly<Record<string, ReadonlyArray<string>>> = {
   authorizations: ["Api.ts", "AuthorizationEvents.ts", "AuthorizationSettings.ts"],
   // Http.ts: the authentication middleware every group that needs a session is built with.
   auth: ["Api.ts", "Auth.ts", "Http.ts"],
-  // Allowance.ts: the spending allowance's rules, which a decision counts; CardProgram.ts: its settlement account.
-  cards: ["Api.ts", "Cards.ts", "Card.ts", "Statement.ts", "CardIssuer.ts", "Allowance.ts", "CardProgram.ts"],
+  // Allowance.ts: the spending allowance's rules, which a decision counts; CardProgram.ts: its settlement account;
+  // ProgramSender.ts: the one way that account sends (its nonces), which the clearings' settlement uses too.
+  cards: [
+    "Api.ts",
+    "Cards.ts",
+    "Card.ts",
+    "Statement.ts",
+    "CardIssuer.ts",
+    "Allowance.ts",
+    "CardProgram.ts",
+    "ProgramSender.ts"
+  ],
   // Secp256k1.ts: who signed a hash or a message, which sign-in checks before any chain call.
   // Eip2612.ts: the permit typed data a holder signs for the spending allowance.
   chain: ["ChainClient.ts", "Address.ts", "Tokens.ts", "Secp256k1.ts", "Eip2612.ts"],
