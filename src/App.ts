@@ -21,6 +21,7 @@ import { Authorizations } from "./authorizations/Authorizations.js"
 import { BalanceFollowerLive } from "./authorizations/BalanceFollower.js"
 import { CardNetwork } from "./authorizations/CardNetwork.js"
 import { AuthorizationsHttpLive, CardNetworkHttpLive, CardSandboxFeature } from "./authorizations/Http.js"
+import { CardReconcileLive, CardReconciler } from "./cards/CardReconciler.js"
 import { Cards } from "./cards/Cards.js"
 import { CardHttpLive, StatementHttpLive } from "./cards/Http.js"
 import { Statement } from "./cards/Statement.js"
@@ -99,6 +100,7 @@ const CoreLive = Layer.mergeAll(
   EventsHttpLive,
   MarketRefreshLive,
   BalanceFollowerLive,
+  CardReconcileLive.pipe(Layer.provide(CardReconciler.Default)),
   RetentionLive.pipe(Layer.provide(Retention.Default))
 )
 
