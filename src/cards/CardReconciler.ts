@@ -71,7 +71,7 @@ export class CardReconciler extends Effect.Service<CardReconciler>()("app/CardRe
 
 /**
  * Every CARD_RECONCILE_INTERVAL, the first a minute after start-up (the start and the engine's
- * catch-up come first): the summary as gauges, each difference one WARN.
+ * catch-up come first; sooner when the interval is shorter): the summary as gauges, each difference one WARN.
  */
 export const CardReconcileLive = backgroundLoop(
   "card-reconcile",
@@ -84,6 +84,6 @@ export const CardReconcileLive = backgroundLoop(
       }
     }),
     every: reconciler.settings.interval,
-    firstAfter: FIRST_RUN_AFTER
+    firstAfter: Duration.min(Duration.decode(reconciler.settings.interval), FIRST_RUN_AFTER)
   }))
 )
