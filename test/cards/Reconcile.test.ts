@@ -7,8 +7,10 @@
  * amount, a card's owed total) is reported and exits 1.
  */
 import { randomUUID } from "node:crypto"
+import { mkdirSync, writeFileSync } from "node:fs"
+import path from "node:path"
 import { SqlClient } from "@effect/sql"
-import { describe, expect, layer } from "@effect/vitest"
+import { describe, expect, it, layer } from "@effect/vitest"
 import { Context, Effect, Layer, Metric, Redacted } from "effect"
 import { erc20Abi, type Hash, type Hex, parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
@@ -21,7 +23,7 @@ import { sqlLayer } from "../../src/storage/Database.js"
 import { cardHolder } from "../support/agent.js"
 import { followedUsd1, fundFromAnvil, signAllowance } from "../support/cards.js"
 import { metricValue } from "../support/metrics.js"
-import { devnetServiceEnv, runToExit } from "../support/process.js"
+import { devnetServiceEnv, runToExit, temporaryDirectory } from "../support/process.js"
 import { promtoolProblems, withoutPromtool } from "../support/promtool.js"
 import { devnetRpc, TestDevnet } from "../support/TestChain.js"
 import { temporaryDatabaseUrl } from "../support/TestDatabase.js"
@@ -243,4 +245,23 @@ describe("npm run cards:reconcile (devnet)", () => {
       { timeout: 120_000 }
     )
   })
+})
+
+describe("npm run cards:reconcile on the embedded defaults", () => {
+  it.effect("refuses while the service's embedded PostgreSQL runs on its DATA_DIR, and starts nothing", () =>
+    Effect.gen(function* () {
+      const dataDir = yield* temporaryDirectory("card-reconcile-data-")
+      // A live pid where the embedded PostgreSQL records its own: this test's process.
+      mkdirSync(path.join(dataDir, "pg"))
+      writeFileSync(path.join(dataDir, "pg", "postmaster.pid"), `${process.pid}\n${dataDir}\n`)
+      const { code, output } = yield* runToExit(process.execPath, ["--import", "tsx", "scripts/cards-reconcile.ts"], {
+        PATH: process.env.PATH ?? "",
+        HOME: process.env.HOME ?? "",
+        DATA_DIR: dataDir
+      })
+      expect(code, output).toBe(2)
+      expect(output).toContain("the embedded PostgreSQL of DATA_DIR run (the service is up)")
+      expect(output).not.toContain("started")
+    }).pipe(Effect.scoped)
+  )
 })
