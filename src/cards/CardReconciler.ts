@@ -27,6 +27,7 @@ export const reconcileSettings = Config.all({
 const RECEIPT_READS = 16
 
 const FIRST_RUN_AFTER = Duration.minutes(1)
+const DIFFERENCES_LOGGED = 20
 
 export class CardReconciler extends Effect.Service<CardReconciler>()("app/CardReconciler", {
   effect: Effect.gen(function* () {
@@ -71,7 +72,9 @@ export class CardReconciler extends Effect.Service<CardReconciler>()("app/CardRe
 
 /**
  * Every CARD_RECONCILE_INTERVAL, the first a minute after start-up (the start and the engine's
- * catch-up come first; sooner when the interval is shorter): the summary as gauges, each difference one WARN.
+ * catch-up come first; sooner when the interval is shorter): the summary as gauges, and the first
+ * differences one WARN each (an outage can leave thousands pending: the gauges count them all, and
+ * `npm run cards:reconcile` lists them).
  */
 export const CardReconcileLive = backgroundLoop(
   "card-reconcile",
@@ -79,8 +82,13 @@ export const CardReconcileLive = backgroundLoop(
     tick: Effect.gen(function* () {
       const summary = yield* reconciler.run
       yield* setCardReconciliation(summary, DIFFERENCE_KINDS, yield* Clock.currentTimeMillis)
-      for (const difference of summary.differences) {
+      for (const difference of summary.differences.slice(0, DIFFERENCES_LOGGED)) {
         yield* Effect.logWarning(`card reconciliation: ${difference.kind}`).pipe(Effect.annotateLogs({ ...difference }))
+      }
+      if (summary.differences.length > DIFFERENCES_LOGGED) {
+        yield* Effect.logWarning(
+          `card reconciliation: ${summary.differences.length - DIFFERENCES_LOGGED} more differences not logged`
+        )
       }
     }),
     every: reconciler.settings.interval,
