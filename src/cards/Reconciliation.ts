@@ -153,15 +153,17 @@ const describeLogs = (logs: ReadonlyArray<TransferLog>) =>
   logs.length === 0 ? "no Transfer" : logs.map((log) => `${log.token}:${log.from}->${log.to}:${log.value}`).join(", ")
 
 /** Whether the receipt's Transfer logs are exactly the one expected. */
-const exactly = (receipt: MinedReceipt, expected: TransferLog) =>
-  receipt.transfers.length === 1 &&
-  receipt.transfers.every(
-    (log) =>
-      same(log.token, expected.token) &&
-      same(log.from, expected.from) &&
-      same(log.to, expected.to) &&
-      log.value === expected.value
+const exactly = (receipt: MinedReceipt, expected: TransferLog) => {
+  const [log, ...others] = receipt.transfers
+  return (
+    log !== undefined &&
+    others.length === 0 &&
+    same(log.token, expected.token) &&
+    same(log.from, expected.from) &&
+    same(log.to, expected.to) &&
+    log.value === expected.value
   )
+}
 
 /** The reconciliation of the facts: pure, total, in the order the facts are given. */
 export const reconcile = (facts: Facts): Summary => {
@@ -411,10 +413,7 @@ export const reconcile = (facts: Facts): Summary => {
     }
     const value = repaid * atomicPerMicro
     const payers = card === undefined ? [] : [card.address, ...(card.agentWallet === null ? [] : [card.agentWallet])]
-    const matches =
-      receipt.transfers.length === 1 &&
-      payers.some((from) => exactly(receipt, { token: facts.usd1.address, from, to: settlement, value }))
-    if (!matches) {
+    if (!payers.some((from) => exactly(receipt, { token: facts.usd1.address, from, to: settlement, value }))) {
       differences.push({
         kind: "repayment_receipt_mismatch",
         ...ids,
