@@ -22,6 +22,7 @@ import { BalanceFollowerLive } from "./authorizations/BalanceFollower.js"
 import { CardNetwork } from "./authorizations/CardNetwork.js"
 import { CardSettlement, CardSettlementLive } from "./authorizations/CardSettlement.js"
 import { AuthorizationsHttpLive, CardNetworkHttpLive, CardSandboxFeature } from "./authorizations/Http.js"
+import { CardReconcileLive, CardReconciler } from "./cards/CardReconciler.js"
 import { Cards } from "./cards/Cards.js"
 import { CardHttpLive, StatementHttpLive } from "./cards/Http.js"
 import { ProgramSender } from "./cards/ProgramSender.js"
@@ -102,6 +103,7 @@ const CoreLive = Layer.mergeAll(
   MarketRefreshLive,
   BalanceFollowerLive,
   CardSettlementLive,
+  CardReconcileLive.pipe(Layer.provide(CardReconciler.Default)),
   RetentionLive.pipe(Layer.provide(Retention.Default))
 )
 
