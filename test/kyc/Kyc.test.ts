@@ -194,7 +194,7 @@ layer(KycTest)("Kyc under a test clock", (it) => {
     Effect.gen(function* () {
       const { standing, user, id } = yield* userInCheck
       provider.reports.set(id, { status: "approved", document: Option.none() })
-      expect(yield* standing.of(user)).toEqual({ kyc: "pending", card: null })
+      expect(yield* standing.of(user)).toEqual({ kyc: "pending", card: null, owedUsd: 0 })
     })
   )
 
@@ -227,7 +227,7 @@ layer(KycTest)("Kyc under a test clock", (it) => {
       const error = yield* Effect.flip(Fiber.join(fiber))
       provider.hang = undefined
       expect(error._tag).toBe("KycProviderFailed")
-      expect(yield* standing.of(user)).toEqual({ kyc: "none", card: null })
+      expect(yield* standing.of(user)).toEqual({ kyc: "none", card: null, owedUsd: 0 })
     })
   )
 })
