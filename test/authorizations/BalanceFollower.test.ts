@@ -28,6 +28,7 @@ import { ChainClient } from "../../src/chain/ChainClient.js"
 import { ANVIL_ACCOUNT_KEYS, awaitReceipt, publicClientFor, walletClientFor } from "../../src/chain/Devnet.js"
 import { blockRanges, LOG_BLOCKS_PER_CALL } from "../../src/chain/EvmChain.js"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
+import { usd1OnChain } from "../support/cards.js"
 import { devnetRpc, TestChain, TestDevnet } from "../support/TestChain.js"
 import { TestDatabase } from "../support/TestDatabase.js"
 import { eventually } from "../support/wait.js"
@@ -87,18 +88,6 @@ const outsideTransfer = (key: Hex, to: Address, amount: bigint) =>
     )
     return (yield* awaitReceipt(devnet, hash, "the outside transfer").pipe(Effect.orDie)).blockNumber
   })
-
-const usd1OnChain = (owner: Address) =>
-  Effect.flatMap(TestDevnet, (devnet) =>
-    Effect.promise(() =>
-      publicClientFor(devnet).readContract({
-        address: devnet.usd1,
-        abi: erc20Abi,
-        functionName: "balanceOf",
-        args: [owner]
-      })
-    )
-  )
 
 const chainHead = Effect.flatMap(TestDevnet, (devnet) => Effect.promise(() => publicClientFor(devnet).getBlockNumber()))
 

@@ -11,17 +11,18 @@ import { Effect } from "effect"
 import { erc20Abi, type Hex, parseEventLogs, parseUnits } from "viem"
 import { generatePrivateKey } from "viem/accounts"
 import { transactionUpdatedBody } from "../../src/authorizations/LithicWire.js"
-import { awaitReceipt, publicClientFor, walletClientFor } from "../../src/chain/Devnet.js"
+import { publicClientFor } from "../../src/chain/Devnet.js"
 import { ScriptedKycProvider } from "../../src/kyc/ScriptedKycProvider.js"
 import {
   allowanceOf,
   COFFEE,
   cardToken,
   fundedCardHolder,
-  fundFromAnvil,
   NETWORK_SECRET,
   postNetworkMessage,
-  swipe
+  revokeOnChain,
+  swipe,
+  usd1OnChain
 } from "../support/cards.js"
 import { bearer, send } from "../support/http.js"
 import { devnetServiceEnv } from "../support/process.js"
@@ -34,18 +35,6 @@ const usd1 = (usd: string) => parseUnits(usd, 18)
 
 /** The settlement account's key: the file's own, so that the reconciliation sees only its transfers. */
 const PROGRAM_KEY = generatePrivateKey()
-
-const balanceOf = (owner: Hex) =>
-  Effect.flatMap(TestDevnet, (devnet) =>
-    Effect.promise(() =>
-      publicClientFor(devnet).readContract({
-        address: devnet.usd1,
-        abi: erc20Abi,
-        functionName: "balanceOf",
-        args: [owner]
-      })
-    )
-  )
 
 /** The holder's statement item for a card payment or refund. */
 const statementItem = (token: string, id: string) =>
@@ -100,7 +89,7 @@ describe("the money behind the card (devnet)", () => {
         Effect.gen(function* () {
           const holder = yield* fundedCardHolder("20")
           const { spender } = (yield* allowanceOf(holder.token)) as unknown as { spender: Hex }
-          const programBefore = yield* balanceOf(spender)
+          const programBefore = yield* usd1OnChain(spender)
 
           const authorized = yield* swipe(holder.card, "5.25")
           expect(authorized.body).toMatchObject({ approved: true })
@@ -116,8 +105,8 @@ describe("the money behind the card (devnet)", () => {
             }
           )
           expect(item).toMatchObject({ usd: 5.25, tx: expect.stringMatching(/^0x[0-9a-f]{64}$/) })
-          expect(yield* balanceOf(spender)).toBe(programBefore + usd1("5.25"))
-          expect(yield* balanceOf(holder.account.address)).toBe(usd1("14.75"))
+          expect(yield* usd1OnChain(spender)).toBe(programBefore + usd1("5.25"))
+          expect(yield* usd1OnChain(holder.account.address)).toBe(usd1("14.75"))
           expect(yield* transfersIn(item!.tx as Hex)).toEqual([
             { from: holder.account.address, to: spender, value: usd1("5.25") }
           ])
@@ -156,7 +145,7 @@ describe("the money behind the card (devnet)", () => {
         yield* eventually("the payment settled", statementItem(holder.token, `card-${id}`), (seen) => {
           return seen?.status === "settled"
         })
-        expect(yield* balanceOf(holder.account.address)).toBe(usd1("18"))
+        expect(yield* usd1OnChain(holder.account.address)).toBe(usd1("18"))
 
         // The network's refund message, delivered three times (a processor retries until it hears 200).
         const refund = transactionUpdatedBody({
@@ -177,11 +166,11 @@ describe("the money behind the card (devnet)", () => {
           (seen) => seen?.status === "settled"
         )
         expect(item).toMatchObject({ usd: 4.5, tx: expect.stringMatching(/^0x[0-9a-f]{64}$/) })
-        expect(yield* balanceOf(holder.account.address)).toBe(usd1("22.5"))
+        expect(yield* usd1OnChain(holder.account.address)).toBe(usd1("22.5"))
         // Later ticks and another delivery move nothing more.
         expect((yield* postNetworkMessage(refund)).status).toBe(200)
         yield* Effect.sleep("2 seconds")
-        expect(yield* balanceOf(holder.account.address)).toBe(usd1("22.5"))
+        expect(yield* usd1OnChain(holder.account.address)).toBe(usd1("22.5"))
         const transfers = yield* transfersOf(holder.account.address)
         expect(transfers.map((transfer) => [transfer.kind, transfer.state])).toEqual([
           ["debit", "final"],
@@ -198,21 +187,11 @@ describe("the money behind the card (devnet)", () => {
       Effect.gen(function* () {
         const holder = yield* fundedCardHolder("20")
         const { spender } = (yield* allowanceOf(holder.token)) as unknown as { spender: Hex }
-        const programBefore = yield* balanceOf(spender)
+        const programBefore = yield* usd1OnChain(spender)
         const authorized = yield* swipe(holder.card, "8.00")
         const id = authorized.body.id as string
 
-        const devnet = yield* TestDevnet
-        yield* Effect.orDie(fundFromAnvil(devnet, holder.account.address))
-        const hash = yield* Effect.promise(() =>
-          walletClientFor(devnet, holder.key).writeContract({
-            address: devnet.usd1,
-            abi: erc20Abi,
-            functionName: "approve",
-            args: [spender, 0n]
-          })
-        )
-        yield* Effect.orDie(awaitReceipt(devnet, hash, "revoke"))
+        yield* revokeOnChain(holder, spender)
         yield* eventually("revoked", allowanceOf(holder.token), (seen) => seen.state === "revoked")
         expect((yield* swipe(holder.card, "1.00")).body).toMatchObject({ approved: false, reason: "allowance_missing" })
 
@@ -227,8 +206,8 @@ describe("the money behind the card (devnet)", () => {
         expect(controls.body).toMatchObject({ frozen: true, frozenReason: "amount_owed", owedUsd: 8 })
         expect((yield* swipe(holder.card, "1.00")).body).toMatchObject({ approved: false, reason: "card_frozen" })
         // Nothing moved on chain, nothing was sent, and the holder was told.
-        expect(yield* balanceOf(spender)).toBe(programBefore)
-        expect(yield* balanceOf(holder.account.address)).toBe(usd1("20"))
+        expect(yield* usd1OnChain(spender)).toBe(programBefore)
+        expect(yield* usd1OnChain(holder.account.address)).toBe(usd1("20"))
         expect(yield* transfersOf(holder.account.address)).toEqual([])
         expect(yield* moneyEvents(holder.account.address)).toEqual([
           expect.objectContaining({ change: "owed", amountUsd: 8, owedUsd: 8, authorizationId: id, tx: null })

@@ -13,7 +13,15 @@ import { transactionUpdatedBody } from "../../src/authorizations/LithicWire.js"
 import { secretKey, sign } from "../../src/authorizations/StandardWebhooks.js"
 import { publicClientFor } from "../../src/chain/Devnet.js"
 import { ScriptedKycProvider } from "../../src/kyc/ScriptedKycProvider.js"
-import { COFFEE, cardToken, fundedCardHolder, fundFromAnvil, NETWORK_SECRET, swipe } from "../support/cards.js"
+import {
+  COFFEE,
+  cardToken,
+  fundedCardHolder,
+  fundFromAnvil,
+  NETWORK_SECRET,
+  swipe,
+  usd1OnChain
+} from "../support/cards.js"
 import { bearer, send } from "../support/http.js"
 import { callService, devnetServiceEnv, type ServiceProcess, startService, stopService } from "../support/process.js"
 import { DatabaseUrl, OwnDatabase } from "../support/reconcile.js"
@@ -42,17 +50,6 @@ const clear = (
   const headers = sign(secretKey(NETWORK_SECRET)!, `msg-${payment.id}`, JSON.stringify(body), Date.now())
   return callService(service, "POST", "/card-network/messages", { json: body, headers: { ...headers } })
 }
-
-const settlementBalance = Effect.flatMap(TestDevnet, (devnet) =>
-  Effect.promise(() =>
-    publicClientFor(devnet).readContract({
-      address: devnet.usd1,
-      abi: erc20Abi,
-      functionName: "balanceOf",
-      args: [SETTLEMENT]
-    })
-  )
-)
 
 /** Every USD1 Transfer to the settlement account on chain. */
 const transfersToSettlement = Effect.flatMap(TestDevnet, (devnet) =>
@@ -93,7 +90,7 @@ describe("clearings across processes (devnet)", () => {
             )
           })
         ).pipe(Effect.map((perCard) => perCard.flat()))
-        const before = yield* settlementBalance
+        const before = yield* usd1OnChain(SETTLEMENT)
 
         const env = {
           CARD_SANDBOX_SECRET: NETWORK_SECRET,
@@ -136,7 +133,7 @@ describe("clearings across processes (devnet)", () => {
         expect(onChain).toHaveLength(payments.length)
         const sum = payments.reduce((total, payment) => total + BigInt(payment.cents) * 10n ** 16n, 0n)
         expect(onChain.reduce((total, log) => total + log.args.value!, 0n)).toBe(sum)
-        expect((yield* settlementBalance) - before).toBe(sum)
+        expect((yield* usd1OnChain(SETTLEMENT)) - before).toBe(sum)
         const transfers = yield* sql<{ n: number; hashes: number }>`
           SELECT count(*)::int AS n, count(DISTINCT mined_hash)::int AS hashes FROM card_program_transfers
           WHERE kind = 'debit' AND state IN ('mined', 'final') AND settled_at IS NOT NULL`.pipe(Effect.orDie)

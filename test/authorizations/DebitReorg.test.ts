@@ -10,7 +10,7 @@ import { erc20Abi } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { publicClientFor } from "../../src/chain/Devnet.js"
 import { ScriptedKycProvider } from "../../src/kyc/ScriptedKycProvider.js"
-import { fundedCardHolder, swipe } from "../support/cards.js"
+import { fundedCardHolder, swipe, usd1OnChain } from "../support/cards.js"
 import { send } from "../support/http.js"
 import { captureLogs } from "../support/logs.js"
 import { OwnDatabase } from "../support/reconcile.js"
@@ -90,11 +90,7 @@ describe("a debit reorganised out (devnet)", () => {
           })
         )
         expect(toSettlement.map((log) => log.transactionHash)).toEqual([mined!.hash])
-        expect(
-          yield* Effect.promise(() =>
-            client.readContract({ address: devnet.usd1, abi: erc20Abi, functionName: "balanceOf", args: [SETTLEMENT] })
-          )
-        ).toBe(3n * 10n ** 18n)
+        expect(yield* usd1OnChain(SETTLEMENT)).toBe(3n * 10n ** 18n)
         const events = yield* sql<{ data: { change: string; tx: string } }>`
           SELECT data FROM events WHERE address = ${holder.account.address} AND type = 'money' ORDER BY id`.pipe(
           Effect.orDie

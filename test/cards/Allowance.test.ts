@@ -8,12 +8,12 @@ import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { erc20Abi, type Hex, parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
-import { awaitReceipt, publicClientFor, walletClientFor } from "../../src/chain/Devnet.js"
+import { publicClientFor } from "../../src/chain/Devnet.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
 import { ScriptedKycProvider } from "../../src/kyc/ScriptedKycProvider.js"
 import { cardHolder } from "../support/agent.js"
 import { newAccount, signIn } from "../support/auth.js"
-import { allowanceOf, followedUsd1, fundFromAnvil, signAllowance, swipe } from "../support/cards.js"
+import { allowanceOf, followedUsd1, revokeOnChain, signAllowance, swipe } from "../support/cards.js"
 import { bearer, send } from "../support/http.js"
 import { TestDevnet } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
@@ -85,17 +85,7 @@ describe("the spending allowance (devnet)", () => {
           const { typedData } = yield* signAllowance(holder, 100)
           expect((yield* swipe(holder.card, "2.00")).body).toMatchObject({ approved: true })
 
-          const devnet = yield* TestDevnet
-          yield* Effect.orDie(fundFromAnvil(devnet, holder.account.address))
-          const hash = yield* Effect.promise(() =>
-            walletClientFor(devnet, holder.key).writeContract({
-              address: devnet.usd1,
-              abi: erc20Abi,
-              functionName: "approve",
-              args: [typedData.message.spender, 0n]
-            })
-          )
-          yield* Effect.orDie(awaitReceipt(devnet, hash, "revoke"))
+          yield* revokeOnChain(holder, typedData.message.spender)
           const revoked = yield* eventually("revoked", allowanceOf(holder.token), (seen) => seen.state === "revoked")
           expect(revoked).toMatchObject({ remainingUsd: 0, usedUsd: 2 })
           expect((yield* swipe(holder.card, "1.00")).body).toMatchObject({

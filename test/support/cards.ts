@@ -3,11 +3,11 @@ import { randomUUID } from "node:crypto"
 import { SqlClient } from "@effect/sql"
 import { expect } from "@effect/vitest"
 import { Effect } from "effect"
-import { parseUnits } from "viem"
+import { erc20Abi, type Hex, parseUnits } from "viem"
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts"
 import { asaRequestBody } from "../../src/authorizations/LithicWire.js"
 import { secretKey, sign } from "../../src/authorizations/StandardWebhooks.js"
-import type { Devnet } from "../../src/chain/Devnet.js"
+import { awaitReceipt, type Devnet, publicClientFor, walletClientFor } from "../../src/chain/Devnet.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
 import { cardHolder } from "./agent.js"
 import { bearer, send } from "./http.js"
@@ -149,3 +149,35 @@ export const storedAuthorizations = (address: string) =>
 /** Gas for an address on the devnet, straight from anvil. */
 export const fundFromAnvil = (devnet: Devnet, address: string) =>
   devnetRpc(devnet, "anvil_setBalance", [address, "0xde0b6b3a7640000"])
+
+/** An owner's USD1 on the devnet, read from the token. */
+export const usd1OnChain = (owner: string) =>
+  Effect.flatMap(TestDevnet, (devnet) =>
+    Effect.promise(() =>
+      publicClientFor(devnet).readContract({
+        address: devnet.usd1,
+        abi: erc20Abi,
+        functionName: "balanceOf",
+        args: [owner as Hex]
+      })
+    )
+  )
+
+/** The holder revokes the settlement account's allowance from the wallet itself (`approve(spender, 0)`), given gas first. */
+export const revokeOnChain = (
+  holder: { readonly key: Hex; readonly account: { readonly address: string } },
+  spender: Hex
+) =>
+  Effect.gen(function* () {
+    const devnet = yield* TestDevnet
+    yield* Effect.orDie(fundFromAnvil(devnet, holder.account.address))
+    const hash = yield* Effect.promise(() =>
+      walletClientFor(devnet, holder.key).writeContract({
+        address: devnet.usd1,
+        abi: erc20Abi,
+        functionName: "approve",
+        args: [spender, 0n]
+      })
+    )
+    yield* Effect.orDie(awaitReceipt(devnet, hash, "revoke"))
+  })
