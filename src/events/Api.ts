@@ -8,7 +8,7 @@ import { Schema } from "effect"
 import { DecisionItem, Strategy } from "../agent/Api.js"
 import { Authentication } from "../auth/Api.js"
 import { CardAuthorization } from "../authorizations/Api.js"
-import { ActivityItem } from "../cards/Api.js"
+import { ActivityItem, CardRepayment } from "../cards/Api.js"
 import { Card } from "../cards/Card.js"
 import { ApiError } from "../http/ApiError.js"
 import { withFieldMessages } from "../http/FieldMessages.js"
@@ -120,6 +120,12 @@ export const StreamEvent = Schema.Union(
       "changed (an increment, a reversal, a clearing, an expiry): as GET /card/authorizations. `availableUsd` is " +
       "what the card could spend right after the decision."
   ),
+  frame(
+    "repayment",
+    CardRepayment,
+    "The agent repaid what the card owed the card program (a clearing that could not be debited from the card " +
+      "wallet): how much, what is still owed, and whether the card, frozen while it owed, pays again."
+  ),
   Schema.Struct({ event: Schema.Literal("close"), data: CloseEvent }).annotations({
     identifier: "CloseFrame",
     description: "The server ends the stream and says why (no id)."
@@ -184,7 +190,7 @@ export class EventsApi extends HttpApiGroup.make("events")
       .annotate(
         OpenApi.Description,
         "The signed-in user's events as Server-Sent Events: `ready` first, then `kyc`, `payment`, `refill`, " +
-          "`decision` and `strategy` as the changes commit, on whichever replica they happen. Ids increase by one " +
+          "`decision`, `strategy`, `authorization` and `repayment` as the changes commit, on whichever replica they happen. Ids increase by one " +
           "per user; reconnect with `Last-Event-ID` (or `?lastEventId=`) to receive every event after it exactly " +
           "once, then the live ones. A `: ping` comment comes every EVENTS_HEARTBEAT (15 s). The stream ends with a " +
           "`close` event (shutdown, sign-out, session expiry, more than EVENTS_MAX_STREAMS_PER_USER streams, no event " +

@@ -11,7 +11,8 @@ import { AgentEvents } from "../agent/AgentEvents.js"
 import { DecisionItem, Strategy } from "../agent/Api.js"
 import { CardAuthorization } from "../authorizations/Api.js"
 import { AuthorizationEvents } from "../authorizations/AuthorizationEvents.js"
-import { ActivityItem } from "../cards/Api.js"
+import { ActivityItem, CardRepayment } from "../cards/Api.js"
+import { DebtEvents } from "../cards/DebtEvents.js"
 import type { Address } from "../chain/Address.js"
 import { KycEvents } from "../kyc/KycEvents.js"
 import type { KycState } from "../kyc/KycState.js"
@@ -24,11 +25,13 @@ export type NewEvent =
   | { readonly type: "decision"; readonly data: typeof DecisionItem.Type }
   | { readonly type: "strategy"; readonly data: Strategy }
   | { readonly type: "authorization"; readonly data: CardAuthorization }
+  | { readonly type: "repayment"; readonly data: CardRepayment }
 
 const encodeActivity = Schema.encodeSync(ActivityItem)
 const encodeDecision = Schema.encodeSync(DecisionItem)
 const encodeStrategy = Schema.encodeSync(Strategy)
 const encodeAuthorization = Schema.encodeSync(CardAuthorization)
+const encodeRepayment = Schema.encodeSync(CardRepayment)
 
 /** The JSON the event stores: its data as the API encodes it. */
 const stored = (event: NewEvent): unknown => {
@@ -44,6 +47,8 @@ const stored = (event: NewEvent): unknown => {
       return encodeStrategy(event.data)
     case "authorization":
       return encodeAuthorization(event.data)
+    case "repayment":
+      return encodeRepayment(event.data)
   }
 }
 
@@ -89,5 +94,13 @@ export const AuthorizationEventsLive = Layer.effect(
     AuthorizationEvents.of({
       publishing: (address, authorization) => events.publishing(address, { type: "authorization", data: authorization })
     })
+  )
+)
+
+/** The card program's port: a repayment of what a card owed is its holder's `repayment` event. */
+export const DebtEventsLive = Layer.effect(
+  DebtEvents,
+  Effect.map(Events, (events) =>
+    DebtEvents.of({ repaid: (address, repayment) => events.publish(address, { type: "repayment", data: repayment }) })
   )
 )

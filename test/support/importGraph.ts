@@ -29,7 +29,20 @@ export const FACES: Readonly<Record<string, ReadonlyArray<string>>> = {
   // Http.ts: the authentication middleware every group that needs a session is built with.
   auth: ["Api.ts", "Auth.ts", "Http.ts"],
   // Allowance.ts: the spending allowance's rules, which a decision counts; CardProgram.ts: its settlement account.
-  cards: ["Api.ts", "Cards.ts", "Card.ts", "Statement.ts", "CardIssuer.ts", "Allowance.ts", "CardProgram.ts"],
+  // CardDebts.ts: what a card has committed and owes, read by the agent, and its repayment, which the agent
+  // reports (the settlement account's address with it); DebtEvents.ts: the port through which a repayment is
+  // told, implemented by events/.
+  cards: [
+    "Api.ts",
+    "Cards.ts",
+    "Card.ts",
+    "Statement.ts",
+    "CardIssuer.ts",
+    "Allowance.ts",
+    "CardProgram.ts",
+    "CardDebts.ts",
+    "DebtEvents.ts"
+  ],
   // Secp256k1.ts: who signed a hash or a message, which sign-in checks before any chain call.
   // Eip2612.ts: the permit typed data a holder signs for the spending allowance.
   chain: ["ChainClient.ts", "Address.ts", "Tokens.ts", "Secp256k1.ts", "Eip2612.ts"],

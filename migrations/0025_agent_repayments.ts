@@ -1,0 +1,21 @@
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+
+export default Effect.flatMap(
+  SqlClient.SqlClient,
+  (sql) => sql`
+    -- A refill of a card that owes the program first repays it: the agent wallet sends USD1 straight
+    -- to the settlement account (step "repay", journaled like the others), then the rest to the card.
+    -- "repay_micros" is the part of the decision's "usd" that repays, exact to the millionth (what
+    -- the card owed when it was decided), NULL when nothing was owed.
+    ALTER TABLE agent_transactions DROP CONSTRAINT agent_transactions_step_check;
+    ALTER TABLE agent_transactions ADD CONSTRAINT agent_transactions_step_check
+      CHECK (step IN ('approve', 'sell', 'buy', 'send', 'repay'));
+    ALTER TABLE agent_decisions ADD COLUMN repay_micros bigint CHECK (repay_micros > 0);
+
+    -- The holder is told of a repayment: what was repaid, what is still owed, whether the card thawed.
+    ALTER TABLE events DROP CONSTRAINT events_type_check;
+    ALTER TABLE events ADD CONSTRAINT events_type_check
+      CHECK (type IN ('kyc', 'payment', 'refill', 'decision', 'strategy', 'authorization', 'repayment'));
+  `
+)
