@@ -12,6 +12,10 @@ export default Effect.flatMap(
     ALTER TABLE agent_transactions ADD CONSTRAINT agent_transactions_step_check
       CHECK (step IN ('approve', 'sell', 'buy', 'send', 'repay'));
     ALTER TABLE agent_decisions ADD COLUMN repay_micros bigint CHECK (repay_micros > 0);
+    -- Repayments sent and not yet seen mined or reverted: few at any time. A new decision leaves
+    -- them out of what it repays, and the tracker settles those whose decision ended without them.
+    CREATE INDEX agent_transactions_repaying_idx ON agent_transactions (decision_id)
+      WHERE step = 'repay' AND status = 'broadcast';
 
     -- The holder is told of a repayment: what was repaid, what is still owed, whether the card thawed.
     ALTER TABLE events DROP CONSTRAINT events_type_check;

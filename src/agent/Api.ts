@@ -172,7 +172,8 @@ export const RefillDecision = Schema.Struct({
   }),
   reason: decisionReason,
   usd: Schema.Number.annotations({
-    description: "USD1 the refill moves, rounded up to the cent: repayUsd to the card program first, the rest to the card"
+    description:
+      "USD1 the refill moves, rounded up to the cent: repayUsd to the card program first, the rest to the card"
   }),
   repayUsd: Schema.optionalWith(
     Schema.Number.annotations({

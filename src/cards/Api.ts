@@ -180,7 +180,9 @@ export class CardActivityItem extends Schema.Class<CardActivityItem>("CardActivi
 /** A statement item: the seed's x402 payments and agent refills, and card payments and refunds. */
 /** The agent repaid what the card owed the program (a clearing that could not be debited from the card wallet). */
 export class CardRepayment extends Schema.Class<CardRepayment>("CardRepayment")({
-  usd: Schema.Number.annotations({ description: "USD1 the agent wallet sent to the card program's settlement account" }),
+  usd: Schema.Number.annotations({
+    description: "USD1 the agent wallet sent to the card program's settlement account"
+  }),
   owedUsd: Schema.Number.annotations({ description: "what the card still owes after it" }),
   thawed: Schema.Boolean.annotations({
     description: "nothing is owed any more: the card, frozen while it owed (amount_owed), pays again"
