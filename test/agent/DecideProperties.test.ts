@@ -149,7 +149,8 @@ describe("decide, over random inputs", () => {
 const fundsOf = (input: DecisionInput) => {
   const { allowanceUsd, clearedPendingUsd, heldUsd, owedUsd } = input.commitments!
   const kept = input.cardUsd1 - heldUsd - clearedPendingUsd
-  const room = allowanceUsd === null ? Number.POSITIVE_INFINITY : Math.max(0, allowanceUsd - heldUsd - clearedPendingUsd)
+  const room =
+    allowanceUsd === null ? Number.POSITIVE_INFINITY : Math.max(0, allowanceUsd - heldUsd - clearedPendingUsd)
   const floor = Math.max(agentRules.floorUsd, typicalCardPayment(input.spending.payments, input.at))
   return { kept, room, owedUsd, available: Math.min(kept - owedUsd, room), floor }
 }
