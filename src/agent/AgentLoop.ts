@@ -75,9 +75,7 @@ const stored = (
   horizon: new Date(decision.horizon),
   spread: decision.action === "refill" || decision.action === "rebalance" ? decision.spread : null,
   repayMicros:
-    decision.action === "refill" && decision.repayUsd !== undefined
-      ? BigInt(Math.round(decision.repayUsd * 1_000_000))
-      : null,
+    decision.action === "refill" && decision.repayUsd > 0 ? BigInt(Math.round(decision.repayUsd * 1_000_000)) : null,
   reason: decision.reason,
   status,
   error,

@@ -175,14 +175,11 @@ export const RefillDecision = Schema.Struct({
     description:
       "USD1 the refill moves, rounded up to the cent: repayUsd to the card program first, the rest to the card"
   }),
-  repayUsd: Schema.optionalWith(
-    Schema.Number.annotations({
-      description:
-        "present only when the card owes the card program: the part of usd that repays it (exactly what it owes), " +
-        "sent to the program's settlement account before the rest goes to the card"
-    }),
-    { exact: true }
-  ),
+  repayUsd: Schema.Number.annotations({
+    description:
+      "the part of usd that repays what the card owes the card program (exactly that, to the millionth; 0 when it " +
+      "owes nothing), sent to the program's settlement account before the rest goes to the card"
+  }),
   symbol: soldSymbol,
   spread: soldSpread,
   needUsd,

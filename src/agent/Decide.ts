@@ -411,7 +411,6 @@ const refill = (ctx: Context, rule: RefillRule, usd: number): RefillDecision | H
     owed > 0
       ? ` Of it, ${formatUsd(owed)} first repays the card program, which unfreezes the card, and the rest goes to the card.`
       : ""
-  const repay = owed > 0 ? { repayUsd: owed } : {}
 
   if (walletUsd1 >= usd) {
     return {
@@ -419,7 +418,7 @@ const refill = (ctx: Context, rule: RefillRule, usd: number): RefillDecision | H
       rule,
       symbol: CASH_SYMBOL,
       usd,
-      ...repay,
+      repayUsd: owed,
       spread: 0,
       ...base,
       reason: `${situation}. The agent sends ${formatUsd(usd)}${when} from the wallet's ${formatUsd(walletUsd1)} USD1 cash; nothing is sold.${repays}`
@@ -451,7 +450,7 @@ const refill = (ctx: Context, rule: RefillRule, usd: number): RefillDecision | H
       rule,
       symbol: sold.symbol,
       usd,
-      ...repay,
+      repayUsd: owed,
       spread: soldSpread(sold),
       ...base,
       reason: `${situation}. The agent sells ${formatUsd(usd)} of ${sold.symbol}${furthest} (${weightVsTarget(sold)})${when === "" ? "" : `,${when}`}${spread}.${repays}`
