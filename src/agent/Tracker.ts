@@ -107,29 +107,33 @@ export const makeTracker = (trades: {
      * the step succeeds and the card program records it, in one transaction; reverted or replaced
      * at its nonce, it failed; not known to the node, it is sent again byte-identical.
      */
-    const settleRepayments = Effect.gen(function* () {
-      const rows = yield* repo.repaymentsInDoubt(TRACKED_PER_TICK)
-      for (const row of rows) {
+    const settleRepayment = (row: { readonly decisionId: string; readonly hash: string; readonly raw: string }) =>
+      Effect.gen(function* () {
         const at = yield* now
         const receipt = yield* withinChainTime(chain.receipt(row.hash as Hash, 0))
         if (Option.isNone(receipt)) {
           const resent = yield* withinChainTime(chain.rebroadcast(row.raw as Hex))
           if (resent === "replaced") yield* repo.finishTransaction(row.decisionId, "repay", { status: "failed" }, at)
-          continue
+          return
         }
         if (receipt.value.status === "reverted") {
-          yield* repo.finishTransaction(row.decisionId, "repay", { status: "failed" }, at)
-          continue
+          return yield* repo.finishTransaction(row.decisionId, "repay", { status: "failed" }, at)
         }
         const { blockHash, blockNumber } = receipt.value
         yield* repo
           .finishTransaction(row.decisionId, "repay", { status: "succeeded", blockNumber, blockHash }, at)
           .pipe(Effect.zipRight(trades.recordRepayment(row.decisionId, at)), repo.withTransaction)
-        yield* Effect.logInfo("agent repayment mined after its decision ended; recorded").pipe(
-          Effect.annotateLogs({ "decision.id": row.decisionId, "tx.hash": row.hash })
-        )
-      }
-    })
+        yield* Effect.logInfo("agent repayment mined after its decision ended; recorded")
+      }).pipe(
+        // One the node keeps refusing stays in doubt (its amount is not repaid again) and stops no other check.
+        Effect.catchTag("ChainError", (error) =>
+          Effect.logWarning(`agent repayment in doubt not settled: ${error.message}`)
+        ),
+        Effect.annotateLogs({ "decision.id": row.decisionId, "tx.hash": row.hash })
+      )
+    const settleRepayments = Effect.flatMap(repo.repaymentsInDoubt(TRACKED_PER_TICK), (rows) =>
+      Effect.forEach(rows, settleRepayment, { discard: true })
+    )
 
     /**
      * Checks the succeeded transactions not final yet, least recently checked first, at most

@@ -36,7 +36,7 @@ export class CardDebts extends Effect.Service<CardDebts>()("app/CardDebts", {
     /** Each card's commitments at `now`, by card id, in one statement (a card not found commits nothing). */
     const commitments = traced("CardDebts.commitments")(function* (cardIds: ReadonlyArray<string>, now: number) {
       const rows = cardIds.length === 0 ? [] : yield* repo.commitments({ cardIds, now: new Date(now), atomicPerMicro })
-      const byCard = new Map(rows.map(({ cardId, ...row }) => [cardId, row as CardCommitments]))
+      const byCard = new Map<string, CardCommitments>(rows.map(({ cardId, ...row }) => [cardId, row]))
       return new Map(cardIds.map((id) => [id, byCard.get(id) ?? NOTHING])) as ReadonlyMap<string, CardCommitments>
     })
 
