@@ -308,8 +308,8 @@ export class Agent extends Effect.Service<Agent>()("app/Agent", {
         at: instant,
         strategy: { targets, weeklySpendUsd, timeZone },
         cardUsd1: state.cardUsd1,
-        // What the loop would count, but for a repayment in doubt (the loop's own journal): none in a preview.
-        commitments: commitmentsOf(committed.get(card.id)!, 0n, 10n ** BigInt(Math.max(0, chain.usd1.decimals - 6))),
+        // The loop also leaves out the repayments in doubt in its journal; the preview counts all that is owed.
+        commitments: commitmentsOf(committed.get(card.id)!, 0n),
         walletUsd1: units(state.holdings.usd1, chain.usd1.decimals),
         tokens: tokens.map(({ balance, market: data, token }) => ({ symbol: token.symbol, balance, market: data })),
         spending,

@@ -41,11 +41,11 @@ const usdOfMicros = (micros: bigint) => Number(micros) / 1_000_000
 
 /**
  * A card's commitments as `decide` counts them: what it owes less the repayments still in doubt
- * (`repaying`, USD1 atomic units: one may yet be mined, and must never be paid twice), and its
- * allowance only when it has one.
+ * (`repayingMicros`: one may yet be mined, and must never be paid twice), and its allowance only
+ * when it has one.
  */
-export const commitmentsOf = (committed: CardCommitments, repaying: bigint, atomicPerMicro: bigint) => {
-  const owed = committed.owedMicros - repaying / atomicPerMicro
+export const commitmentsOf = (committed: CardCommitments, repayingMicros: bigint) => {
+  const owed = committed.owedMicros - repayingMicros
   return {
     heldUsd: usdOfMicros(committed.heldMicros),
     clearedPendingUsd: usdOfMicros(committed.clearedPendingMicros),
@@ -193,8 +193,7 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
             cardUsd1: Number(formatUnits(cardBalances[i]![0]!, usd1.decimals)),
             commitments: commitmentsOf(
               committed.get(card.cardId)!,
-              previous.get(card.cardId)?.repaying ?? 0n,
-              atomicPerMicro
+              (previous.get(card.cardId)?.repaying ?? 0n) / atomicPerMicro
             ),
             walletUsd1: Number(formatUnits(held.right.usd1, usd1.decimals)),
             tokens,

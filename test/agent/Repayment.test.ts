@@ -2,8 +2,9 @@
  * The agent and the money behind the card, in one process on the real devnet: a card that owes the
  * card program (a clearing its wallet could not pay, set up in SQL as the settlement engine leaves
  * it) is repaid by the agent's next refill, straight to the settlement account, exactly once; and a
- * refill counts the card's holds, pending clearings, owed amount and allowance. Ticks are run by the
- * test at fixed instants (the scheduled loop waits a day).
+ * refill counts the card's holds, pending clearings, owed amount and allowance; a repayment not mined
+ * in time is never paid again, and is recorded once the chain mines it. Ticks are run by the test at
+ * fixed instants (the scheduled loop waits a day).
  */
 import { randomUUID } from "node:crypto"
 import { SqlClient } from "@effect/sql"
@@ -19,7 +20,7 @@ import { cardHolder } from "../support/agent.js"
 import { followedUsd1, signAllowance, swipe } from "../support/cards.js"
 import { readEvents } from "../support/events.js"
 import { bearer, send } from "../support/http.js"
-import { TestDevnet } from "../support/TestChain.js"
+import { devnetRpc, TestDevnet } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
 import { eventually } from "../support/wait.js"
 
@@ -237,5 +238,89 @@ layer(server, { excludeTestServices: true, timeout: "120 seconds" })("a card tha
         expect(decision.usd).toBe(ceilCents(5.5 + 50 - 30))
         expect(decision.reason).toContain("The card has $24.50 available ($80.00 of USD1 less $30.00 held")
       })
+  )
+})
+
+layer(
+  testServer(
+    {
+      AGENT_MODE: "live",
+      AGENT_INTERVAL: "1 hour",
+      AGENT_POLL: "24 hours",
+      AGENT_TX_TIMEOUT: "500 millis",
+      AGENT_LEASE: "1 second"
+    },
+    { kycProvider: ScriptedKycProvider.layer() }
+  ),
+  { excludeTestServices: true, timeout: "120 seconds" }
+)("a repayment the chain does not mine in time", (it) => {
+  it.effect(
+    "its decision ends unknown; the next decision does not repay again; once mined, the tracker records it once",
+    () =>
+      Effect.gen(function* () {
+        const devnet = yield* TestDevnet
+        const loop = yield* AgentLoop
+        const debts = yield* CardDebts
+        const customer = yield* agentCustomer
+        yield* Effect.orDie(mintUsd1(devnet, customer.account.address, parseUnits("500", 18)))
+        // $6.50 owed, paid from the wallet's $25 of cash: a refill that only repays (nothing left to send).
+        yield* oweClearing(customer, 6_500_000n)
+        const account = debts.settlementAccount
+        const accountBefore = yield* balanceOf(devnet.usd1, account)
+        const decisions = query(
+          (sql) =>
+            sql<{ id: string; action: string; status: string; repayMicros: string | null }>`
+            SELECT id, action, status, repay_micros FROM agent_decisions WHERE card_id = ${customer.cardId} ORDER BY id`
+        )
+        const repays = query(
+          (sql) =>
+            sql<{ status: string }>`
+            SELECT t.status FROM agent_transactions t JOIN agent_decisions d ON d.id = t.decision_id
+            WHERE d.card_id = ${customer.cardId} AND t.step = 'repay'`
+        )
+
+        yield* devnetRpc(devnet, "evm_setAutomine", [false])
+        yield* loop.tick(FRIDAY_1540_ET)
+        // Not mined within AGENT_TX_TIMEOUT: unknown (at once, or by the reconciler once the lease passed).
+        yield* eventually(
+          "the repaying decision unknown",
+          Effect.zipRight(loop.reconcile, decisions),
+          (rows) => rows[0]?.status === "unknown"
+        )
+        expect(yield* decisions).toEqual([
+          { id: expect.any(String), action: "refill", status: "unknown", repayMicros: "6500000" }
+        ])
+        expect(yield* repays).toEqual([{ status: "broadcast" }])
+
+        // The next decision leaves the repayment in doubt out: the card owes nothing else and holds plenty.
+        yield* makeDue(customer.cardId)
+        yield* loop.tick(SATURDAY)
+        expect((yield* decisions).map((row) => [row.action, row.repayMicros])).toEqual([
+          ["refill", "6500000"],
+          ["none", null]
+        ])
+        expect(yield* repays).toHaveLength(1)
+
+        // The chain mines it: the tracker records it with the card program, once.
+        yield* devnetRpc(devnet, "evm_setAutomine", [true])
+        yield* devnetRpc(devnet, "evm_mine", [])
+        yield* loop.followChain
+        yield* loop.followChain
+        expect(yield* repays).toEqual([{ status: "succeeded" }])
+        expect((yield* balanceOf(devnet.usd1, account)) - accountBefore).toBe(6_500_000n * PER_MICRO)
+        const [books] = yield* query(
+          (sql) =>
+            sql<{ owed: string; total: string; repayments: number }>`
+            SELECT (SELECT owed_micros::text FROM cards WHERE id = ${customer.cardId}) AS owed,
+                   (SELECT sum(amount_micros)::text FROM card_owed_entries WHERE card_id = ${customer.cardId}) AS total,
+                   (SELECT count(*)::int FROM events WHERE address = ${customer.account.address}
+                      AND type = 'repayment') AS repayments`
+        )
+        expect(books).toEqual({ owed: "0", total: "0", repayments: 1 })
+      }).pipe(
+        Effect.ensuring(
+          Effect.flatMap(TestDevnet, (devnet) => devnetRpc(devnet, "evm_setAutomine", [true]).pipe(Effect.orDie))
+        )
+      )
   )
 })
