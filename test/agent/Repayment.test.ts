@@ -14,6 +14,7 @@ import { createPublicClient, erc20Abi, http, parseUnits } from "viem"
 import { AgentLoop } from "../../src/agent/AgentLoop.js"
 import { ceilCents } from "../../src/agent/Decide.js"
 import { CardDebts } from "../../src/cards/CardDebts.js"
+import { Statement } from "../../src/cards/Statement.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
 import { ScriptedKycProvider } from "../../src/kyc/ScriptedKycProvider.js"
 import { cardHolder } from "../support/agent.js"
@@ -218,6 +219,15 @@ layer(server, { excludeTestServices: true, timeout: "120 seconds" })("a card tha
                                'USA', now())`
         )
         yield* oweClearing(customer, 5_500_000n)
+
+        // The spending history has both card payments, at their approved amounts, marked as card payments.
+        const history = (yield* (yield* Statement).payments([customer.account.address], Date.now() - 86_400_000)).get(
+          customer.account.address
+        )
+        expect([...history!].sort((a, b) => a.usd - b.usd)).toEqual([
+          { at: expect.any(Number), usd: 12, card: true },
+          { at: expect.any(Number), usd: 30, card: true }
+        ])
 
         const committed = (yield* debts.commitments([customer.cardId], Date.now())).get(customer.cardId)
         expect(committed).toEqual({
