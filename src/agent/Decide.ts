@@ -407,10 +407,9 @@ const refill = (ctx: Context, rule: RefillRule, usd: number): RefillDecision | H
           : `${cardHolds(ctx)}, below ${floor}; outside the regular session the agent only restores the floor`
   const when = rule === "REFILL_BEFORE_CLOSE" ? ` before the close at ${formatEt(ctx.calendar.nextCloseTime)}` : ""
   // What the card owes goes to the card program first, straight from the wallet: no allowance needed.
+  const rest = usd - owed > 1e-9 ? ", and the rest goes to the card" : ""
   const repays =
-    owed > 0
-      ? ` Of it, ${formatUsd(owed)} first repays the card program, which unfreezes the card, and the rest goes to the card.`
-      : ""
+    owed > 0 ? ` Of it, ${formatUsd(owed)} first repays the card program, which unfreezes the card${rest}.` : ""
 
   if (walletUsd1 >= usd) {
     return {
