@@ -24,7 +24,8 @@ export default Effect.flatMap(
     -- account) or refund (a transfer back to the wallet): the event's id is the key, so no event
     -- moves money twice. "raw" is the signed transaction recorded before it was broadcast, "hash"
     -- its hash; a fee bump replaces both at the same nonce and keeps the earlier hashes (any one of
-    -- them may be the one mined). "block" is where it was mined, on the chain as last read.
+    -- them may be the one mined). "block" is where it was mined, on the chain as last read; a debit
+    -- mined reverted is "reverted" (its clearing is owed), "final" once CHAIN_CONFIRMATIONS deep.
     CREATE TABLE card_program_transfers (
       event_id text PRIMARY KEY REFERENCES card_network_events (id),
       seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
@@ -39,7 +40,7 @@ export default Effect.flatMap(
       earlier_hashes text[] NOT NULL DEFAULT '{}',
       bumps integer NOT NULL DEFAULT 0 CHECK (bumps >= 0),
       signed_at timestamptz NOT NULL,
-      state text NOT NULL CHECK (state IN ('sent', 'mined', 'final')),
+      state text NOT NULL CHECK (state IN ('sent', 'mined', 'final', 'reverted')),
       mined_hash text,
       block bigint,
       created_at timestamptz NOT NULL,
@@ -68,5 +69,10 @@ export default Effect.flatMap(
       CHECK ((amount_micros > 0) = (event_id IS NOT NULL) AND (event_id IS NULL) = (repayment_tx IS NOT NULL))
     );
     CREATE INDEX card_owed_entries_card_idx ON card_owed_entries (card_id, id);
+
+    -- A card's money moved (a clearing debited, a refund credited) or is owed, repaid: its holder's event.
+    ALTER TABLE events DROP CONSTRAINT events_type_check;
+    ALTER TABLE events ADD CONSTRAINT events_type_check
+      CHECK (type IN ('kyc', 'payment', 'refill', 'decision', 'strategy', 'authorization', 'money'));
   `
 )

@@ -16,10 +16,5 @@ export default Effect.flatMap(
     -- them out of what it repays, and the tracker settles those whose decision ended without them.
     CREATE INDEX agent_transactions_repaying_idx ON agent_transactions (decision_id)
       WHERE step = 'repay' AND status = 'broadcast';
-
-    -- The holder is told of a repayment: what was repaid, what is still owed, whether the card thawed.
-    ALTER TABLE events DROP CONSTRAINT events_type_check;
-    ALTER TABLE events ADD CONSTRAINT events_type_check
-      CHECK (type IN ('kyc', 'payment', 'refill', 'decision', 'strategy', 'authorization', 'repayment'));
   `
 )

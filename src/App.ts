@@ -20,10 +20,13 @@ import { Auth } from "./auth/Auth.js"
 import { Authorizations } from "./authorizations/Authorizations.js"
 import { BalanceFollowerLive } from "./authorizations/BalanceFollower.js"
 import { CardNetwork } from "./authorizations/CardNetwork.js"
+import { CardSettlement, CardSettlementLive } from "./authorizations/CardSettlement.js"
 import { AuthorizationsHttpLive, CardNetworkHttpLive, CardSandboxFeature } from "./authorizations/Http.js"
 import { CardDebts } from "./cards/CardDebts.js"
+import { CardReconcileLive, CardReconciler } from "./cards/CardReconciler.js"
 import { Cards } from "./cards/Cards.js"
 import { CardHttpLive, StatementHttpLive } from "./cards/Http.js"
+import { ProgramSender } from "./cards/ProgramSender.js"
 import { Statement } from "./cards/Statement.js"
 import { ChainClient } from "./chain/ChainClient.js"
 import { DevnetFeature } from "./devnet/Http.js"
@@ -78,10 +81,10 @@ const DomainLive = Layer.mergeAll(
       Statement.Default,
       CardDebts.Default.pipe(Layer.provide(DebtEventsLive)),
       Market.Default,
-      Authorizations.Default.pipe(Layer.provide(AuthorizationEventsLive))
+      Layer.merge(Authorizations.Default, CardSettlement.Default).pipe(Layer.provide(AuthorizationEventsLive))
     )
   ),
-  Layer.provideMerge(Layer.merge(Cards.Default, Events.Default)),
+  Layer.provideMerge(Layer.mergeAll(Cards.Default, Events.Default, ProgramSender.Default)),
   Layer.provide(KycConfig.layer)
 )
 
@@ -101,6 +104,8 @@ const CoreLive = Layer.mergeAll(
   EventsHttpLive,
   MarketRefreshLive,
   BalanceFollowerLive,
+  CardSettlementLive,
+  CardReconcileLive.pipe(Layer.provide(CardReconciler.Default)),
   RetentionLive.pipe(Layer.provide(Retention.Default))
 )
 

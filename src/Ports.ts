@@ -73,8 +73,8 @@ export interface PortLayers {
   readonly cardProgram: Layer.Layer<CardProgram, unknown, ChainClient | Secrets>
 }
 
-/** `CHAIN_RPC_URL` and the contract addresses, or the embedded devnet. */
-const ConfiguredChain = Layer.merge(EvmChain, DeployedTokens).pipe(Layer.provide(ChainDeployment.layer))
+/** `CHAIN_RPC_URL` and the contract addresses, or the embedded devnet (also `npm run cards:reconcile`'s). */
+export const ConfiguredChain = Layer.merge(EvmChain, DeployedTokens).pipe(Layer.provide(ChainDeployment.layer))
 
 /** `FACILITATOR_URL` selects a facilitator; otherwise our relayer settles. */
 const ConfiguredPaymentProcessor = Layer.unwrapEffect(

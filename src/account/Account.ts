@@ -37,8 +37,8 @@ export class Account extends Effect.Service<Account>()("app/Account", {
 
     /** The user as authenticated (the session's statement read the user too) and where they stand. */
     const me = traced("Account.me")(function* (user: { readonly address: Address; readonly userCreatedAt: Date }) {
-      const { kyc: state, card } = yield* standing.of(user.address)
-      return makeMe({ address: user.address, kyc: state, card, createdAt: user.userCreatedAt.getTime() })
+      const { kyc: state, card, owedUsd } = yield* standing.of(user.address)
+      return makeMe({ address: user.address, kyc: state, card, owedUsd, createdAt: user.userCreatedAt.getTime() })
     })
 
     const signOut = traced("Account.signOut")(function* (sessionId: string) {

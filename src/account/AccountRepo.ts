@@ -10,7 +10,11 @@ import { KycState } from "../kyc/KycState.js"
 import { repository } from "../storage/Sql.js"
 
 const decodeStanding = Schema.decodeUnknown(
-  Schema.Struct({ status: Schema.NullOr(KycState), lookDue: Schema.NullOr(Schema.Boolean) })
+  Schema.Struct({
+    status: Schema.NullOr(KycState),
+    lookDue: Schema.NullOr(Schema.Boolean),
+    owedMicros: Schema.BigInt
+  })
 )
 const decodeCard = Schema.decodeUnknown(CardRow)
 
@@ -20,12 +24,13 @@ export class AccountRepo extends Effect.Service<AccountRepo>()("app/AccountRepo"
 
     /**
      * The user's identity-check state (null: never started), whether a look at the provider about
-     * it is due (`lookIsDue`), and the card's row. Writes nothing: the claim of a due look is the
+     * it is due (`lookIsDue`), the card's row and what the card owes the card program. Writes nothing: the claim of a due look is the
      * identity check's own statement.
      */
     const standing = (look: LookRequest) =>
       sql`SELECT k.status, k.look_due,
-                 c.id, c.address, c.holder, c.number_sealed, c.cvv_sealed, c.expiry, c.created_at
+                 c.id, c.address, c.holder, c.number_sealed, c.cvv_sealed, c.expiry, c.created_at,
+                 coalesce(c.owed_micros, 0)::text AS owed_micros
           FROM (VALUES (1)) AS one
           LEFT JOIN (SELECT status, ${lookIsDue(sql, look)} AS look_due
                      FROM kyc_accounts WHERE address = ${look.address}) k ON true
@@ -34,7 +39,7 @@ export class AccountRepo extends Effect.Service<AccountRepo>()("app/AccountRepo"
           Effect.zipWith(
             decodeStanding(row),
             (row as { readonly id?: unknown } | undefined)?.id == null ? Effect.succeed(null) : decodeCard(row),
-            ({ status, lookDue }, card) => ({ status, lookDue: lookDue === true, card })
+            ({ status, lookDue, owedMicros }, card) => ({ status, lookDue: lookDue === true, card, owedMicros })
           )
         )
       )

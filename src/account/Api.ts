@@ -15,6 +15,11 @@ export class Me extends Schema.Class<Me>("Me")({
   address: Address,
   kyc: KycState,
   card: Schema.NullOr(Card),
+  owedUsd: Schema.Number.annotations({
+    description:
+      "what the card owes the card program: clearings that could not be debited from the card wallet (the card is " +
+      "frozen, amount_owed, until the agent's refill repays them); 0 without a card"
+  }),
   createdAt: Schema.Number.annotations({ description: "ms since epoch" })
 }) {}
 

@@ -27,7 +27,11 @@ export class Standing extends Effect.Service<Standing>()("app/Standing", {
         found = yield* repo.standing(look)
       }
       const state: KycState = found.status ?? "none"
-      return { kyc: state, card: found.card === null ? null : yield* cards.reveal(found.card) }
+      return {
+        kyc: state,
+        card: found.card === null ? null : yield* cards.reveal(found.card),
+        owedUsd: Number(found.owedMicros) / 1_000_000
+      }
     })
 
     return { of }

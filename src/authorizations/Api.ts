@@ -61,6 +61,22 @@ export class CardAuthorization extends Schema.Class<CardAuthorization>("CardAuth
   channel: Schema.Literal("in_person", "online")
 }) {}
 
+export class CardMoney extends Schema.Class<CardMoney>("CardMoney")({
+  change: Schema.Literal("debited", "credited", "owed", "repaid").annotations({
+    description:
+      "debited: a clearing's USD1 was taken from the card wallet under its spending allowance; credited: a refund " +
+      "was sent back to it; owed: a clearing could not be debited (the wallet or the allowance fell short), the card " +
+      "owes it and is frozen (amount_owed) until it is repaid; repaid: the agent's refill paid what was owed back"
+  }),
+  amountUsd: Schema.Number,
+  authorizationId: Schema.NullOr(Schema.String).annotations({
+    description: "the authorization a clearing belongs to (null for a refund, a force post or a repayment)"
+  }),
+  eventId: Schema.NullOr(Schema.String).annotations({ description: "the card network's event (clearing or refund)" }),
+  tx: Schema.NullOr(Schema.String).annotations({ description: "the transaction that moved the USD1" }),
+  owedUsd: Schema.Number.annotations({ description: "what the card owes the program after this change" })
+}) {}
+
 const AuthorizationsQuery = pageQuery({
   items: "authorizations",
   id: /^[A-Za-z0-9_:.-]{1,100}$/,

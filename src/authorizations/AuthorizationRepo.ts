@@ -164,7 +164,8 @@ export class AuthorizationRepo extends Effect.Service<AuthorizationRepo>()("app/
           SELECT card_id, expiry, true FROM card_replaced_faces WHERE issuer_ref = ${cardToken}
           LIMIT 1
         )
-        SELECT c.id, c.address, t.expiry, t.canceled, c.frozen, c.per_transaction_micros, c.daily_micros,
+        SELECT c.id, c.address, t.expiry, t.canceled, c.frozen OR c.owed_micros > 0 AS frozen,
+               c.per_transaction_micros, c.daily_micros,
                c.monthly_micros, c.blocked_mcc
         FROM cards c JOIN target t ON t.card_id = c.id
         FOR UPDATE OF c`

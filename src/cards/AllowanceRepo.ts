@@ -57,9 +57,14 @@ export class AllowanceRepo extends Effect.Service<AllowanceRepo>()("app/Allowanc
     })
 
     /** Records the signed permit transaction before it is sent; false when the request was submitted already. */
-    const recordSubmitted = (id: string, signed: { readonly hash: string; readonly raw: string }, at: Date) =>
+    const recordSubmitted = (
+      id: string,
+      signed: { readonly hash: string; readonly raw: string; readonly nonce: number },
+      at: Date
+    ) =>
       sql`
-        UPDATE card_allowances SET submitted_at = ${at}, tx_hash = ${signed.hash}, tx_raw = ${signed.raw}
+        UPDATE card_allowances
+        SET submitted_at = ${at}, tx_hash = ${signed.hash}, tx_raw = ${signed.raw}, tx_nonce = ${signed.nonce}
         WHERE id = ${id} AND submitted_at IS NULL
         RETURNING id`.pipe(Effect.map((rows) => rows.length === 1))
 

@@ -9,7 +9,7 @@ import { randomUUID } from "node:crypto"
 import { Clock, Effect, Option } from "effect"
 import { type Hex, hashTypedData } from "viem"
 import type { Address } from "../chain/Address.js"
-import { ChainClient, type Permit } from "../chain/ChainClient.js"
+import { ChainClient, type Permit, type Usd1Call } from "../chain/ChainClient.js"
 import { permitTypedData } from "../chain/Eip2612.js"
 import { recoverSigner } from "../chain/Secp256k1.js"
 import { ChainUnavailable } from "../http/ApiError.js"
@@ -26,6 +26,7 @@ import {
 } from "./Api.js"
 import { CardProgram } from "./CardProgram.js"
 import { CardRepo } from "./CardRepo.js"
+import { broadcastTaken, ProgramSender } from "./ProgramSender.js"
 
 const DAY_MS = 86_400_000
 const MICROS_PER_USD = 1_000_000n
@@ -44,6 +45,7 @@ export class Allowances extends Effect.Service<Allowances>()("app/Allowances", {
     const cards = yield* CardRepo
     const chain = yield* ChainClient
     const program = yield* CardProgram
+    const sender = yield* ProgramSender
     const { chainTimeout } = yield* AppConfig
     const token = { chainId: chain.chainId, usd1: chain.usd1 }
     const atomicPerMicro = 10n ** BigInt(Math.max(0, chain.usd1.decimals - 6))
@@ -182,32 +184,39 @@ export class Allowances extends Effect.Service<Allowances>()("app/Allowances", {
             error: "the signature is not the card holder's signature of the requested permit"
           })
         }
-        yield* bounded(
-          program.submitPermit(permit, signature, (signed) =>
-            Effect.flatMap(repo.recordSubmitted(row.id, signed, new Date(now)), (recorded) =>
-              recorded
-                ? Effect.void
-                : new AllowanceNotRequested({ error: "this spending allowance was submitted already" })
-            )
-          )
-        ).pipe(
+        const call: Usd1Call = { _tag: "Permit", permit, signature }
+        const gas = yield* bounded(program.estimate(call)).pipe(
           Effect.catchTags({
             CallReverted: (refused) =>
               new AllowanceRefused({
                 error: `the token refused the permit (${refused.reason}): request a new one and sign it`
               }),
-            // Recorded first, it may still reach the chain: the holder sees it pending (or signs again).
-            ChainError: (error) =>
-              Effect.zipRight(
-                Effect.logWarning(`a spending allowance's permit was not confirmed sent: ${error.message}`),
-                new ChainUnavailable({
-                  error:
-                    "the permit could not be confirmed sent (the chain did not take it); it may still reach the chain: " +
-                    "GET /card/allowance shows it pending until it does, and signing again replaces it"
-                })
-              )
+            ChainError: () => new ChainUnavailable({ error: "the chain did not answer; try again" })
           })
         )
+        const [sent] = yield* sender
+          .sendAll(Effect.succeed([{ item: row.id, call, gas }]), ([submitted]) =>
+            Effect.flatMap(repo.recordSubmitted(row.id, submitted!.signed, new Date(now)), (recorded) =>
+              recorded
+                ? Effect.void
+                : new AllowanceNotRequested({ error: "this spending allowance was submitted already" })
+            )
+          )
+          .pipe(
+            Effect.catchTag(
+              "ChainError",
+              () => new ChainUnavailable({ error: "the chain did not answer; nothing was submitted: try again" })
+            )
+          )
+        // Recorded first, it may still reach the chain: the holder sees it pending (or signs again).
+        if (sent !== undefined && !broadcastTaken(sent.broadcast)) {
+          yield* Effect.logWarning("a spending allowance's permit was not confirmed sent; its record is sent again")
+          return yield* new ChainUnavailable({
+            error:
+              "the permit could not be confirmed sent (the chain did not take it); it may still reach the chain: " +
+              "GET /card/allowance shows it pending until it does, and signing again replaces it"
+          })
+        }
         return viewOf(yield* repo.current({ cardId: card.id, address, now: new Date(now) }), now)
       })
 

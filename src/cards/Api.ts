@@ -54,6 +54,12 @@ const UsdLimit = Schema.Number.pipe(
 
 export class CardControls extends Schema.Class<CardControls>("CardControls")({
   frozen: Schema.Boolean.annotations({ description: "a frozen card declines every authorization (card_frozen)" }),
+  frozenReason: Schema.NullOr(Schema.Literal("holder", "amount_owed")).annotations({
+    description:
+      "holder: the holder froze it (PATCH frozen); amount_owed: the card owes the program (`owedUsd`) and thaws by " +
+      "itself once the agent's refill repays it; null: not frozen"
+  }),
+  owedUsd: Schema.Number.annotations({ description: "what the card owes the program: clearings not debited" }),
   perTransactionUsd: Schema.NullOr(Schema.Number).annotations({ description: "the largest authorization; null: none" }),
   dailyUsd: Schema.NullOr(Schema.Number).annotations({
     description: "approved in a UTC day, at most; null: no limit"
@@ -178,19 +184,6 @@ export class CardActivityItem extends Schema.Class<CardActivityItem>("CardActivi
 }) {}
 
 /** A statement item: the seed's x402 payments and agent refills, and card payments and refunds. */
-/** The agent repaid what the card owed the program (a clearing that could not be debited from the card wallet). */
-export class CardRepayment extends Schema.Class<CardRepayment>("CardRepayment")({
-  usd: Schema.Number.annotations({
-    description: "USD1 the agent wallet sent to the card program's settlement account"
-  }),
-  owedUsd: Schema.Number.annotations({ description: "what the card still owes after it" }),
-  thawed: Schema.Boolean.annotations({
-    description: "nothing is owed any more: the card, frozen while it owed (amount_owed), pays again"
-  }),
-  tx: Schema.String.annotations({ description: "the repayment's transaction" }),
-  at: Schema.Number.annotations({ description: "when the repayment was seen mined, ms since epoch" })
-}) {}
-
 export const StatementItem = Schema.Union(ActivityItem, CardActivityItem).annotations({ identifier: "StatementItem" })
 export type StatementItem = typeof StatementItem.Type
 

@@ -7,10 +7,9 @@
 import { Effect, Option } from "effect"
 import { ChainClient } from "../chain/ChainClient.js"
 import { traced } from "../observability/Traced.js"
-import { CardRepayment } from "./Api.js"
 import { CardDebtRepo } from "./CardDebtRepo.js"
 import { CardProgram } from "./CardProgram.js"
-import { DebtEvents } from "./DebtEvents.js"
+import { DebtEvents, type Repaid } from "./DebtEvents.js"
 
 /** What a card has committed and owes, millionths of a dollar. */
 export interface CardCommitments {
@@ -43,8 +42,9 @@ export class CardDebts extends Effect.Service<CardDebts>()("app/CardDebts", {
     /**
      * A repayment of `amountMicros` mined in `tx`: its entry in the ledger, the card's owed amount
      * lowered (never below 0), its owed clearings covered in full marked repaid (oldest first), and
-     * the holder's `repayment` event, all in one transaction (the caller's, if any). Once per
-     * transaction hash: a second call for the same `tx` changes nothing and answers none.
+     * the holder's `money` event (`repaid`, with what is still owed: 0 thaws the card), all in one
+     * transaction (the caller's, if any). Once per transaction hash: a second call for the same `tx`
+     * changes nothing and answers none.
      */
     const repaidNow = traced("CardDebts.repaid")(function* (repayment: {
       readonly cardId: string
@@ -53,21 +53,19 @@ export class CardDebts extends Effect.Service<CardDebts>()("app/CardDebts", {
       readonly at: Date
     }) {
       const recorded = yield* repo.insertRepayment(repayment)
-      if (!recorded) return Option.none<CardRepayment>()
+      if (!recorded) return Option.none<Repaid>()
       const { address, owedMicros } = yield* repo.lowerOwed(repayment)
       yield* repo.markRepaid(repayment.cardId)
-      const event = new CardRepayment({
-        usd: Number(repayment.amountMicros) / 1_000_000,
-        owedUsd: Number(owedMicros) / 1_000_000,
-        thawed: owedMicros === 0n,
+      const repaid: Repaid = {
+        amountUsd: Number(repayment.amountMicros) / 1_000_000,
         tx: repayment.tx,
-        at: repayment.at.getTime()
-      })
-      yield* events.repaid(address, event)
-      yield* Effect.logInfo(event.thawed ? "card debt repaid; the card thaws" : "card debt partly repaid").pipe(
+        owedUsd: Number(owedMicros) / 1_000_000
+      }
+      yield* events.repaid(address, repaid)
+      yield* Effect.logInfo(owedMicros === 0n ? "card debt repaid; the card thaws" : "card debt partly repaid").pipe(
         Effect.annotateLogs({ "card.id": repayment.cardId, "tx.hash": repayment.tx })
       )
-      return Option.some(event)
+      return Option.some(repaid)
     })
     const repaid = (repayment: Parameters<typeof repaidNow>[0]) => repo.withTransaction(repaidNow(repayment))
 

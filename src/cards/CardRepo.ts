@@ -53,7 +53,10 @@ const Micros = Schema.NullOr(Schema.BigInt)
 
 /** The holder's controls as stored: limits in millionths of a dollar, null for none. */
 export const ControlsRow = Schema.Struct({
+  /** The holder's own freeze. */
   frozen: Schema.Boolean,
+  /** What the card owes the program: a card that owes declines as frozen too. Not a control: never written here. */
+  owedMicros: Schema.BigInt,
   perTransactionMicros: Micros,
   dailyMicros: Micros,
   monthlyMicros: Micros,
@@ -116,7 +119,8 @@ export class CardRepo extends Effect.Service<CardRepo>()("app/CardRepo", {
       Request: Schema.String,
       Result: ControlsRow,
       execute: (address) => sql`
-        SELECT frozen, per_transaction_micros, daily_micros, monthly_micros, blocked_mcc FROM cards WHERE address = ${address}`
+        SELECT frozen, owed_micros, per_transaction_micros, daily_micros, monthly_micros, blocked_mcc
+        FROM cards WHERE address = ${address}`
     })
 
     /** Sets the controls; the row is locked while an authorization decides on it, so they apply to the next one. */
@@ -128,7 +132,7 @@ export class CardRepo extends Effect.Service<CardRepo>()("app/CardRepo", {
           daily_micros = ${next.dailyMicros}, monthly_micros = ${next.monthlyMicros},
           blocked_mcc = ${next.blockedMcc}::text[]
         WHERE address = ${address}
-        RETURNING frozen, per_transaction_micros, daily_micros, monthly_micros, blocked_mcc`
+        RETURNING frozen, owed_micros, per_transaction_micros, daily_micros, monthly_micros, blocked_mcc`
     })
 
     /**

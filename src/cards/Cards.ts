@@ -49,7 +49,9 @@ const usdOf = (micros: bigint | null): number | null => (micros === null ? null 
 
 const controlsOf = (row: ControlsRow) =>
   new CardControls({
-    frozen: row.frozen,
+    frozen: row.frozen || row.owedMicros > 0n,
+    frozenReason: row.frozen ? "holder" : row.owedMicros > 0n ? "amount_owed" : null,
+    owedUsd: Number(row.owedMicros) / MICROS_PER_USD,
     perTransactionUsd: usdOf(row.perTransactionMicros),
     dailyUsd: usdOf(row.dailyMicros),
     monthlyUsd: usdOf(row.monthlyMicros),
@@ -176,6 +178,7 @@ export class Cards extends Effect.Service<Cards>()("app/Cards", {
       if (Option.isNone(current)) return yield* noCard
       const next: ControlsRow = {
         frozen: update.frozen ?? current.value.frozen,
+        owedMicros: current.value.owedMicros,
         perTransactionMicros:
           update.perTransactionUsd === undefined
             ? current.value.perTransactionMicros

@@ -26,7 +26,8 @@ export const chainCardProgram = (key: Redacted.Redacted<Hex>) =>
       if (Option.isSome(chain.faucet)) {
         yield* Effect.orDie(chain.faucet.value.fund(account.address, { usd1: 0n, tokens: [] }))
       }
-      return CardProgram.of({ address: account.address, submitPermit: account.submitPermit })
+      const { address, nonce, estimate, sign, bump } = account
+      return CardProgram.of({ address, nonce, estimate, sign, bump })
     })
   )
 

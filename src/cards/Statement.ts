@@ -106,7 +106,8 @@ export class Statement extends Effect.Service<Statement>()("app/Statement", {
       // A cursor that is not one of the caller's items yields an empty page, never another's data.
       // A card payment shows what was cleared once cleared, else what it stands for (a reversed one:
       // what was asked, released since); a hold past its
-      // expiry (CARD_HOLD_TTL) that nothing cleared has expired.
+      // expiry (CARD_HOLD_TTL) that nothing cleared has expired. Its transaction is the settlement
+      // account's last settled transfer for it: the debit of its clearing (a refund's: its credit).
       execute: ({ address, limit, before, now }) => sql`
         WITH items AS (
           SELECT id, 'payment' AS type, paid_at AS at, amount_micros, description, tx,
@@ -119,16 +120,21 @@ export class Statement extends Effect.Service<Statement>()("app/Statement", {
           SELECT 'card-' || id, 'card_payment', created_at,
                  CASE WHEN cleared_micros > 0 THEN cleared_micros WHEN status = 'reversed' THEN requested_micros
                       ELSE approved_micros END,
-                 merchant_name, NULL,
+                 merchant_name,
+                 (SELECT t.mined_hash FROM card_network_events e JOIN card_program_transfers t ON t.event_id = e.id
+                  WHERE e.authorization_id = a.id AND t.settled_at IS NOT NULL ORDER BY t.seq DESC LIMIT 1),
                  CASE WHEN status = 'pending' AND cleared_micros = 0 AND hold_expires_at <= ${now} THEN 'expired'
                       ELSE status END,
                  merchant_mcc, merchant_city, merchant_country
-          FROM card_authorizations WHERE address = ${address} AND approved
+          FROM card_authorizations a WHERE address = ${address} AND approved
           UNION ALL
           SELECT CASE kind WHEN 'refund' THEN 'card-refund-' ELSE 'card-post-' END || id,
                  CASE kind WHEN 'refund' THEN 'card_refund' ELSE 'card_payment' END, created_at, amount_micros,
-                 merchant_name, NULL, 'pending', merchant_mcc, merchant_city, merchant_country
-          FROM card_network_events
+                 merchant_name,
+                 (SELECT t.mined_hash FROM card_program_transfers t WHERE t.event_id = e.id AND t.settled_at IS NOT NULL),
+                 CASE WHEN money IN ('debited', 'credited') THEN 'settled' ELSE 'pending' END,
+                 merchant_mcc, merchant_city, merchant_country
+          FROM card_network_events e
           WHERE address = ${address} AND (kind = 'refund' OR (kind = 'clearing' AND authorization_id IS NULL))
         ),
         cursor AS (SELECT at, id FROM items WHERE id = ${before})

@@ -14,12 +14,15 @@ import {
   ChainError,
   type Faucet,
   type RecordSigned,
+  type Usd1Call,
   type Usd1Token
 } from "./ChainClient.js"
 import { DemoExchangeArtifact } from "./contracts/artifacts.js"
+import type { RelayerFees } from "./Deployment.js"
 import { DEVNET_DEPLOYER_KEY } from "./Devnet.js"
-import { permitCall } from "./Eip2612.js"
-import { chainCall } from "./NodeErrors.js"
+import { usd1CallData } from "./Eip2612.js"
+import type { FeeEstimate } from "./FeeEstimate.js"
+import { chainCall, type Read } from "./NodeErrors.js"
 import { signingAccount } from "./Secp256k1.js"
 import type { SendQueue } from "./SendQueues.js"
 import { type Call, GAS_MARGIN_ONE, type Transactions, withMargin } from "./Transactions.js"
@@ -37,6 +40,10 @@ export interface ChainAccountsOptions {
   readonly exchange: Option.Option<Address>
   readonly publicClient: PublicClient
   readonly transactions: Transactions
+  readonly fees: FeeEstimate
+  /** A stuck transaction's bound, its fee bumps and MAX_FEE_PER_GAS: the relayer's, for every account. */
+  readonly relayerFees: RelayerFees
+  readonly read: Read
   readonly queueOf: (sender: Address) => SendQueue
   /** Waits for the transaction's receipt; not mined in time or reverted is a `ChainError`. */
   readonly minedSuccessfully: (what: string, hash: Hash) => Effect.Effect<void, ChainError>
@@ -47,10 +54,13 @@ export const chainAccounts = ({
   exchange,
   publicClient,
   transactions,
+  fees,
+  relayerFees,
+  read,
   queueOf,
   minedSuccessfully
 }: ChainAccountsOptions) => {
-  const { simulate, signAndSend, send } = transactions
+  const { simulate, signAndSend, send, signCall, pendingNonce, replacement } = transactions
 
   const exchangeAddress = Option.match(exchange, {
     onNone: () => Effect.fail(new ChainError({ message: "no exchange is configured (EXCHANGE_ADDRESS)" })),
@@ -122,20 +132,35 @@ export const chainAccounts = ({
       )
     }).pipe(Effect.withSpan(`ChainAccount.${side}`, { attributes: { "chain.token": token } }))
 
+  /** A USD1 call's calldata; a permit whose signature is not 65 bytes is refused before anything is sent. */
+  const usd1Call = (call: Usd1Call) =>
+    Option.match(Option.fromNullable(usd1CallData(call)), {
+      onNone: () => Effect.fail(new CallReverted({ reason: "a permit takes a 65-byte signature" })),
+      onSome: Effect.succeed
+    })
+
   const account = (key: Redacted.Redacted<Hex>): ChainAccount => {
     const signer = signingAccount(Redacted.value(key))
     return {
       address: signer.address,
       sell: (token, amount, minUsd1Out, record) => trade(signer, "sell", token, amount, minUsd1Out, record),
       buy: (token, usd1In, minTokensOut, record) => trade(signer, "buy", token, usd1In, minTokensOut, record),
-      submitPermit: (permit, signature, record) => {
-        const data = permitCall(permit, signature)
-        return (
-          data === undefined
-            ? Effect.fail(new CallReverted({ reason: "a permit takes a 65-byte signature" }))
-            : send(signer, { to: usd1.address, data }, record)
-        ).pipe(Effect.withSpan("ChainAccount.submitPermit", { attributes: { "chain.owner": permit.owner } }))
-      },
+      nonce: (at) =>
+        at === "pending"
+          ? pendingNonce(signer.address)
+          : read<Hex>("mined nonce", "eth_getTransactionCount", [signer.address, "latest"]).pipe(
+              Effect.map((count) => Number(BigInt(count)))
+            ),
+      estimate: (call) =>
+        Effect.flatMap(usd1Call(call), (data) => simulate(signer.address, { to: usd1.address, data })).pipe(
+          Effect.map((gas) => withMargin(gas, GAS_MARGIN_ONE)),
+          Effect.withSpan("ChainAccount.estimate", { attributes: { "chain.call": call._tag } })
+        ),
+      sign: (call, gas, nonce) =>
+        Effect.flatMap(usd1Call(call), (data) =>
+          Effect.flatMap(fees.current, (fee) => signCall(signer, { to: usd1.address, data }, gas, nonce, fee))
+        ).pipe(Effect.catchTag("CallReverted", (refused) => new ChainError({ message: refused.reason }))),
+      bump: (stuck) => replacement(signer, stuck, relayerFees).pipe(Effect.withSpan("ChainAccount.bump")),
       transferUsd1: (to, amount, record) =>
         send(
           signer,

@@ -152,14 +152,29 @@ export interface ChainAccount {
   /** Buys the stock token `token` with `amountIn` USD1, for at least `minOut` of it. */
   readonly buy: Trade
   /**
-   * Submits an owner's signed EIP-2612 permit of USD1 (anyone may: the signature is the owner's
-   * consent); a permit the token refuses is `CallReverted`, nothing sent.
+   * The account's transaction count: `pending` (the nonce its next transaction takes, counting what
+   * the node holds) or `latest` (how many of its transactions are mined).
    */
-  readonly submitPermit: <E, R>(
-    permit: Permit,
-    signature: Hex,
-    record: RecordSigned<E, R>
-  ) => Effect.Effect<SignedTransaction, ChainError | CallReverted | E, R>
+  readonly nonce: (at: "pending" | "latest") => Effect.Effect<number, ChainError>
+  /** The gas the USD1 call takes from this account now (the pending state), with a margin; a call that would revert is `CallReverted`. */
+  readonly estimate: (call: Usd1Call) => Effect.Effect<bigint, ChainError | CallReverted>
+  /**
+   * The USD1 call signed at `nonce` with `gas` and the fees now, not sent: for an account whose
+   * nonces its caller keeps in a journal (it records the transaction, then broadcasts it:
+   * `ChainClient.rebroadcast`).
+   */
+  readonly sign: (call: Usd1Call, gas: bigint, nonce: number) => Effect.Effect<SignedTransaction, ChainError>
+  /**
+   * A transaction of this account not mined RELAYER_STUCK_AFTER after `signedAt`, signed again at its
+   * nonce with fees raised by at least 12.5 % (and to at least the estimate now), within
+   * MAX_FEE_PER_GAS, at most RELAYER_MAX_FEE_BUMPS times (`bumps` done so far); not sent. None when
+   * it is not due or no raise is left (it can only wait).
+   */
+  readonly bump: (stuck: {
+    readonly raw: Hex
+    readonly signedAt: Date
+    readonly bumps: number
+  }) => Effect.Effect<Option.Option<SignedTransaction>, ChainError>
   /** Transfers `amount` USD1 to `to`. */
   readonly transferUsd1: <E, R>(
     to: Address,
@@ -167,6 +182,14 @@ export interface ChainAccount {
     record: RecordSigned<E, R>
   ) => Effect.Effect<SignedTransaction, ChainError | CallReverted | E, R>
 }
+
+/** A call of the USD1 token that one of the service's own accounts makes. */
+export type Usd1Call =
+  /** Takes `amount` from `from` under the allowance `from` gave the sender. */
+  | { readonly _tag: "TransferFrom"; readonly from: Address; readonly to: Address; readonly amount: bigint }
+  | { readonly _tag: "Transfer"; readonly to: Address; readonly amount: bigint }
+  /** Submits an owner's signed EIP-2612 permit (anyone may: the signature is the owner's consent). */
+  | { readonly _tag: "Permit"; readonly permit: Permit; readonly signature: Hex }
 
 /**
  * A trade on the exchange of a stock token against USD1: `amountIn` of what the account pays for at

@@ -1,7 +1,7 @@
-/** EIP-2612 `Permit` typed data under the USD1 token's EIP-712 domain, and the `permit` call. Pure. */
+/** EIP-2612 `Permit` typed data under the USD1 token's EIP-712 domain, the `permit` call, and the calldata of the USD1 calls our accounts make. Pure. */
 import type { Hex } from "viem"
 import { abiFunction } from "./Calldata.js"
-import type { Permit, Usd1Token } from "./ChainClient.js"
+import type { Permit, Usd1Call, Usd1Token } from "./ChainClient.js"
 import { usd1Domain } from "./Eip3009.js"
 
 export const permitTypedData = (permit: Permit, token: { readonly chainId: number; readonly usd1: Usd1Token }) =>
@@ -36,4 +36,19 @@ export const permitCall = (permit: Permit, signature: Hex): Hex | undefined => {
   const s = `0x${signature.slice(66, 130)}` as Hex
   const v = Number.parseInt(signature.slice(130, 132), 16)
   return permitVrs.encode([permit.owner, permit.spender, permit.value, permit.deadline, v < 2 ? v + 27 : v, r, s])
+}
+
+const transferFromCall = abiFunction("function transferFrom(address from, address to, uint256 value) returns (bool)")
+const transferToCall = abiFunction("function transfer(address to, uint256 value) returns (bool)")
+
+/** A USD1 call's calldata; none for a permit whose signature is not 65 bytes (`permitCall`). */
+export const usd1CallData = (call: Usd1Call): Hex | undefined => {
+  switch (call._tag) {
+    case "TransferFrom":
+      return transferFromCall.encode([call.from, call.to, call.amount])
+    case "Transfer":
+      return transferToCall.encode([call.to, call.amount])
+    case "Permit":
+      return permitCall(call.permit, call.signature)
+  }
 }

@@ -577,6 +577,9 @@ export const EvmChain = Layer.scoped(
       exchange: deployment.exchange,
       publicClient,
       transactions: tx,
+      fees,
+      relayerFees: deployment.relayerFees,
+      read,
       queueOf,
       minedSuccessfully
     })

@@ -5,11 +5,18 @@
  * current estimate; and it never exceeds the operator's cap (MAX_FEE_PER_GAS).
  */
 import { Option } from "effect"
+import type { parseTransaction } from "viem"
 
 /** Fee fields of a transaction to sign: EIP-1559, or a legacy gas price. */
 export type Fees =
   | { readonly maxFeePerGas: bigint; readonly maxPriorityFeePerGas: bigint }
   | { readonly gasPrice: bigint }
+
+/** The fees a signed transaction carries. */
+export const feesOf = (tx: ReturnType<typeof parseTransaction>): Fees =>
+  tx.type === "legacy" || tx.type === "eip2930"
+    ? { gasPrice: tx.gasPrice ?? 0n }
+    : { maxFeePerGas: tx.maxFeePerGas ?? 0n, maxPriorityFeePerGas: tx.maxPriorityFeePerGas ?? 0n }
 
 /** The node's minimum raise of a replacement, as a fraction: 12.5 %. */
 const BUMP_NUMERATOR = 1125n

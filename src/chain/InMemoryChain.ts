@@ -40,11 +40,12 @@ import {
   type SignedTransaction,
   type TokenTransfer,
   type TransferAuthorization,
+  type Usd1Call,
   type Usd1Token
 } from "./ChainClient.js"
 import { DemoExchangeArtifact, Usd1Artifact } from "./contracts/artifacts.js"
 import { DEVNET_EXCHANGE_USD1, DEVNET_STOCK_FIXTURES } from "./Devnet.js"
-import { permitCall, permitTypedData } from "./Eip2612.js"
+import { permitTypedData } from "./Eip2612.js"
 import { transferWithAuthorizationTypedData } from "./Eip3009.js"
 import { exchangeOutput } from "./Exchange.js"
 import { recoverMessageSigner, recoverSigner } from "./Secp256k1.js"
@@ -55,6 +56,9 @@ import { type StockToken, TokenRegistry } from "./Tokens.js"
 const addressFor = (name: string): Address => getAddress(`0x${keccak256(toHex(`in-memory:${name}`)).slice(26)}`)
 
 const FEED_DECIMALS = 8
+
+/** What every transaction costs here: gas does not exist, a caller that asks gets a figure. */
+const IN_MEMORY_GAS = 60_000n
 
 interface Feed {
   readonly answer: bigint
@@ -379,17 +383,15 @@ const make = (options: InMemoryChainOptions) =>
     }
 
     /** USD1's `permit`, by its rules: before the deadline, signed by the owner over its current nonce. */
-    const submitPermit = <E, R>(sender: Address, permit: Permit, signature: Hex, record: RecordSigned<E, R>) =>
-      Effect.flatMap(
+    const permitExecution = (permit: Permit, signature: Hex) =>
+      Effect.map(
         Effect.promise(() =>
           signedBy(permit.owner, () =>
             recoverSigner(hashTypedData(permitTypedData(permit, { chainId, usd1 })), signature)
           )
         ),
-        (signed) => {
-          const data = permitCall(permit, signature)
-          if (data === undefined) return Effect.fail(new CallReverted({ reason: "a permit takes a 65-byte signature" }))
-          const execution: Execution = (current, blockTime) => {
+        (signed): Execution =>
+          (current, blockTime) => {
             if (blockTime > permit.deadline) return Either.left("ERC2612ExpiredSignature")
             const nonce = current.permitNonces.get(permit.owner.toLowerCase()) ?? 0n
             if (!signed || nonce !== permit.nonce) return Either.left("ERC2612InvalidSigner")
@@ -406,15 +408,98 @@ const make = (options: InMemoryChainOptions) =>
               })
             })
           }
-          return transact(sender, usd1.address, data, execution, record)
-        }
       )
+
+    /** A USD1 call of `sender` by the token's rules (`transferFrom` within the allowance it was given). */
+    const usd1Execution = (sender: Address, call: Usd1Call): Effect.Effect<Execution> => {
+      switch (call._tag) {
+        case "Permit":
+          return permitExecution(call.permit, call.signature)
+        case "Transfer":
+          return Effect.succeed(() =>
+            Either.right({
+              transfers: [{ token: usd1.address, from: sender, to: getAddress(call.to), value: call.amount }]
+            })
+          )
+        case "TransferFrom":
+          return Effect.succeed((current: State) => {
+            const allowed = current.allowances.get(key(call.from, sender)) ?? 0n
+            if (allowed < call.amount) return Either.left("ERC20InsufficientAllowance")
+            return Either.right({
+              transfers: [
+                { token: usd1.address, from: getAddress(call.from), to: getAddress(call.to), value: call.amount }
+              ],
+              andThen: (after: State) => ({
+                ...after,
+                allowances: new Map(after.allowances).set(key(call.from, sender), allowed - call.amount)
+              })
+            })
+          })
+      }
+    }
+
+    /** Transactions signed for a caller that keeps their nonces (`ChainAccount.sign`), mined when broadcast in nonce order. */
+    const signedApart = new Map<
+      Hash,
+      { readonly sender: Address; readonly nonce: number; readonly execution: Execution }
+    >()
+
+    /** A signed transaction broadcast: mined at once when its nonce is next, with any of its sender's that follow. */
+    const broadcast = (raw: Hex) =>
+      Effect.gen(function* () {
+        const hash = keccak256(raw)
+        const signed = signedApart.get(hash)
+        const current = yield* Ref.get(state)
+        if (signed === undefined || current.receipts.has(hash)) return "known" as const
+        const next = current.nonces.get(signed.sender.toLowerCase()) ?? 0
+        if (signed.nonce < next) return "replaced" as const
+        const blockTime = yield* now
+        yield* Ref.update(state, (latest) => {
+          let mined = latest
+          for (;;) {
+            const at = mined.nonces.get(signed.sender.toLowerCase()) ?? 0
+            const due = [...signedApart].find(([, tx]) => isAddressEqual(tx.sender, signed.sender) && tx.nonce === at)
+            if (due === undefined) return mined
+            signedApart.delete(due[0])
+            mined = {
+              ...mine(mined, due[1].execution, due[0], blockTime),
+              nonces: new Map(mined.nonces).set(signed.sender.toLowerCase(), at + 1)
+            }
+          }
+        })
+        return "known" as const
+      })
 
     const account = (privateKey: Redacted.Redacted<Hex>): ChainAccount => {
       const address = privateKeyToAccount(Redacted.value(privateKey)).address
       return {
         address,
-        submitPermit: (permit, signature, record) => submitPermit(address, permit, signature, record),
+        nonce: () => Effect.map(Ref.get(state), (current) => current.nonces.get(address.toLowerCase()) ?? 0),
+        estimate: (call) =>
+          Effect.gen(function* () {
+            const execution = yield* usd1Execution(address, call)
+            const current = yield* Ref.get(state)
+            const refusal = Either.flatMap(execution(current, yield* now), ({ transfers }) => moved(current, transfers))
+            if (Either.isLeft(refusal)) return yield* new CallReverted({ reason: refusal.left })
+            return IN_MEMORY_GAS
+          }),
+        sign: (call, gas, nonce) =>
+          Effect.map(usd1Execution(address, call), (execution) => {
+            const raw = encodeAbiParameters(
+              [{ type: "address" }, { type: "uint256" }, { type: "uint256" }, { type: "string" }],
+              [
+                address,
+                BigInt(nonce),
+                gas,
+                JSON.stringify(call, (_, value) => (typeof value === "bigint" ? `${value}` : value))
+              ]
+            )
+            const hash = keccak256(raw)
+            signedApart.set(hash, { sender: address, nonce, execution })
+            return { sender: address, hash, raw, nonce }
+          }),
+        // every transaction is mined when sent: none is ever stuck
+        bump: () => Effect.succeedNone,
         sell: (token, amount, minUsd1Out, record) => trade(address, "sell", token, amount, minUsd1Out, record),
         buy: (token, usd1In, minTokensOut, record) => trade(address, "buy", token, usd1In, minTokensOut, record),
         transferUsd1: (to, amount, record) =>
@@ -487,7 +572,7 @@ const make = (options: InMemoryChainOptions) =>
       authorizationSigned,
       usd1DomainSeparator: Effect.succeedNone,
       transferWithAuthorization,
-      rebroadcast: () => Effect.succeed("known" as const),
+      rebroadcast: broadcast,
       // every transaction is mined when sent: none is ever stuck
       replaceStuck: () => Effect.succeedNone,
       // every transaction is mined when sent: no nonce is ever missing

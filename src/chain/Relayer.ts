@@ -10,16 +10,7 @@
  * and change what the others keep; apart, each would reach into the others'.
  */
 import { Deferred, Duration, Effect, Exit, Option, Queue, Redacted, Schedule } from "effect"
-import {
-  formatGwei,
-  type Hex,
-  hexToBigInt,
-  hexToNumber,
-  isAddressEqual,
-  keccak256,
-  type PrivateKeyAccount,
-  parseTransaction
-} from "viem"
+import { formatGwei, type Hex, hexToBigInt, hexToNumber, isAddressEqual, keccak256, type PrivateKeyAccount } from "viem"
 import {
   countNonceGap,
   countRevertedRelayerTransaction,
@@ -38,7 +29,7 @@ import {
   type TransferAuthorization
 } from "./ChainClient.js"
 import type { Deployment } from "./Deployment.js"
-import { bumpedFees, type Fees } from "./FeeBump.js"
+import type { Fees } from "./FeeBump.js"
 import { maxFeeOf } from "./FeeEstimate.js"
 import { isUnreachable } from "./JsonRpc.js"
 import { chainCall } from "./NodeErrors.js"
@@ -62,12 +53,6 @@ const REVERTS_REMEMBERED = 1_000
 /** The relayer's transfer gas before it was first estimated: above what `transferWithAuthorization` takes. */
 const TRANSFER_GAS_GUESS = 120_000n
 
-/** The fees a signed transaction carries. */
-const feesOf = (tx: ReturnType<typeof parseTransaction>): Fees =>
-  tx.type === "legacy" || tx.type === "eip2930"
-    ? { gasPrice: tx.gasPrice ?? 0n }
-    : { maxFeePerGas: tx.maxFeePerGas ?? 0n, maxPriorityFeePerGas: tx.maxPriorityFeePerGas ?? 0n }
-
 export interface RelayerOptions extends SendingParts {
   readonly deployment: Deployment
   readonly transactions: Transactions
@@ -76,7 +61,7 @@ export interface RelayerOptions extends SendingParts {
 export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher }: RelayerOptions) =>
   Effect.gen(function* () {
     const { chainId, usd1, relayerFees } = deployment
-    const { callAtPending, pendingNonce, broadcast, resend, signCall, simulate } = transactions
+    const { callAtPending, pendingNonce, broadcast, resend, signCall, simulate, replacement } = transactions
     const relayers = deployment.relayerKeys.map((key) => signingAccount(Redacted.value(key)))
 
     /** The relayer's (v, r, s) transfer gas: estimated once, reused with a margin; forgotten after an out-of-gas revert. */
@@ -532,35 +517,15 @@ export const relayer = ({ deployment, read, fees, transactions, queueOf, watcher
       record: RecordSigned<E, R>
     ) =>
       Effect.gen(function* () {
-        const relayer = watchOf(stuck.sender).account
-        const waited = Date.now() - stuck.signedAt.getTime()
-        if (stuck.bumps >= relayerFees.maxBumps || waited < Duration.toMillis(relayerFees.stuckAfter)) {
-          return Option.none<SignedTransaction>()
-        }
-        const tx = parseTransaction(stuck.raw)
-        if (tx.nonce === undefined || tx.gas === undefined) return Option.none<SignedTransaction>()
-        // The estimate now, not a cached one: the fee that left the transaction behind may be just that.
-        fees.forget()
-        const raised = bumpedFees(feesOf(tx), yield* fees.estimated, relayerFees.maxFeePerGas)
-        if (Option.isNone(raised)) return Option.none<SignedTransaction>()
-        const raw = yield* chainCall("sign", () =>
-          relayer.signTransaction({
-            chainId,
-            nonce: tx.nonce!,
-            gas: tx.gas!,
-            to: tx.to ?? null,
-            data: tx.data,
-            value: tx.value,
-            ...raised.value
-          })
-        )
-        const signed: SignedTransaction = { sender: relayer.address, hash: keccak256(raw), raw, nonce: tx.nonce }
+        const replaced = yield* replacement(watchOf(stuck.sender).account, stuck, relayerFees)
+        if (Option.isNone(replaced)) return replaced
+        const signed = replaced.value
         yield* record(signed, "write")
         // Whoever waits for the stuck one gets this one's receipt if it is the one mined.
-        yield* watcher().expect(signed.hash, relayer.address, keccak256(stuck.raw))
+        yield* watcher().expect(signed.hash, signed.sender, keccak256(stuck.raw))
         // One the node refuses (a fee still too low) stays journaled: it is bumped again when due.
-        yield* resend(raw)
-        return Option.some(signed)
+        yield* resend(signed.raw)
+        return replaced
       }).pipe(
         queueOf(stuck.sender).serially,
         Effect.withSpan("ChainClient.replaceStuck", { attributes: { "chain.bumps": stuck.bumps } })

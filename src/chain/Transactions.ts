@@ -4,8 +4,17 @@
  * broadcast once; and a signed transaction sent again. What the relayer and the service's own
  * accounts share; the relayer's pipelining is `Relayer.ts`'s.
  */
-import { Effect } from "effect"
-import { type Hash, type Hex, hexToBigInt, hexToNumber, keccak256, type PrivateKeyAccount, toHex } from "viem"
+import { Duration, Effect, Option } from "effect"
+import {
+  type Hash,
+  type Hex,
+  hexToBigInt,
+  hexToNumber,
+  keccak256,
+  type PrivateKeyAccount,
+  parseTransaction,
+  toHex
+} from "viem"
 import type { Address } from "./Address.js"
 import type { BlockWatcher } from "./BlockWatcher.js"
 import {
@@ -16,7 +25,8 @@ import {
   type SignedPurpose,
   type SignedTransaction
 } from "./ChainClient.js"
-import type { Fees } from "./FeeBump.js"
+import type { RelayerFees } from "./Deployment.js"
+import { bumpedFees, type Fees, feesOf } from "./FeeBump.js"
 import type { FeeEstimate } from "./FeeEstimate.js"
 import { isUnreachable, type JsonRpc } from "./JsonRpc.js"
 import { chainCall, errorText, type Read, revertReason } from "./NodeErrors.js"
@@ -219,7 +229,53 @@ export const transactions = ({ chainId, reads, read, writes, fees, queueOf, watc
     )
   }
 
-  return { simulate, callAtPending, pendingNonce, broadcast, resend, signCall, signAndSend, send, rebroadcast }
+  /**
+   * A transaction not mined `relayerFees.stuckAfter` after `signedAt`, signed again by `signer` at
+   * its nonce with the same call and gas and fees raised within MAX_FEE_PER_GAS (at most
+   * `relayerFees.maxBumps` times); not sent. None when it is not due or no raise is left.
+   */
+  const replacement = (
+    signer: PrivateKeyAccount,
+    stuck: { readonly raw: Hex; readonly signedAt: Date; readonly bumps: number },
+    relayerFees: RelayerFees
+  ) =>
+    Effect.gen(function* () {
+      const waited = Date.now() - stuck.signedAt.getTime()
+      if (stuck.bumps >= relayerFees.maxBumps || waited < Duration.toMillis(relayerFees.stuckAfter)) {
+        return Option.none<SignedTransaction>()
+      }
+      const tx = parseTransaction(stuck.raw)
+      if (tx.nonce === undefined || tx.gas === undefined) return Option.none<SignedTransaction>()
+      // The estimate now, not a cached one: the fee that left the transaction behind may be just that.
+      fees.forget()
+      const raised = bumpedFees(feesOf(tx), yield* fees.estimated, relayerFees.maxFeePerGas)
+      if (Option.isNone(raised)) return Option.none<SignedTransaction>()
+      const raw = yield* chainCall("sign", () =>
+        signer.signTransaction({
+          chainId,
+          nonce: tx.nonce!,
+          gas: tx.gas!,
+          to: tx.to ?? null,
+          data: tx.data,
+          value: tx.value,
+          ...raised.value
+        })
+      )
+      return Option.some<SignedTransaction>({ sender: signer.address, hash: keccak256(raw), raw, nonce: tx.nonce })
+    })
+
+  return {
+    simulate,
+    callAtPending,
+    pendingNonce,
+    broadcast,
+    resend,
+    signCall,
+    signAndSend,
+    send,
+    rebroadcast,
+    replacement
+  }
 }
 
 export type Transactions = ReturnType<typeof transactions>

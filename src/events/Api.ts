@@ -7,8 +7,8 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/p
 import { Schema } from "effect"
 import { DecisionItem, Strategy } from "../agent/Api.js"
 import { Authentication } from "../auth/Api.js"
-import { CardAuthorization } from "../authorizations/Api.js"
-import { ActivityItem, CardRepayment } from "../cards/Api.js"
+import { CardAuthorization, CardMoney } from "../authorizations/Api.js"
+import { ActivityItem } from "../cards/Api.js"
 import { Card } from "../cards/Card.js"
 import { ApiError } from "../http/ApiError.js"
 import { withFieldMessages } from "../http/FieldMessages.js"
@@ -121,10 +121,11 @@ export const StreamEvent = Schema.Union(
       "what the card could spend right after the decision."
   ),
   frame(
-    "repayment",
-    CardRepayment,
-    "The agent repaid what the card owed the card program (a clearing that could not be debited from the card " +
-      "wallet): how much, what is still owed, and whether the card, frozen while it owed, pays again."
+    "money",
+    CardMoney,
+    "The card's money moved: a clearing was debited from the card wallet or a refund credited to it (the statement " +
+      "item is then settled, with `tx`), a clearing could not be debited and is owed (the card is frozen), or what " +
+      "was owed was repaid."
   ),
   Schema.Struct({ event: Schema.Literal("close"), data: CloseEvent }).annotations({
     identifier: "CloseFrame",
@@ -190,7 +191,7 @@ export class EventsApi extends HttpApiGroup.make("events")
       .annotate(
         OpenApi.Description,
         "The signed-in user's events as Server-Sent Events: `ready` first, then `kyc`, `payment`, `refill`, " +
-          "`decision`, `strategy`, `authorization` and `repayment` as the changes commit, on whichever replica they happen. Ids increase by one " +
+          "`decision` and `strategy` as the changes commit, on whichever replica they happen. Ids increase by one " +
           "per user; reconnect with `Last-Event-ID` (or `?lastEventId=`) to receive every event after it exactly " +
           "once, then the live ones. A `: ping` comment comes every EVENTS_HEARTBEAT (15 s). The stream ends with a " +
           "`close` event (shutdown, sign-out, session expiry, more than EVENTS_MAX_STREAMS_PER_USER streams, no event " +

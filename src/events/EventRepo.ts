@@ -25,7 +25,7 @@ export interface NewEventRow {
 export const StoredEvent = Schema.Struct({
   address: Schema.String,
   id: Schema.NumberFromString,
-  type: Schema.Literal("kyc", "payment", "refill", "decision", "strategy", "authorization", "repayment"),
+  type: Schema.Literal("kyc", "payment", "refill", "decision", "strategy", "authorization", "money"),
   /** The data's JSON text. */
   data: Schema.String,
   /** How long ago it was written, by the database's clock. */

@@ -9,9 +9,9 @@ import type { Statement } from "@effect/sql"
 import { Effect, Layer, Schema } from "effect"
 import { AgentEvents } from "../agent/AgentEvents.js"
 import { DecisionItem, Strategy } from "../agent/Api.js"
-import { CardAuthorization } from "../authorizations/Api.js"
+import { CardAuthorization, CardMoney } from "../authorizations/Api.js"
 import { AuthorizationEvents } from "../authorizations/AuthorizationEvents.js"
-import { ActivityItem, CardRepayment } from "../cards/Api.js"
+import { ActivityItem } from "../cards/Api.js"
 import { DebtEvents } from "../cards/DebtEvents.js"
 import type { Address } from "../chain/Address.js"
 import { KycEvents } from "../kyc/KycEvents.js"
@@ -25,13 +25,13 @@ export type NewEvent =
   | { readonly type: "decision"; readonly data: typeof DecisionItem.Type }
   | { readonly type: "strategy"; readonly data: Strategy }
   | { readonly type: "authorization"; readonly data: CardAuthorization }
-  | { readonly type: "repayment"; readonly data: CardRepayment }
+  | { readonly type: "money"; readonly data: CardMoney }
 
 const encodeActivity = Schema.encodeSync(ActivityItem)
 const encodeDecision = Schema.encodeSync(DecisionItem)
 const encodeStrategy = Schema.encodeSync(Strategy)
 const encodeAuthorization = Schema.encodeSync(CardAuthorization)
-const encodeRepayment = Schema.encodeSync(CardRepayment)
+const encodeMoney = Schema.encodeSync(CardMoney)
 
 /** The JSON the event stores: its data as the API encodes it. */
 const stored = (event: NewEvent): unknown => {
@@ -47,8 +47,8 @@ const stored = (event: NewEvent): unknown => {
       return encodeStrategy(event.data)
     case "authorization":
       return encodeAuthorization(event.data)
-    case "repayment":
-      return encodeRepayment(event.data)
+    case "money":
+      return encodeMoney(event.data)
   }
 }
 
@@ -92,15 +92,31 @@ export const AuthorizationEventsLive = Layer.effect(
   AuthorizationEvents,
   Effect.map(Events, (events) =>
     AuthorizationEvents.of({
-      publishing: (address, authorization) => events.publishing(address, { type: "authorization", data: authorization })
+      publishing: (address, authorization) =>
+        events.publishing(address, { type: "authorization", data: authorization }),
+      moneyMoved: (moved) =>
+        events.publishAll(moved.map(({ address, money }) => ({ address, event: { type: "money", data: money } })))
     })
   )
 )
 
-/** The card program's port: a repayment of what a card owed is its holder's `repayment` event. */
+/** The card program's debts' port: a repayment of what a card owed is its holder's `money` event (`repaid`). */
 export const DebtEventsLive = Layer.effect(
   DebtEvents,
   Effect.map(Events, (events) =>
-    DebtEvents.of({ repaid: (address, repayment) => events.publish(address, { type: "repayment", data: repayment }) })
+    DebtEvents.of({
+      repaid: (address, repaid) =>
+        events.publish(address, {
+          type: "money",
+          data: new CardMoney({
+            change: "repaid",
+            amountUsd: repaid.amountUsd,
+            authorizationId: null,
+            eventId: null,
+            tx: repaid.tx,
+            owedUsd: repaid.owedUsd
+          })
+        })
+    })
   )
 )

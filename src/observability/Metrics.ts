@@ -28,6 +28,11 @@
  * | `card_authorizations_total` | counter | `decision` (`approved`, `declined`), `reason` (a decline reason, or `none`) |
  * | `card_authorization_decision_seconds` | histogram | – (a card-network request's answer, stand-ins included) |
  * | `card_authorization_stand_ins_total` | counter | `cause` (`deadline`: past CARD_AUTHORIZATION_BUDGET, `failure`: a fault of ours or the database's) |
+ * | `card_transfers_total` | counter | `kind` (`debit`, `refund`), `event` (`sent`, `mined`, `bumped`, `resent`: after a reorg, `reverted`) |
+ * | `card_reconcile_clearings`, `card_reconcile_debited`, `card_reconcile_owed`, `card_reconcile_pending`, `card_reconcile_refunds` | gauge | – (counts, as the last reconciliation found them) |
+ * | `card_reconcile_owed_outstanding_usd` | gauge | – (what the cards still owe the program) |
+ * | `card_reconcile_differences` | gauge | `kind` (every kind, 0 when none) |
+ * | `card_reconcile_last_run_timestamp_seconds` | gauge | – (when the last reconciliation finished, Unix time) |
  *
  * Beside them: Effect's runtime metrics (`effect_fiber_*`) and the process's own (ProcessMetrics.ts).
  */
@@ -144,6 +149,35 @@ const cardAuthorizationDecision = Metric.histogram(
 const cardAuthorizationStandIns = Metric.counter("card_authorization_stand_ins_total", {
   description: "Card authorizations answered with the configured stand-in, by cause"
 })
+const cardTransfers = Metric.counter("card_transfers_total", {
+  description: "The settlement account's transfers of clearings (debits) and refunds, by what happened to them"
+})
+
+const reconcileClearings = Metric.gauge("card_reconcile_clearings", {
+  description: "Clearings the card network sent, as the last card reconciliation counted them"
+})
+const reconcileDebited = Metric.gauge("card_reconcile_debited", {
+  description: "Clearings debited from the card wallet on chain, as the last card reconciliation counted them"
+})
+const reconcileOwed = Metric.gauge("card_reconcile_owed", {
+  description:
+    "Clearings that could not be debited (owed, repaid since or not), as the last card reconciliation counted them"
+})
+const reconcilePending = Metric.gauge("card_reconcile_pending", {
+  description: "Clearings neither debited nor owed yet, as the last card reconciliation counted them"
+})
+const reconcileRefunds = Metric.gauge("card_reconcile_refunds", {
+  description: "Refunds the card network sent, as the last card reconciliation counted them"
+})
+const reconcileOutstanding = Metric.gauge("card_reconcile_owed_outstanding_usd", {
+  description: "What the cards still owe the card program, as the last card reconciliation read it"
+})
+const reconcileDifferences = Metric.gauge("card_reconcile_differences", {
+  description: "Unexplained differences the last card reconciliation found, by kind"
+})
+const reconcileLastRun = Metric.gauge("card_reconcile_last_run_timestamp_seconds", {
+  description: "When the last card reconciliation finished (Unix time)"
+})
 
 /**
  * One chain endpoint's series, labelled by its position and host (an RPC URL's path and
@@ -222,6 +256,35 @@ export const setBalanceFollower = (block: bigint, checkedAt: Date) =>
   Effect.all([
     Metric.set(balanceFollowerBlock, Number(block)),
     Metric.set(balanceFollowerChecked, checkedAt.getTime() / 1000)
+  ])
+
+/** The last card reconciliation's figures: every kind of difference is set, 0 when none was found. */
+export const setCardReconciliation = (
+  summary: {
+    readonly clearings: { readonly count: number }
+    readonly debited: { readonly count: number }
+    readonly owed: { readonly count: number; readonly outstandingMicros: number }
+    readonly pending: { readonly count: number }
+    readonly refunds: { readonly count: number }
+    readonly differences: ReadonlyArray<{ readonly kind: string }>
+  },
+  kinds: ReadonlyArray<string>,
+  finishedAtMs: number
+) =>
+  Effect.all([
+    Metric.set(reconcileClearings, summary.clearings.count),
+    Metric.set(reconcileDebited, summary.debited.count),
+    Metric.set(reconcileOwed, summary.owed.count),
+    Metric.set(reconcilePending, summary.pending.count),
+    Metric.set(reconcileRefunds, summary.refunds.count),
+    Metric.set(reconcileOutstanding, summary.owed.outstandingMicros / 1e6),
+    ...kinds.map((kind) =>
+      Metric.set(
+        Metric.tagged(reconcileDifferences, "kind", kind),
+        summary.differences.filter((difference) => difference.kind === kind).length
+      )
+    ),
+    Metric.set(reconcileLastRun, finishedAtMs / 1000)
   ])
 
 export const countBalanceRefresh = (reason: string) =>
@@ -393,3 +456,8 @@ export const recordAuthorizationDecision = (seconds: number) => Metric.update(ca
 
 export const countAuthorizationStandIn = (cause: "deadline" | "failure") =>
   Metric.increment(Metric.tagged(cardAuthorizationStandIns, "cause", cause))
+
+export const countCardTransfer = (
+  kind: "debit" | "refund",
+  event: "sent" | "mined" | "bumped" | "resent" | "reverted"
+) => Metric.increment(Metric.tagged(Metric.tagged(cardTransfers, "kind", kind), "event", event))

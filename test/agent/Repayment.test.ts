@@ -152,9 +152,19 @@ layer(server, { excludeTestServices: true, timeout: "120 seconds" })("a card tha
         )
         expect(clearings).toEqual([{ money: "repaid" }])
 
-        // The holder is told, on the live stream.
-        const told = yield* stream.await("repayment", (event) => event.event === "repayment")
-        expect(told.data).toEqual({ usd: 40.123456, owedUsd: 0, thawed: true, tx: repay.hash, at: expect.any(Number) })
+        // The holder is told, on the live stream: repaid, nothing owed any more (the card thaws).
+        const told = yield* stream.await(
+          "money (repaid)",
+          (event) => event.event === "money" && event.data.change === "repaid"
+        )
+        expect(told.data).toEqual({
+          change: "repaid",
+          amountUsd: 40.123456,
+          authorizationId: null,
+          eventId: null,
+          tx: repay.hash,
+          owedUsd: 0
+        })
 
         // A second pass finds nothing owed and pays nothing more; recording the same repayment again changes nothing.
         const accountAfter = yield* balanceOf(devnet.usd1, account)
@@ -180,7 +190,7 @@ layer(server, { excludeTestServices: true, timeout: "120 seconds" })("a card tha
             sql<{ entries: number; repayments: number }>`
             SELECT (SELECT count(*)::int FROM card_owed_entries WHERE card_id = ${customer.cardId}) AS entries,
                    (SELECT count(*)::int FROM events WHERE address = ${customer.account.address}
-                      AND type = 'repayment') AS repayments`
+                      AND type = 'money' AND data::jsonb ->> 'change' = 'repaid') AS repayments`
         )
         expect(still).toEqual({ entries: 2, repayments: 1 })
       })
@@ -324,7 +334,7 @@ layer(
             SELECT (SELECT owed_micros::text FROM cards WHERE id = ${customer.cardId}) AS owed,
                    (SELECT sum(amount_micros)::text FROM card_owed_entries WHERE card_id = ${customer.cardId}) AS total,
                    (SELECT count(*)::int FROM events WHERE address = ${customer.account.address}
-                      AND type = 'repayment') AS repayments`
+                      AND type = 'money' AND data::jsonb ->> 'change' = 'repaid') AS repayments`
         )
         expect(books).toEqual({ owed: "0", total: "0", repayments: 1 })
       }).pipe(

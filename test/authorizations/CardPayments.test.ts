@@ -78,7 +78,11 @@ describe("card payments through the sandbox network (devnet)", () => {
             Effect.tap((response) => expect(response.status, JSON.stringify(response.body)).toBe(200))
           )
 
-        expect((yield* controls({ frozen: true })).body).toMatchObject({ frozen: true, dailyUsd: null })
+        expect((yield* controls({ frozen: true })).body).toMatchObject({
+          frozen: true,
+          frozenReason: "holder",
+          dailyUsd: null
+        })
         expect((yield* swipe(holder.card, "1.00")).body).toMatchObject({ approved: false, reason: "card_frozen" })
 
         yield* controls({ frozen: false, dailyUsd: 10 })
@@ -95,6 +99,8 @@ describe("card payments through the sandbox network (devnet)", () => {
         const read = yield* send("GET", "/card/controls", { headers: bearer(holder.token) })
         expect(read.body).toEqual({
           frozen: false,
+          frozenReason: null,
+          owedUsd: 0,
           perTransactionUsd: null,
           dailyUsd: null,
           monthlyUsd: null,

@@ -89,7 +89,8 @@ describe("the agent's repayment across a crash", () => {
                   (SELECT sum(amount_micros)::text FROM card_owed_entries WHERE card_id = $1) AS total,
                   (SELECT count(*)::int FROM card_owed_entries WHERE card_id = $1) AS entries,
                   (SELECT money FROM card_network_events WHERE id = $2) AS money,
-                  (SELECT count(*)::int FROM events WHERE address = $3 AND type = 'repayment') AS told`,
+                  (SELECT count(*)::int FROM events WHERE address = $3 AND type = 'money'
+                     AND data::jsonb ->> 'change' = 'repaid') AS told`,
           [card!.id, eventId, customer.address]
         )
         expect(books).toEqual({ owed: "0", total: "0", entries: 2, money: "repaid", told: 1 })

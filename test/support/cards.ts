@@ -4,7 +4,7 @@ import { SqlClient } from "@effect/sql"
 import { expect } from "@effect/vitest"
 import { Effect } from "effect"
 import { parseUnits } from "viem"
-import type { PrivateKeyAccount } from "viem/accounts"
+import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts"
 import { asaRequestBody } from "../../src/authorizations/LithicWire.js"
 import { secretKey, sign } from "../../src/authorizations/StandardWebhooks.js"
 import type { Devnet } from "../../src/chain/Devnet.js"
@@ -69,7 +69,9 @@ export const signAllowance = (
  */
 export const fundedCardHolder = (usd1: string) =>
   Effect.gen(function* () {
-    const holder = yield* cardHolder()
+    // The wallet's key, kept for what a holder does on chain themselves (a revocation, a transfer out).
+    const key = generatePrivateKey()
+    const holder = { ...(yield* cardHolder(undefined, privateKeyToAccount(key))), key }
     const me = yield* send("GET", "/me", { headers: bearer(holder.token) })
     const card = me.body.card as { number: string; expiry: string; cvv: string }
     if (Number(usd1) > 0) {

@@ -28,7 +28,8 @@ export const FACES: Readonly<Record<string, ReadonlyArray<string>>> = {
   authorizations: ["Api.ts", "AuthorizationEvents.ts", "AuthorizationSettings.ts"],
   // Http.ts: the authentication middleware every group that needs a session is built with.
   auth: ["Api.ts", "Auth.ts", "Http.ts"],
-  // Allowance.ts: the spending allowance's rules, which a decision counts; CardProgram.ts: its settlement account.
+  // Allowance.ts: the spending allowance's rules, which a decision counts; CardProgram.ts: its settlement account;
+  // ProgramSender.ts: the one way that account sends (its nonces), which the clearings' settlement uses too.
   // CardDebts.ts: what a card has committed and owes, read by the agent, and its repayment, which the agent
   // reports (the settlement account's address with it); DebtEvents.ts: the port through which a repayment is
   // told, implemented by events/.
@@ -41,7 +42,8 @@ export const FACES: Readonly<Record<string, ReadonlyArray<string>>> = {
     "Allowance.ts",
     "CardProgram.ts",
     "CardDebts.ts",
-    "DebtEvents.ts"
+    "DebtEvents.ts",
+    "ProgramSender.ts"
   ],
   // Secp256k1.ts: who signed a hash or a message, which sign-in checks before any chain call.
   // Eip2612.ts: the permit typed data a holder signs for the spending allowance.

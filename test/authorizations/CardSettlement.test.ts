@@ -1,0 +1,235 @@
+/**
+ * The money behind the card on the devnet: a clearing is debited from the card wallet to the
+ * settlement account once, its statement item settles with the transaction, a refund comes back once
+ * however often the network delivers it, and a clearing the wallet or its allowance cannot cover is
+ * owed and freezes the card.
+ */
+import { randomUUID } from "node:crypto"
+import { SqlClient } from "@effect/sql"
+import { describe, expect, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { erc20Abi, type Hex, parseEventLogs, parseUnits } from "viem"
+import { transactionUpdatedBody } from "../../src/authorizations/LithicWire.js"
+import { awaitReceipt, publicClientFor, walletClientFor } from "../../src/chain/Devnet.js"
+import { ScriptedKycProvider } from "../../src/kyc/ScriptedKycProvider.js"
+import {
+  allowanceOf,
+  COFFEE,
+  cardToken,
+  fundedCardHolder,
+  fundFromAnvil,
+  NETWORK_SECRET,
+  postNetworkMessage,
+  swipe
+} from "../support/cards.js"
+import { bearer, send } from "../support/http.js"
+import { TestDevnet } from "../support/TestChain.js"
+import { testServer } from "../support/TestServer.js"
+import { eventually } from "../support/wait.js"
+
+const usd1 = (usd: string) => parseUnits(usd, 18)
+
+const balanceOf = (owner: Hex) =>
+  Effect.flatMap(TestDevnet, (devnet) =>
+    Effect.promise(() =>
+      publicClientFor(devnet).readContract({
+        address: devnet.usd1,
+        abi: erc20Abi,
+        functionName: "balanceOf",
+        args: [owner]
+      })
+    )
+  )
+
+/** The holder's statement item for a card payment or refund. */
+const statementItem = (token: string, id: string) =>
+  Effect.map(send("GET", "/me/activity?limit=50", { headers: bearer(token) }), (response) => {
+    expect(response.status).toBe(200)
+    return (response.body as ReadonlyArray<{ id: string; status?: string; tx?: string; usd: number }>).find(
+      (item) => item.id === id
+    )
+  })
+
+const transfersOf = (address: string) =>
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) =>
+      sql<{ eventId: string; kind: string; state: string; minedHash: string | null; amount: string }>`
+      SELECT event_id, kind, state, mined_hash, amount::text FROM card_program_transfers
+      WHERE wallet = ${address} ORDER BY seq`
+  ).pipe(Effect.orDie)
+
+const moneyEvents = (address: string) =>
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) =>
+      sql<{ data: { change: string; amountUsd: number; tx: string | null; owedUsd: number } }>`
+      SELECT data FROM events WHERE address = ${address} AND type = 'money' ORDER BY id`
+  ).pipe(
+    Effect.orDie,
+    Effect.map((rows) => rows.map((row) => row.data))
+  )
+
+/** The USD1 Transfer logs of a mined transaction. */
+const transfersIn = (hash: Hex) =>
+  Effect.flatMap(TestDevnet, (devnet) =>
+    Effect.promise(async () => {
+      const receipt = await publicClientFor(devnet).getTransactionReceipt({ hash })
+      return parseEventLogs({ abi: erc20Abi, logs: receipt.logs, eventName: "Transfer" }).map((log) => log.args)
+    })
+  )
+
+describe("the money behind the card (devnet)", () => {
+  layer(testServer({ CARD_SANDBOX_SECRET: NETWORK_SECRET }, { kycProvider: ScriptedKycProvider.layer() }), {
+    excludeTestServices: true
+  })((it) => {
+    it.effect(
+      "a clearing is debited once: the wallet pays the settlement account, the item settles with its hash",
+      () =>
+        Effect.gen(function* () {
+          const holder = yield* fundedCardHolder("20")
+          const { spender } = (yield* allowanceOf(holder.token)) as unknown as { spender: Hex }
+          const programBefore = yield* balanceOf(spender)
+
+          const authorized = yield* swipe(holder.card, "5.25")
+          expect(authorized.body).toMatchObject({ approved: true })
+          const id = authorized.body.id as string
+          const cleared = yield* send("POST", `/sandbox/card-network/authorizations/${id}/clear`, { json: {} })
+          expect(cleared.status, JSON.stringify(cleared.body)).toBe(200)
+
+          const item = yield* eventually(
+            "the card payment settled",
+            statementItem(holder.token, `card-${id}`),
+            (seen) => {
+              return seen?.status === "settled"
+            }
+          )
+          expect(item).toMatchObject({ usd: 5.25, tx: expect.stringMatching(/^0x[0-9a-f]{64}$/) })
+          expect(yield* balanceOf(spender)).toBe(programBefore + usd1("5.25"))
+          expect(yield* balanceOf(holder.account.address)).toBe(usd1("14.75"))
+          expect(yield* transfersIn(item!.tx as Hex)).toEqual([
+            { from: holder.account.address, to: spender, value: usd1("5.25") }
+          ])
+
+          const [transfer, ...more] = yield* transfersOf(holder.account.address)
+          expect(more).toEqual([])
+          expect(transfer).toMatchObject({
+            kind: "debit",
+            state: "final",
+            minedHash: item!.tx,
+            amount: `${usd1("5.25")}`
+          })
+          expect(yield* moneyEvents(holder.account.address)).toEqual([
+            {
+              change: "debited",
+              amountUsd: 5.25,
+              tx: item!.tx,
+              owedUsd: 0,
+              authorizationId: id,
+              eventId: transfer!.eventId
+            }
+          ])
+          const listed = yield* send("GET", "/card/authorizations", { headers: bearer(holder.token) })
+          expect(listed.body[0]).toMatchObject({ id, status: "settled", clearedUsd: 5.25, heldUsd: 0 })
+          // The allowance counts what was taken.
+          expect(yield* allowanceOf(holder.token)).toMatchObject({ state: "active", usedUsd: 5.25 })
+        })
+    )
+
+    it.effect("a refund comes back to the card wallet once, however often the network delivers it", () =>
+      Effect.gen(function* () {
+        const holder = yield* fundedCardHolder("30")
+        const authorized = yield* swipe(holder.card, "12.00")
+        const id = authorized.body.id as string
+        yield* send("POST", `/sandbox/card-network/authorizations/${id}/clear`, { json: {} })
+        yield* eventually("the payment settled", statementItem(holder.token, `card-${id}`), (seen) => {
+          return seen?.status === "settled"
+        })
+        expect(yield* balanceOf(holder.account.address)).toBe(usd1("18"))
+
+        // The network's refund message, delivered three times (a processor retries until it hears 200).
+        const refund = transactionUpdatedBody({
+          token: randomUUID(),
+          cardToken: yield* cardToken(holder.account.address),
+          status: "SETTLED",
+          merchant: { name: COFFEE.name, mcc: COFFEE.mcc, city: COFFEE.city, country: COFFEE.country },
+          events: [{ id: randomUUID(), type: "refund", cents: 450 }],
+          at: new Date()
+        })
+        for (let delivery = 0; delivery < 3; delivery++) {
+          expect((yield* postNetworkMessage(refund)).status).toBe(200)
+        }
+        const eventId = refund.events[0]!.token
+        const item = yield* eventually(
+          "the refund settled",
+          statementItem(holder.token, `card-refund-${eventId}`),
+          (seen) => seen?.status === "settled"
+        )
+        expect(item).toMatchObject({ usd: 4.5, tx: expect.stringMatching(/^0x[0-9a-f]{64}$/) })
+        expect(yield* balanceOf(holder.account.address)).toBe(usd1("22.5"))
+        // Later ticks and another delivery move nothing more.
+        expect((yield* postNetworkMessage(refund)).status).toBe(200)
+        yield* Effect.sleep("2 seconds")
+        expect(yield* balanceOf(holder.account.address)).toBe(usd1("22.5"))
+        const transfers = yield* transfersOf(holder.account.address)
+        expect(transfers.map((transfer) => [transfer.kind, transfer.state])).toEqual([
+          ["debit", "final"],
+          ["refund", "final"]
+        ])
+        expect((yield* moneyEvents(holder.account.address)).map((event) => event.change)).toEqual([
+          "debited",
+          "credited"
+        ])
+      })
+    )
+
+    it.effect("allowance revoked: the next authorization declines, the pending clearing is owed, the card frozen", () =>
+      Effect.gen(function* () {
+        const holder = yield* fundedCardHolder("20")
+        const { spender } = (yield* allowanceOf(holder.token)) as unknown as { spender: Hex }
+        const programBefore = yield* balanceOf(spender)
+        const authorized = yield* swipe(holder.card, "8.00")
+        const id = authorized.body.id as string
+
+        const devnet = yield* TestDevnet
+        yield* Effect.orDie(fundFromAnvil(devnet, holder.account.address))
+        const hash = yield* Effect.promise(() =>
+          walletClientFor(devnet, holder.key).writeContract({
+            address: devnet.usd1,
+            abi: erc20Abi,
+            functionName: "approve",
+            args: [spender, 0n]
+          })
+        )
+        yield* Effect.orDie(awaitReceipt(devnet, hash, "revoke"))
+        yield* eventually("revoked", allowanceOf(holder.token), (seen) => seen.state === "revoked")
+        expect((yield* swipe(holder.card, "1.00")).body).toMatchObject({ approved: false, reason: "allowance_missing" })
+
+        yield* send("POST", `/sandbox/card-network/authorizations/${id}/clear`, { json: {} })
+        const me = yield* eventually(
+          "the clearing owed",
+          Effect.map(send("GET", "/me", { headers: bearer(holder.token) }), (response) => response.body),
+          (body) => body.owedUsd === 8
+        )
+        expect(me.owedUsd).toBe(8)
+        const controls = yield* send("GET", "/card/controls", { headers: bearer(holder.token) })
+        expect(controls.body).toMatchObject({ frozen: true, frozenReason: "amount_owed", owedUsd: 8 })
+        expect((yield* swipe(holder.card, "1.00")).body).toMatchObject({ approved: false, reason: "card_frozen" })
+        // Nothing moved on chain, nothing was sent, and the holder was told.
+        expect(yield* balanceOf(spender)).toBe(programBefore)
+        expect(yield* balanceOf(holder.account.address)).toBe(usd1("20"))
+        expect(yield* transfersOf(holder.account.address)).toEqual([])
+        expect(yield* moneyEvents(holder.account.address)).toEqual([
+          expect.objectContaining({ change: "owed", amountUsd: 8, owedUsd: 8, authorizationId: id, tx: null })
+        ])
+        const sql = yield* SqlClient.SqlClient
+        const entries = yield* sql<{ amountMicros: string }>`
+          SELECT amount_micros::text FROM card_owed_entries WHERE card_id = ${holder.cardId}`.pipe(Effect.orDie)
+        expect(entries).toEqual([{ amountMicros: "8000000" }])
+        // A holder who unfreezes their own freeze does not thaw what is owed.
+        const patched = yield* send("PUT", "/card/controls", { headers: bearer(holder.token), json: { frozen: false } })
+        expect(patched.body).toMatchObject({ frozen: true, frozenReason: "amount_owed" })
+      })
+    )
+  })
+})
