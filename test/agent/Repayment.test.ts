@@ -87,7 +87,13 @@ const makeDue = (cardId: string) =>
   ).pipe(Effect.orDie)
 
 const server = testServer(
-  { AGENT_MODE: "live", AGENT_INTERVAL: "1 hour", AGENT_POLL: "24 hours" },
+  {
+    AGENT_MODE: "live",
+    AGENT_INTERVAL: "1 hour",
+    AGENT_POLL: "24 hours",
+    // The settlement engine looks once, at start: a pending clearing the tests plant stays pending.
+    CARD_SETTLEMENT_POLL: "24 hours"
+  },
   { kycProvider: ScriptedKycProvider.layer() }
 )
 
@@ -106,6 +112,14 @@ layer(server, { excludeTestServices: true, timeout: "120 seconds" })("a card tha
         const owedMicros = 40_123_456n
         yield* oweClearing(customer, owedMicros)
         const stream = yield* readEvents({ token: customer.token })
+        const standing = Effect.all({
+          owedUsd: Effect.map(send("GET", "/me", { headers: bearer(customer.token) }), (me) => me.body.owedUsd),
+          frozenReason: Effect.map(
+            send("GET", "/card/controls", { headers: bearer(customer.token) }),
+            (controls) => controls.body.frozenReason
+          )
+        })
+        expect(yield* standing).toEqual({ owedUsd: 40.123456, frozenReason: "amount_owed" })
         const account = debts.settlementAccount
         const accountBefore = yield* balanceOf(devnet.usd1, account)
         const cardBefore = yield* balanceOf(devnet.usd1, customer.account.address)
@@ -151,6 +165,8 @@ layer(server, { excludeTestServices: true, timeout: "120 seconds" })("a card tha
           (sql) => sql<{ money: string }>`SELECT money FROM card_network_events WHERE card_id = ${customer.cardId}`
         )
         expect(clearings).toEqual([{ money: "repaid" }])
+        // The card thaws: the holder's own reads say so.
+        expect(yield* standing).toEqual({ owedUsd: 0, frozenReason: null })
 
         // The holder is told, on the live stream: repaid, nothing owed any more (the card thaws).
         const told = yield* stream.await(
