@@ -3,7 +3,9 @@
  * card program (a clearing its wallet could not pay, set up in SQL as the settlement engine leaves
  * it) is repaid by the agent's next refill, straight to the settlement account, exactly once; and a
  * refill counts the card's holds, pending clearings, owed amount and allowance; a repayment not mined
- * in time is never paid again, and is recorded once the chain mines it. Ticks are run by the test at
+ * in time is never paid again, and is recorded once the chain mines it; and the issue's acceptance end
+ * to end, the settlement engine making the debt: an allowance revoked, a clearing owed, the card
+ * frozen, the agent's refill repays it and the card thaws. Ticks are run by the test at
  * fixed instants (the scheduled loop waits a day).
  */
 import { randomUUID } from "node:crypto"
@@ -15,10 +17,19 @@ import { AgentLoop } from "../../src/agent/AgentLoop.js"
 import { ceilCents } from "../../src/agent/Decide.js"
 import { CardDebts } from "../../src/cards/CardDebts.js"
 import { Statement } from "../../src/cards/Statement.js"
+import { awaitReceipt, walletClientFor } from "../../src/chain/Devnet.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
 import { ScriptedKycProvider } from "../../src/kyc/ScriptedKycProvider.js"
 import { cardHolder } from "../support/agent.js"
-import { followedUsd1, signAllowance, swipe } from "../support/cards.js"
+import {
+  allowanceOf,
+  followedUsd1,
+  fundedCardHolder,
+  fundFromAnvil,
+  NETWORK_SECRET,
+  signAllowance,
+  swipe
+} from "../support/cards.js"
 import { readEvents } from "../support/events.js"
 import { bearer, send } from "../support/http.js"
 import { devnetRpc, TestDevnet } from "../support/TestChain.js"
@@ -358,5 +369,57 @@ layer(
           Effect.flatMap(TestDevnet, (devnet) => devnetRpc(devnet, "evm_setAutomine", [true]).pipe(Effect.orDie))
         )
       )
+  )
+})
+
+layer(
+  testServer(
+    { AGENT_MODE: "live", AGENT_INTERVAL: "1 hour", AGENT_POLL: "24 hours", CARD_SANDBOX_SECRET: NETWORK_SECRET },
+    { kycProvider: ScriptedKycProvider.layer() }
+  ),
+  { excludeTestServices: true, timeout: "120 seconds" }
+)("with the settlement engine", (it) => {
+  it.effect(
+    "allowance revoked, a clearing owed, the card frozen: the agent's refill repays it and the card thaws",
+    () =>
+      Effect.gen(function* () {
+        const devnet = yield* TestDevnet
+        const loop = yield* AgentLoop
+        const holder = yield* fundedCardHolder("20")
+        expect((yield* send("PUT", "/strategy", { headers: bearer(holder.token), json: strategy })).status).toBe(200)
+        const { spender } = (yield* allowanceOf(holder.token)) as unknown as { spender: `0x${string}` }
+        const authorized = yield* swipe(holder.card, "8.00")
+        // The holder revokes the allowance on chain; the clearing that follows cannot be debited.
+        yield* Effect.orDie(fundFromAnvil(devnet, holder.account.address))
+        const revoke = yield* Effect.promise(() =>
+          walletClientFor(devnet, holder.key).writeContract({
+            address: devnet.usd1,
+            abi: erc20Abi,
+            functionName: "approve",
+            args: [spender, 0n]
+          })
+        )
+        yield* Effect.orDie(awaitReceipt(devnet, revoke, "revoke"))
+        yield* eventually("revoked", allowanceOf(holder.token), (seen) => seen.state === "revoked")
+        yield* send("POST", `/sandbox/card-network/authorizations/${authorized.body.id}/clear`, { json: {} })
+        const controls = Effect.map(send("GET", "/card/controls", { headers: bearer(holder.token) }), (r) => r.body)
+        yield* eventually("the clearing owed", controls, (body) => body.frozenReason === "amount_owed")
+        expect((yield* swipe(holder.card, "1.00")).body).toMatchObject({ approved: false, reason: "card_frozen" })
+        const programBefore = yield* balanceOf(devnet.usd1, spender)
+
+        // The agent's next refill repays the $8 from its wallet's cash, straight to the settlement account.
+        expect((yield* loop.tick(FRIDAY_1540_ET)).executed).toBe(1)
+        expect((yield* balanceOf(devnet.usd1, spender)) - programBefore).toBe(parseUnits("8", 18))
+        expect(yield* controls).toMatchObject({ frozenReason: null, owedUsd: 0 })
+        // Thawed: the next authorization is declined for the revoked allowance only, no longer as frozen.
+        expect((yield* swipe(holder.card, "1.00")).body).toMatchObject({ approved: false, reason: "allowance_missing" })
+        const [ledger] = yield* query(
+          (sql) =>
+            sql<{
+              total: string
+            }>`SELECT sum(amount_micros)::text AS total FROM card_owed_entries WHERE card_id = ${holder.cardId}`
+        )
+        expect(ledger!.total).toBe("0")
+      })
   )
 })
