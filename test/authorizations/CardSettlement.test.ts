@@ -9,6 +9,7 @@ import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { erc20Abi, type Hex, parseEventLogs, parseUnits } from "viem"
+import { generatePrivateKey } from "viem/accounts"
 import { transactionUpdatedBody } from "../../src/authorizations/LithicWire.js"
 import { awaitReceipt, publicClientFor, walletClientFor } from "../../src/chain/Devnet.js"
 import { ScriptedKycProvider } from "../../src/kyc/ScriptedKycProvider.js"
@@ -23,11 +24,16 @@ import {
   swipe
 } from "../support/cards.js"
 import { bearer, send } from "../support/http.js"
+import { devnetServiceEnv } from "../support/process.js"
+import { DatabaseUrl, OwnDatabase, runReconcile } from "../support/reconcile.js"
 import { TestDevnet } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
 import { eventually } from "../support/wait.js"
 
 const usd1 = (usd: string) => parseUnits(usd, 18)
+
+/** The settlement account's key: the file's own, so that the reconciliation sees only its transfers. */
+const PROGRAM_KEY = generatePrivateKey()
 
 const balanceOf = (owner: Hex) =>
   Effect.flatMap(TestDevnet, (devnet) =>
@@ -80,9 +86,14 @@ const transfersIn = (hash: Hex) =>
   )
 
 describe("the money behind the card (devnet)", () => {
-  layer(testServer({ CARD_SANDBOX_SECRET: NETWORK_SECRET }, { kycProvider: ScriptedKycProvider.layer() }), {
-    excludeTestServices: true
-  })((it) => {
+  layer(
+    testServer(
+      { CARD_SANDBOX_SECRET: NETWORK_SECRET, CARD_PROGRAM_KEY: PROGRAM_KEY },
+      { kycProvider: ScriptedKycProvider.layer() },
+      OwnDatabase
+    ),
+    { excludeTestServices: true, timeout: "120 seconds" }
+  )((it) => {
     it.effect(
       "a clearing is debited once: the wallet pays the settlement account, the item settles with its hash",
       () =>
@@ -230,6 +241,33 @@ describe("the money behind the card (devnet)", () => {
         const patched = yield* send("PUT", "/card/controls", { headers: bearer(holder.token), json: { frozen: false } })
         expect(patched.body).toMatchObject({ frozen: true, frozenReason: "amount_owed" })
       })
+    )
+
+    it.effect(
+      "npm run cards:reconcile over all of the above: no difference; one planted in the database is reported",
+      () =>
+        Effect.gen(function* () {
+          const env = yield* devnetServiceEnv(yield* TestDevnet, yield* DatabaseUrl, { CARD_PROGRAM_KEY: PROGRAM_KEY })
+          const clean = yield* runReconcile(env)
+          expect(clean.code, clean.output).toBe(0)
+          expect(clean.summary).toMatchObject({
+            clearings: { count: 3, micros: 25_250_000 },
+            debited: { count: 2, micros: 17_250_000 },
+            owed: { count: 1, micros: 8_000_000, outstandingMicros: 8_000_000 },
+            pending: { count: 0 },
+            refunds: { count: 1, micros: 4_500_000 },
+            differences: []
+          })
+          expect(clean.summary.settlementAccount.balance).toBe(String(usd1("12.75")))
+
+          const sql = yield* SqlClient.SqlClient
+          yield* sql`UPDATE card_program_transfers SET amount = amount + 1 WHERE kind = 'refund'`.pipe(Effect.orDie)
+          const planted = yield* runReconcile(env)
+          expect(planted.code).toBe(1)
+          expect(planted.summary.differences.map((difference: { kind: string }) => difference.kind)).toContain(
+            "transfer_amount_mismatch"
+          )
+        }).pipe(Effect.scoped)
     )
   })
 })

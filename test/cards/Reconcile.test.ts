@@ -11,7 +11,7 @@ import { mkdirSync, writeFileSync } from "node:fs"
 import path from "node:path"
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it, layer } from "@effect/vitest"
-import { Context, Effect, Layer, Metric, Redacted } from "effect"
+import { Effect, Metric } from "effect"
 import { erc20Abi, type Hash, type Hex, parseUnits } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { DIFFERENCE_KINDS } from "../../src/cards/Reconciliation.js"
@@ -19,23 +19,15 @@ import { awaitReceipt, type Devnet, walletClientFor } from "../../src/chain/Devn
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
 import { ScriptedKycProvider } from "../../src/kyc/ScriptedKycProvider.js"
 import { prometheusText } from "../../src/observability/Metrics.js"
-import { sqlLayer } from "../../src/storage/Database.js"
 import { cardHolder } from "../support/agent.js"
 import { followedUsd1, fundFromAnvil, signAllowance } from "../support/cards.js"
 import { metricValue } from "../support/metrics.js"
 import { devnetServiceEnv, runToExit, temporaryDirectory } from "../support/process.js"
 import { promtoolProblems, withoutPromtool } from "../support/promtool.js"
+import { DatabaseUrl, OwnDatabase, runReconcile } from "../support/reconcile.js"
 import { devnetRpc, TestDevnet } from "../support/TestChain.js"
-import { temporaryDatabaseUrl } from "../support/TestDatabase.js"
 import { testServer } from "../support/TestServer.js"
 import { eventually } from "../support/wait.js"
-
-/** The test database's URL, for the script's DATABASE_URL. */
-class DatabaseUrl extends Context.Tag("test/DatabaseUrl")<DatabaseUrl, string>() {}
-
-const Database = Layer.unwrapScoped(
-  Effect.map(temporaryDatabaseUrl, (url) => Layer.merge(sqlLayer(Redacted.make(url)), Layer.succeed(DatabaseUrl, url)))
-)
 
 const PROGRAM_KEY = generatePrivateKey()
 const SETTLEMENT = privateKeyToAccount(PROGRAM_KEY).address
@@ -123,26 +115,12 @@ const owedEntry = (cardId: string, micros: bigint, link: { eventId: string } | {
       })}`
   )
 
-/** `npm run cards:reconcile` as a child process with the service's settings: its exit code and JSON summary. */
-const runScript = (env: Record<string, string>) =>
-  Effect.gen(function* () {
-    const { code, output } = yield* runToExit(process.execPath, ["--import", "tsx", "scripts/cards-reconcile.ts"], {
-      PATH: process.env.PATH ?? "",
-      HOME: process.env.HOME ?? "",
-      ...env
-    })
-    const line = output.split("\n").find((text) => text.startsWith('{"clearings"'))
-    expect(line, output).toBeDefined()
-    // biome-ignore lint/suspicious/noExplicitAny: the summary is checked field by field
-    return { code, summary: JSON.parse(line!) as any, output }
-  })
-
 describe("npm run cards:reconcile (devnet)", () => {
   layer(
     testServer(
       { CARD_PROGRAM_KEY: PROGRAM_KEY, CARD_RECONCILE_INTERVAL: "1 second" },
       { kycProvider: ScriptedKycProvider.layer() },
-      Database
+      OwnDatabase
     ),
     { excludeTestServices: true, timeout: "120 seconds" }
   )((it) => {
@@ -184,7 +162,7 @@ describe("npm run cards:reconcile (devnet)", () => {
           yield* sql`UPDATE cards SET owed_micros = 2000000 WHERE id = ${card.id}`
 
           const env = yield* devnetServiceEnv(devnet, yield* DatabaseUrl, { CARD_PROGRAM_KEY: PROGRAM_KEY })
-          const clean = yield* runScript(env)
+          const clean = yield* runReconcile(env)
           expect(clean.code, clean.output).toBe(0)
           expect(clean.summary).toEqual({
             clearings: { count: 3, micros: 10_000_000 },
@@ -214,7 +192,7 @@ describe("npm run cards:reconcile (devnet)", () => {
 
           // Planted: the debit recorded for $6 where the chain moved $5.
           yield* sql`UPDATE card_program_transfers SET amount = ${usd("6").toString()} WHERE event_id = ${cleared}`
-          const wrongAmount = yield* runScript(env)
+          const wrongAmount = yield* runReconcile(env)
           expect(wrongAmount.code).toBe(1)
           expect(wrongAmount.summary.differences).toEqual([
             {
@@ -231,7 +209,7 @@ describe("npm run cards:reconcile (devnet)", () => {
 
           // Planted: the card's owed total no longer its entries' sum.
           yield* sql`UPDATE cards SET owed_micros = 1 WHERE id = ${card.id}`
-          const wrongOwed = yield* runScript(env)
+          const wrongOwed = yield* runReconcile(env)
           expect(wrongOwed.code).toBe(1)
           expect(wrongOwed.summary.differences).toEqual([
             { kind: "owed_total_mismatch", cardId: card.id, expected: "2000000", actual: "1" }

@@ -151,9 +151,11 @@ layer(
         "DecisionFrame",
         "StrategyFrame",
         "AuthorizationFrame",
+        "MoneyFrame",
         "CloseFrame"
       ])
       expect(schemas.AuthorizationFrame.properties.data).toEqual({ $ref: "#/components/schemas/CardAuthorization" })
+      expect(schemas.MoneyFrame.properties.data).toEqual({ $ref: "#/components/schemas/CardMoney" })
       expect(schemas.KycFrame.properties).toMatchObject({
         event: { enum: ["kyc"] },
         id: { type: "string" },
