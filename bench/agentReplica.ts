@@ -13,9 +13,10 @@ import { createInterface } from "node:readline"
 import * as Statement from "@effect/sql/Statement"
 import { Cause, Chunk, Effect, Layer, ManagedRuntime } from "effect"
 import { AgentLoop } from "../src/agent/AgentLoop.js"
+import { CardDebts } from "../src/cards/CardDebts.js"
 import { Statement as CardStatement } from "../src/cards/Statement.js"
 import { InMemoryChain } from "../src/chain/InMemoryChain.js"
-import { AgentEventsLive, Events } from "../src/events/Events.js"
+import { AgentEventsLive, DebtEventsLive, Events } from "../src/events/Events.js"
 import { Market } from "../src/market/Market.js"
 import { portsLayer } from "../src/Ports.js"
 import { AppConfig } from "../src/runtime/Config.js"
@@ -32,7 +33,13 @@ const countStatements = Statement.setTransformer((statement) =>
 const ports = process.env.AGENT_BENCH_CHAIN === "memory" ? portsLayer({ chain: InMemoryChain.layer() }) : portsLayer()
 
 const ReplicaLive = AgentLoop.Default.pipe(
-  Layer.provide([Market.Default, CardStatement.Default, AgentEventsLive.pipe(Layer.provide(Events.Default))]),
+  Layer.provide([
+    Market.Default,
+    CardStatement.Default,
+    CardDebts.Default.pipe(Layer.provide(DebtEventsLive)),
+    AgentEventsLive
+  ]),
+  Layer.provide(Events.Default),
   Layer.provide(ports),
   Layer.provide(SqlLive),
   Layer.provide(AppConfig.layer),

@@ -22,6 +22,7 @@ import { BalanceFollowerLive } from "./authorizations/BalanceFollower.js"
 import { CardNetwork } from "./authorizations/CardNetwork.js"
 import { CardSettlement, CardSettlementLive } from "./authorizations/CardSettlement.js"
 import { AuthorizationsHttpLive, CardNetworkHttpLive, CardSandboxFeature } from "./authorizations/Http.js"
+import { CardDebts } from "./cards/CardDebts.js"
 import { CardReconcileLive, CardReconciler } from "./cards/CardReconciler.js"
 import { Cards } from "./cards/Cards.js"
 import { CardHttpLive, StatementHttpLive } from "./cards/Http.js"
@@ -30,7 +31,7 @@ import { Statement } from "./cards/Statement.js"
 import { ChainClient } from "./chain/ChainClient.js"
 import { DevnetFeature } from "./devnet/Http.js"
 import { EventStreams } from "./events/EventStreams.js"
-import { AgentEventsLive, AuthorizationEventsLive, Events, KycEventsLive } from "./events/Events.js"
+import { AgentEventsLive, AuthorizationEventsLive, DebtEventsLive, Events, KycEventsLive } from "./events/Events.js"
 import { CloseEventStreamsFirst, EventsHttpLive } from "./events/Http.js"
 import { HealthHttpLive } from "./health/Http.js"
 import { Readiness } from "./health/Readiness.js"
@@ -78,6 +79,7 @@ const DomainLive = Layer.mergeAll(
       Kyc.Default.pipe(Layer.provide(KycEventsLive)),
       SandboxDeskLive,
       Statement.Default,
+      CardDebts.Default.pipe(Layer.provide(DebtEventsLive)),
       Market.Default,
       Layer.merge(Authorizations.Default, CardSettlement.Default).pipe(Layer.provide(AuthorizationEventsLive))
     )

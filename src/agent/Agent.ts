@@ -13,6 +13,7 @@
 import { Clock, Config, Duration, Effect, Either, Option } from "effect"
 import { formatUnits, getAddress, isAddress } from "viem"
 import type { CardRef } from "../cards/Card.js"
+import { CardDebts } from "../cards/CardDebts.js"
 import { Cards } from "../cards/Cards.js"
 import { Statement } from "../cards/Statement.js"
 import type { Address } from "../chain/Address.js"
@@ -24,6 +25,7 @@ import { Market } from "../market/Market.js"
 import { traced } from "../observability/Traced.js"
 import { AppConfig, durationConfig } from "../runtime/Config.js"
 import { AgentEvents } from "./AgentEvents.js"
+import { commitmentsOf } from "./AgentLoop.js"
 import { AgentRepo, decisionItem, type StrategyRow } from "./AgentRepo.js"
 import { type AgentCard, AgentWallet, type AgentWalletError, type WalletHoldings } from "./AgentWallet.js"
 import {
@@ -77,6 +79,7 @@ export class Agent extends Effect.Service<Agent>()("app/Agent", {
     const cards = yield* Cards
     const market = yield* Market
     const statement = yield* Statement
+    const debts = yield* CardDebts
     const wallet = yield* AgentWallet
     const chain = yield* ChainClient
     const events = yield* AgentEvents
@@ -296,14 +299,17 @@ export class Agent extends Effect.Service<Agent>()("app/Agent", {
         return new Preview({ at: instant, mode, decision: withoutStrategy({ at: instant, spending, closures }) })
       }
       const { targets, timeZone, weeklySpendUsd } = strategy.value
-      const [state, spending] = yield* Effect.all([readAccount(card, instant), spendingOf(card, instant)], {
-        concurrency: "unbounded"
-      })
+      const [state, spending, committed] = yield* Effect.all(
+        [readAccount(card, instant), spendingOf(card, instant), debts.commitments([card.id], instant)],
+        { concurrency: "unbounded" }
+      )
       const tokens = yield* shownTokens(state, targets)
       const decision = decide({
         at: instant,
         strategy: { targets, weeklySpendUsd, timeZone },
         cardUsd1: state.cardUsd1,
+        // The loop also leaves out the repayments in doubt in its journal; the preview counts all that is owed.
+        commitments: commitmentsOf(committed.get(card.id)!, 0n),
         walletUsd1: units(state.holdings.usd1, chain.usd1.decimals),
         tokens: tokens.map(({ balance, market: data, token }) => ({ symbol: token.symbol, balance, market: data })),
         spending,

@@ -10,7 +10,8 @@
  *   decided at most once per interval whichever replica takes it; the slices and pages of a
  *   replica that dies are taken over when their lease ends.
  * - Reads are per page: card and wallet balances in multicalls, prices once per tick from the
- *   market cache, the page's 28-day spending in one query. Memory is the pages in flight.
+ *   market cache, the page's 28-day spending in one query, the cards' commitments (holds, pending
+ *   clearings, owed amounts, allowances) in another. Memory is the pages in flight.
  * - Dry mode stores refills and rebalances as `dry-run`, and an idle decision (`none`, `hold`) as
  *   `logged` only when it differs (action, symbol, rule) from the card's previous one.
  * - Live mode stores a trade as `executing` and hands it to the trades' state machine
@@ -21,6 +22,7 @@ import { randomUUID } from "node:crypto"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Duration, Effect, Either, Layer, Metric, Option } from "effect"
 import { formatUnits } from "viem"
+import type { CardCommitments } from "../cards/CardDebts.js"
 import { backgroundLoop } from "../lifecycle/BackgroundLoop.js"
 import type { MarketData } from "../market/Api.js"
 import { agentTickDuration, agentTickOverruns, countAgentDecision } from "../observability/Metrics.js"
@@ -34,6 +36,23 @@ import { makeTracker } from "./Tracker.js"
 import { agentCard, agentServices, makeTrades, walletOutcome } from "./Trades.js"
 
 const DAY_MS = 86_400_000
+
+const usdOfMicros = (micros: bigint) => Number(micros) / 1_000_000
+
+/**
+ * A card's commitments as `decide` counts them: what it owes less the repayments still in doubt
+ * (`repayingMicros`: one may yet be mined, and must never be paid twice), and its allowance only
+ * when it has one.
+ */
+export const commitmentsOf = (committed: CardCommitments, repayingMicros: bigint) => {
+  const owed = committed.owedMicros - repayingMicros
+  return {
+    heldUsd: usdOfMicros(committed.heldMicros),
+    clearedPendingUsd: usdOfMicros(committed.clearedPendingMicros),
+    owedUsd: owed > 0n ? usdOfMicros(owed) : 0,
+    allowanceUsd: committed.allowanceMicros > 0n ? usdOfMicros(committed.allowanceMicros) : null
+  }
+}
 
 /** The stored form of a decision taken at `at` for a card's interval. */
 const stored = (
@@ -55,6 +74,8 @@ const stored = (
   needUsd: decision.needUsd,
   horizon: new Date(decision.horizon),
   spread: decision.action === "refill" || decision.action === "rebalance" ? decision.spread : null,
+  repayMicros:
+    decision.action === "refill" && decision.repayUsd > 0 ? BigInt(Math.round(decision.repayUsd * 1_000_000)) : null,
   reason: decision.reason,
   status,
   error,
@@ -74,17 +95,18 @@ export interface TickSummary {
 
 export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
   effect: Effect.gen(function* () {
-    const { chain, events, market, repo, statement, wallet } = yield* agentServices
+    const { chain, debts, events, market, repo, statement, wallet } = yield* agentServices
     const { agentMode } = yield* AppConfig
     const settings = yield* loopSettings
     const trades = yield* makeTrades(settings)
-    const followChain = yield* makeTracker(trades.publishDecisions)
+    const followChain = yield* makeTracker(trades)
     /** This replica, as the owner of its leases. */
     const owner = randomUUID()
     const intervalMs = Duration.toMillis(settings.interval)
     const jitterMs = Duration.toMillis(settings.jitter)
     const leaseMs = Duration.toMillis(settings.lease)
     const { usd1 } = chain
+    const atomicPerMicro = 10n ** BigInt(Math.max(0, usd1.decimals - 6))
 
     // ---------------------------------------------------------------------------------------------
     // A tick
@@ -127,7 +149,8 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
     ) =>
       Effect.gen(function* () {
         const addresses = cards.map((card) => card.address)
-        const [cardBalances, holdings, [payments, latest]] = yield* Effect.all(
+        const cardIds = cards.map((card) => card.cardId)
+        const [cardBalances, holdings, [payments, latest, committed]] = yield* Effect.all(
           [
             chain.balances(addresses, [usd1.address]),
             holdingsOf(cards),
@@ -135,7 +158,8 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
             // replica's loop needs at most AGENT_PAGES_IN_FLIGHT of them and the API keeps the rest.
             Effect.all([
               statement.payments(addresses, at - (LOOKBACK_DAYS + 1) * DAY_MS),
-              repo.latestDecisions(cards.map((card) => card.cardId))
+              repo.latestDecisions(cardIds),
+              debts.commitments(cardIds, at)
             ])
           ],
           { concurrency: "unbounded" }
@@ -167,6 +191,10 @@ export class AgentLoop extends Effect.Service<AgentLoop>()("app/AgentLoop", {
             at,
             strategy: { targets: card.targets, weeklySpendUsd: card.weeklySpendUsd, timeZone: card.timeZone },
             cardUsd1: Number(formatUnits(cardBalances[i]![0]!, usd1.decimals)),
+            commitments: commitmentsOf(
+              committed.get(card.cardId)!,
+              (previous.get(card.cardId)?.repaying ?? 0n) / atomicPerMicro
+            ),
             walletUsd1: Number(formatUnits(held.right.usd1, usd1.decimals)),
             tokens,
             spending: { cardCreatedAt: card.cardCreatedAt.getTime(), payments: payments.get(card.address) ?? [] },

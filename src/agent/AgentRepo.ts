@@ -83,6 +83,8 @@ export interface NewDecision {
   readonly needUsd: number
   readonly horizon: Date
   readonly spread: number | null
+  /** The part of a refill that repays what the card owes, millionths of a dollar; null when nothing is owed. */
+  readonly repayMicros: bigint | null
   readonly reason: string
   readonly status: typeof DecisionStatus.Type
   readonly error: string | null
@@ -98,6 +100,7 @@ export const ExecutingDecision = Schema.Struct({
   symbol: Schema.NullOr(Schema.String),
   buySymbol: Schema.NullOr(Schema.String),
   usd: Schema.Number,
+  repayMicros: Schema.NullOr(Schema.BigInt),
   updatedAt: Schema.DateFromSelf
 })
 export type ExecutingDecision = typeof ExecutingDecision.Type
@@ -108,8 +111,11 @@ export type FinishedStatus = "executed" | "failed" | "unknown" | "blocked"
 /** `unsigned`: only while none of the decision's steps is recorded (the reconciler's "nothing signed"). */
 export type FinishGuard = "unsigned" | "any"
 
-/** A trade's transactions: the steps, and the exchange's approval a wallet's first trade of a token needs before them. */
-export const TransactionStep = Schema.Literal("approve", "sell", "buy", "send")
+/**
+ * A trade's transactions: the steps (a refill's repayment of what the card owes among them), and the
+ * exchange's approval a wallet's first trade of a token needs before them.
+ */
+export const TransactionStep = Schema.Literal("approve", "sell", "buy", "repay", "send")
 export type TransactionStep = typeof TransactionStep.Type
 
 export const AgentTransaction = Schema.Struct({
@@ -469,10 +475,18 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
         rule: Schema.String,
         status: DecisionStatus,
         /** The card's cooldown as it stands with this decision (an executed refill writes both at once). */
-        tradeAfter: Schema.NullOr(Schema.DateFromSelf)
+        tradeAfter: Schema.NullOr(Schema.DateFromSelf),
+        /**
+         * Repayments sent and not yet seen mined or reverted, atomic units: what the card owes less
+         * these is what a new decision may repay (one in doubt may still be mined: never pay twice).
+         */
+        repaying: Schema.BigInt
       }),
       execute: (cardIds) => sql`
-        SELECT s.card_id, d.action, d.symbol, d.rule, d.status, s.trade_after
+        SELECT s.card_id, d.action, d.symbol, d.rule, d.status, s.trade_after,
+               coalesce((SELECT sum(t.amount) FROM agent_transactions t
+                         JOIN agent_decisions r ON r.id = t.decision_id AND r.card_id = s.card_id
+                         WHERE t.step = 'repay' AND t.status = 'broadcast'), 0) AS repaying
         FROM agent_strategies s
         -- The newest decision by the (card_id, id DESC) index, card by card: a DISTINCT ON over the
         -- cards' decisions read the whole decision log for every page.
@@ -495,7 +509,12 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
             INSERT INTO agent_decisions ${sql.insert(
               // Stamped when stored, not when decided (the tick's start): a page stored late in a long
               // tick must not look abandoned to the reconciler before its executor has signed anything.
-              rows.map((row) => ({ ...row, createdAt: storedAt, updatedAt: storedAt }))
+              rows.map((row) => ({
+                ...row,
+                repayMicros: row.repayMicros?.toString() ?? null,
+                createdAt: storedAt,
+                updatedAt: storedAt
+              }))
             )}
             ON CONFLICT (card_id, due_at) DO NOTHING
             RETURNING card_id, id, at, action, symbol, usd, reason, status, error`.pipe(
@@ -510,7 +529,7 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
       Request: Schema.String,
       Result: ExecutingDecision,
       execute: (id) => sql`
-        SELECT d.id, d.card_id, c.address, d.action, d.symbol, d.buy_symbol, d.usd, d.updated_at
+        SELECT d.id, d.card_id, c.address, d.action, d.symbol, d.buy_symbol, d.usd, d.repay_micros, d.updated_at
         FROM agent_decisions d JOIN cards c ON c.id = d.card_id
         WHERE d.id = ${id} AND d.status = 'executing'`
     })
@@ -568,6 +587,28 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
         ),
         Effect.flatMap((rows) => (rows.length === 1 ? Effect.void : Effect.fail(new DecisionTaken())))
       )
+
+    /** The decision's repayment, once mined: its card, transaction and amount (USD1 atomic units). */
+    const repayment = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: Schema.Struct({ cardId: Schema.String, hash: Schema.String, amount: Schema.BigInt }),
+      execute: (decisionId) => sql`
+        SELECT d.card_id, t.hash, t.amount FROM agent_transactions t JOIN agent_decisions d ON d.id = t.decision_id
+        WHERE t.decision_id = ${decisionId} AND t.step = 'repay' AND t.status = 'succeeded'`
+    })
+
+    /**
+     * Repayments whose decision ended (unknown: not mined in time) before they were seen mined or
+     * reverted: the chain may still mine them, and then they must be recorded.
+     */
+    const repaymentsInDoubt = SqlSchema.findAll({
+      Request: Schema.Number,
+      Result: Schema.Struct({ decisionId: Schema.String, hash: Schema.String, raw: Schema.String }),
+      execute: (limit) => sql`
+        SELECT t.decision_id, t.hash, t.raw FROM agent_transactions t JOIN agent_decisions d ON d.id = t.decision_id
+        WHERE t.step = 'repay' AND t.status = 'broadcast' AND d.status <> 'executing'
+        ORDER BY t.created_at LIMIT ${limit}`
+    })
 
     /**
      * The outcome of a step's transaction: succeeded in a block (`mined`: the tracker follows it to
@@ -693,6 +734,8 @@ export class AgentRepo extends Effect.Service<AgentRepo>()("app/AgentRepo", {
         touch,
         transactions,
         recordTransaction,
+        repayment,
+        repaymentsInDoubt,
         finishTransaction,
         unfinalTransactions,
         markTransaction,

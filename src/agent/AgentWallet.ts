@@ -1,6 +1,7 @@
 /**
  * The agent-wallet port: the wallet the agent trades from on behalf of one card. It holds stock
- * tokens and some USD1 cash, sells tokens for USD1, buys tokens with USD1 and sends USD1 to the card.
+ * tokens and some USD1 cash, sells tokens for USD1, buys tokens with USD1, sends USD1 to the card and
+ * repays what the card owes the card program.
  *
  * Implementations: `ChainAgentWallet` (one wallet per card, its key derived from
  * `AGENT_WALLET_SEED`, trading through `EXCHANGE_ADDRESS` on the service's chain), and
@@ -64,6 +65,16 @@ export interface AgentWalletShape {
   /** Sends `amount` USD1 from the wallet to the card's address. */
   readonly sendUsd1: <E, R>(
     card: AgentCard,
+    amount: bigint,
+    record: RecordSigned<E, R>
+  ) => Effect.Effect<SignedTransaction, AgentWalletError | E, R>
+  /**
+   * Sends `amount` USD1 from the wallet straight to the card program's settlement account `to`,
+   * repaying what the card owes (the card wallet's allowance plays no part).
+   */
+  readonly repayUsd1: <E, R>(
+    card: AgentCard,
+    to: Address,
     amount: bigint,
     record: RecordSigned<E, R>
   ) => Effect.Effect<SignedTransaction, AgentWalletError | E, R>

@@ -162,11 +162,24 @@ export type NoneDecision = typeof NoneDecision.Type
 
 export const RefillDecision = Schema.Struct({
   action: Schema.Literal("refill"),
-  rule: Schema.Literal("REFILL_BEFORE_CLOSE", "REFILL_BELOW_FLOOR", "REFILL_BELOW_FLOOR_OUTSIDE_REGULAR").annotations({
+  rule: Schema.Literal(
+    "REFILL_BEFORE_CLOSE",
+    "REFILL_BELOW_FLOOR",
+    "REFILL_BELOW_FLOOR_OUTSIDE_REGULAR",
+    "REPAY_OWED"
+  ).annotations({
     description: "which refill rule applies (docs/agent.md)"
   }),
   reason: decisionReason,
-  usd: Schema.Number.annotations({ description: "USD1 sent to the card, rounded up to the cent" }),
+  usd: Schema.Number.annotations({
+    description:
+      "USD1 the refill moves, rounded up to the cent: repayUsd to the card program first, the rest to the card"
+  }),
+  repayUsd: Schema.Number.annotations({
+    description:
+      "the part of usd that repays what the card owes the card program (exactly that, to the millionth; 0 when it " +
+      "owes nothing), sent to the program's settlement account before the rest goes to the card"
+  }),
   symbol: soldSymbol,
   spread: soldSpread,
   needUsd,

@@ -163,6 +163,13 @@ export const ChainAgentWallet = Layer.effect(
             asWalletFailure("sending USD1 to the card"),
             Effect.withSpan("AgentWallet.sendUsd1", { attributes: { "card.id": card.id } })
           ),
+      repayUsd1: (card, to, amount, record) =>
+        accountOf(card)
+          .transferUsd1(to, amount, record)
+          .pipe(
+            asWalletFailure("repaying the card program"),
+            Effect.withSpan("AgentWallet.repayUsd1", { attributes: { "card.id": card.id } })
+          ),
       session: Effect.succeed({ connected: true }),
       fund
     })

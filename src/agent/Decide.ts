@@ -1,6 +1,7 @@
 /**
  * The agent's decision: a pure function of the instant, the tokens' market state at that instant, the
- * strategy, the card's and the agent wallet's balances and the card's spending history. No clock, no I/O:
+ * strategy, the card's and the agent wallet's balances, what the card has committed and owes, and the
+ * card's spending history. No clock, no I/O:
  * the same input always gives the same decision. The rules are in docs/agent.md.
  *
  * One file although long (issue 21): the rules are one decision, taken in order (refill before
@@ -19,7 +20,7 @@ import {
   sessionsFor
 } from "../market/Calendar.js"
 import type { Decision, HoldDecision, NoneDecision, RebalanceDecision, RefillDecision } from "./Api.js"
-import { forecastSpend, type SpendingHistory } from "./Forecast.js"
+import { forecastSpend, type SpendingHistory, typicalCardPayment } from "./Forecast.js"
 import { formatEt, formatSpread, formatUsd, formatWeight } from "./Reasons.js"
 import { type Strategy, strategyLimits } from "./Strategy.js"
 
@@ -56,12 +57,32 @@ export interface TokenHolding {
   readonly market: TokenMarketAt | null
 }
 
+/**
+ * What the card has committed and owes beside its USD1, USD. The card's available funds are its USD1
+ * less all three, and no more than its spending allowance still lets the program take after the
+ * holds and pending clearings (docs/agent.md, "Available funds").
+ */
+export interface CardCommitments {
+  /** Open holds of approved card payments. */
+  readonly heldUsd: number
+  /** Cleared card payments not yet debited from the card wallet. */
+  readonly clearedPendingUsd: number
+  /** Clearings that could not be debited: the card is frozen until the agent repays them. */
+  readonly owedUsd: number
+  /** What the token still allows the program to take from the card wallet; null when the card has no allowance. */
+  readonly allowanceUsd: number | null
+}
+
+const NO_COMMITMENTS: CardCommitments = { heldUsd: 0, clearedPendingUsd: 0, owedUsd: 0, allowanceUsd: null }
+
 export interface DecisionInput {
   /** The decision instant, ms since epoch (calendar and forecast are evaluated at it). */
   readonly at: number
   readonly strategy: Strategy
   /** USD1 on the card. */
   readonly cardUsd1: number
+  /** What the card has committed and owes; absent: nothing. */
+  readonly commitments?: CardCommitments
   /** USD1 cash in the agent wallet. */
   readonly walletUsd1: number
   /** Every token the agent wallet holds or the strategy targets, each symbol once. */
@@ -286,6 +307,44 @@ const SESSION_NAMES = {
 // ---------------------------------------------------------------------------------------------------
 // The decision
 
+/** The card's funds as a decision counts them, USD. */
+interface Funds {
+  readonly commitments: CardCommitments
+  /** USD1 the card keeps once its holds and pending clearings are debited. */
+  readonly kept: number
+  /** What the allowance still lets the program take after those; Infinity without an allowance. */
+  readonly room: number
+  /** What the next card payment may use: kept less owed, within the room. */
+  readonly available: number
+  /** The holder's typical card payment (0 without any). */
+  readonly typicalUsd: number
+  /** The balance below which the card is refilled at once: the $10 floor, or the typical payment when larger. */
+  readonly floorUsd: number
+}
+
+const fundsOf = (input: DecisionInput): Funds => {
+  const commitments = input.commitments ?? NO_COMMITMENTS
+  const committed = commitments.heldUsd + commitments.clearedPendingUsd
+  const kept = input.cardUsd1 - committed
+  const room =
+    commitments.allowanceUsd === null ? Number.POSITIVE_INFINITY : Math.max(0, commitments.allowanceUsd - committed)
+  const typicalUsd = typicalCardPayment(input.spending.payments, input.at)
+  return {
+    commitments,
+    kept,
+    room,
+    available: Math.min(kept - commitments.owedUsd, room),
+    typicalUsd,
+    floorUsd: Math.max(agentRules.floorUsd, typicalUsd)
+  }
+}
+
+/**
+ * What brings the card's available funds up to `target`, once what it owes is repaid: the USD1 it
+ * needs on top of what it keeps, no more than its allowance lets card payments use.
+ */
+const topUpTo = (funds: Funds, target: number): number => Math.max(0, Math.min(target, funds.room) - funds.kept)
+
 interface Context {
   readonly input: DecisionInput
   readonly closures: ReadonlyArray<AdHocClosure>
@@ -293,9 +352,29 @@ interface Context {
   readonly needUsd: number
   readonly horizon: number
   readonly positions: ReadonlyArray<Position>
+  readonly funds: Funds
 }
 
-const cardHolds = (ctx: Context): string => `The card holds ${formatUsd(ctx.input.cardUsd1)}`
+/** "The card holds $20.00", or with commitments what is available and why. */
+const cardHolds = (ctx: Context): string => {
+  const { commitments, available, kept, room } = ctx.funds
+  const less = [
+    commitments.heldUsd > 0 ? `${formatUsd(commitments.heldUsd)} held for card payments` : "",
+    commitments.clearedPendingUsd > 0 ? `${formatUsd(commitments.clearedPendingUsd)} cleared and not yet debited` : "",
+    commitments.owedUsd > 0 ? `${formatUsd(commitments.owedUsd)} owed to the card program` : ""
+  ].filter((part) => part !== "")
+  const capped = room < kept - commitments.owedUsd
+  if (less.length === 0 && !capped) return `The card holds ${formatUsd(ctx.input.cardUsd1)}`
+  const within = capped ? `, within the ${formatUsd(room)} its spending allowance still lets card payments use` : ""
+  const minus = less.length === 0 ? "" : ` less ${listOf(less)}`
+  return `The card has ${formatUsd(available)} available (${formatUsd(ctx.input.cardUsd1)} of USD1${minus}${within})`
+}
+
+/** "the $10.00 floor", or "the $25.00 floor (its typical card payment)" when that is larger. */
+const floorText = (ctx: Context): string =>
+  ctx.funds.typicalUsd > agentRules.floorUsd
+    ? `the ${formatUsd(ctx.funds.floorUsd)} floor (its typical card payment)`
+    : `the ${formatUsd(agentRules.floorUsd)} floor`
 const needs = (ctx: Context): string => `needs ${formatUsd(ctx.needUsd)} until ${formatEt(ctx.horizon)}`
 const regularOpens = (ctx: Context): string => `the regular session opens ${formatEt(ctx.calendar.nextOpenTime)}`
 
@@ -315,15 +394,22 @@ const whenSentence = (ctx: Context): string => {
 /** The refill from cash or from a token, or a hold naming what blocks it (rules 4 to 6). */
 const refill = (ctx: Context, rule: RefillRule, usd: number): RefillDecision | HoldDecision => {
   const { walletUsd1 } = ctx.input
-  const floor = formatUsd(agentRules.floorUsd)
+  const floor = floorText(ctx)
+  const owed = ctx.funds.commitments.owedUsd
   const base = { needUsd: ctx.needUsd, horizon: ctx.horizon }
   const situation =
     rule === "REFILL_BEFORE_CLOSE"
       ? `${cardHolds(ctx)} but ${needs(ctx)}`
       : rule === "REFILL_BELOW_FLOOR"
-        ? `${cardHolds(ctx)}, below the ${floor} floor, and ${needs(ctx)}`
-        : `${cardHolds(ctx)}, below the ${floor} floor; outside the regular session the agent only restores the floor`
+        ? `${cardHolds(ctx)}, below ${floor}, and ${needs(ctx)}`
+        : rule === "REPAY_OWED"
+          ? `${cardHolds(ctx)}; the card is frozen until the ${formatUsd(owed)} it owes the card program (a card payment its wallet could not pay) is repaid`
+          : `${cardHolds(ctx)}, below ${floor}; outside the regular session the agent only restores the floor`
   const when = rule === "REFILL_BEFORE_CLOSE" ? ` before the close at ${formatEt(ctx.calendar.nextCloseTime)}` : ""
+  // What the card owes goes to the card program first, straight from the wallet: no allowance needed.
+  const rest = usd - owed > 1e-9 ? ", and the rest goes to the card" : ""
+  const repays =
+    owed > 0 ? ` Of it, ${formatUsd(owed)} first repays the card program, which unfreezes the card${rest}.` : ""
 
   if (walletUsd1 >= usd) {
     return {
@@ -331,9 +417,10 @@ const refill = (ctx: Context, rule: RefillRule, usd: number): RefillDecision | H
       rule,
       symbol: CASH_SYMBOL,
       usd,
+      repayUsd: owed,
       spread: 0,
       ...base,
-      reason: `${situation}. The agent sends ${formatUsd(usd)}${when} from the wallet's ${formatUsd(walletUsd1)} USD1 cash; nothing is sold.`
+      reason: `${situation}. The agent sends ${formatUsd(usd)}${when} from the wallet's ${formatUsd(walletUsd1)} USD1 cash; nothing is sold.${repays}`
     }
   }
 
@@ -362,9 +449,10 @@ const refill = (ctx: Context, rule: RefillRule, usd: number): RefillDecision | H
       rule,
       symbol: sold.symbol,
       usd,
+      repayUsd: owed,
       spread: soldSpread(sold),
       ...base,
-      reason: `${situation}. The agent sells ${formatUsd(usd)} of ${sold.symbol}${furthest} (${weightVsTarget(sold)})${when === "" ? "" : `,${when}`}${spread}.`
+      reason: `${situation}. The agent sells ${formatUsd(usd)} of ${sold.symbol}${furthest} (${weightVsTarget(sold)})${when === "" ? "" : `,${when}`}${spread}.${repays}`
     }
   }
 
@@ -379,7 +467,7 @@ const refill = (ctx: Context, rule: RefillRule, usd: number): RefillDecision | H
     stage < 0
       ? `the agent wallet holds no tokens and ${walletUsd1 > 0 ? `only ${cash}` : "no"} USD1 cash`
       : `${describeObstacles(obstacles)}${walletUsd1 > 0 ? `, and the wallet's ${cash} USD1 cash is not enough` : ""}`
-  const situationNow = guarded ? `${cardHolds(ctx)}, below the ${floor} floor` : situation
+  const situationNow = guarded ? `${cardHolds(ctx)}, below ${floor}` : situation
   return {
     action: "hold",
     rule: holdRule,
@@ -508,26 +596,41 @@ export const withoutStrategy = (input: {
  */
 export const decide = (input: DecisionInput): Decision => {
   const closures = input.closures ?? defaultAdHocClosures
-  const { at, cardUsd1, strategy } = input
-  const { closeWindowMs, floorUsd, minTradeUsd } = agentRules
+  const { at, strategy } = input
+  const { closeWindowMs, minTradeUsd } = agentRules
   const { calendar, horizon, needUsd } = outlook(at, input.spending, strategy, closures)
   const regular = calendar.session === "regular"
-  const ctx: Context = { input, closures, calendar, needUsd, horizon, positions: positionsOf(input) }
+  const funds = fundsOf(input)
+  const { available, floorUsd } = funds
+  const owed = funds.commitments.owedUsd
+  const ctx: Context = { input, closures, calendar, needUsd, horizon, positions: positionsOf(input), funds }
 
-  const shortfall = Math.max(needUsd, floorUsd) - cardUsd1
-  const belowFloor = cardUsd1 < floorUsd
-  if (shortfall > 0 && regular && (belowFloor || at >= calendar.nextCloseTime - closeWindowMs)) {
-    const rule = belowFloor ? "REFILL_BELOW_FLOOR" : "REFILL_BEFORE_CLOSE"
-    return refill(ctx, rule, ceilCents(Math.max(shortfall, minTradeUsd)))
+  const belowFloor = available < floorUsd
+  const inCloseWindow = regular && at >= calendar.nextCloseTime - closeWindowMs
+  const refillNow = belowFloor || (inCloseWindow && Math.max(needUsd, floorUsd) > available)
+  // A card that owes is frozen: it is repaid at once, in any session, with the top-up the session allows.
+  if (refillNow || owed > 0) {
+    const target = regular && refillNow ? Math.max(needUsd, floorUsd) : floorUsd
+    const topUp = topUpTo(funds, target)
+    if (owed + topUp > 0) {
+      const rule: RefillRule =
+        topUp === 0
+          ? "REPAY_OWED"
+          : !regular
+            ? "REFILL_BELOW_FLOOR_OUTSIDE_REGULAR"
+            : belowFloor
+              ? "REFILL_BELOW_FLOOR"
+              : "REFILL_BEFORE_CLOSE"
+      return refill(ctx, rule, ceilCents(Math.max(owed + topUp, minTradeUsd)))
+    }
   }
-  if (shortfall > 0 && !regular && belowFloor) {
-    return refill(ctx, "REFILL_BELOW_FLOOR_OUTSIDE_REGULAR", ceilCents(Math.max(floorUsd - cardUsd1, minTradeUsd)))
-  }
+  // What more USD1 would bring card payments (none once the allowance is what limits them).
+  const shortfall = topUpTo(funds, Math.max(needUsd, floorUsd))
 
   const plan = planRebalance(ctx)
   if (regular && plan.kind === "trade") return plan.decision
   const none = (rule: NoneRule, reason: string): NoneDecision => ({ action: "none", rule, reason, needUsd, horizon })
-  const floor = formatUsd(floorUsd)
+  const floor = floorText(ctx)
   const opens = formatEt(calendar.nextOpenTime)
   const rebalanceNote =
     plan.kind === "none"
@@ -541,10 +644,17 @@ export const decide = (input: DecisionInput): Decision => {
       : `the refill waits for the regular session, which opens ${opens}`
     return none(
       regular ? "OUTSIDE_CLOSE_WINDOW" : "OUTSIDE_REGULAR_SESSION",
-      `${cardHolds(ctx)} and ${needs(ctx)}. It is above the ${floor} floor, so ${waits}.${rebalanceNote}`
+      `${cardHolds(ctx)} and ${needs(ctx)}. It is above ${floor}, so ${waits}.${rebalanceNote}`
     )
   }
-  const enough = `${cardHolds(ctx)}, enough for the ${formatUsd(needUsd)} it needs until ${formatEt(horizon)} and the ${floor} floor.`
+  const limited =
+    funds.room < Math.max(needUsd, floorUsd)
+      ? ` More USD1 on the card would not raise what its spending allowance lets card payments use: the holder can sign a larger allowance.`
+      : ""
+  const enough =
+    limited === ""
+      ? `${cardHolds(ctx)}, enough for the ${formatUsd(needUsd)} it needs until ${formatEt(horizon)} and ${floor}.`
+      : `${cardHolds(ctx)}.${limited}`
   const rule = plan.kind === "none" ? "ENOUGH_BALANCE" : regular ? "REBALANCE_BLOCKED" : "OUTSIDE_REGULAR_SESSION"
   return none(rule, `${enough}${rebalanceNote}`)
 }

@@ -22,6 +22,8 @@ export interface Payment {
   readonly at: number
   /** Positive USD amount. */
   readonly usd: number
+  /** A card-network payment (an authorization the network asked about), not a merchant order. */
+  readonly card?: boolean
 }
 
 export interface SpendingHistory {
@@ -109,4 +111,19 @@ export const forecastSpend = (
 ): SpendForecast => {
   const rates = spendRates(history, weeklySpendUsd, timeZone, from)
   return { rates, usd: expectedSpend(rates, timeZone, from, to) }
+}
+
+/**
+ * The holder's typical card payment at `at`: the median of the card-network payments made in the
+ * 28 days (of 24 hours) before `at`; 0 without any. What the next authorization most likely asks for.
+ */
+export const typicalCardPayment = (payments: ReadonlyArray<Payment>, at: number): number => {
+  const since = at - LOOKBACK_DAYS * 86_400_000
+  const amounts = payments
+    .filter((payment) => payment.card === true && payment.at >= since && payment.at < at)
+    .map((payment) => payment.usd)
+    .sort((a, b) => a - b)
+  if (amounts.length === 0) return 0
+  const middle = amounts.length >> 1
+  return amounts.length % 2 === 1 ? amounts[middle]! : (amounts[middle - 1]! + amounts[middle]!) / 2
 }

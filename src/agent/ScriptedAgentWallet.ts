@@ -136,6 +136,8 @@ const make = (inner: Option.Option<AgentWalletShape>) =>
         ),
       sendUsd1: (card, amount, record) =>
         write(card, "send", amount, (holdings) => ({ ...holdings, usd1: holdings.usd1 - amount }), record),
+      repayUsd1: (card, _to, amount, record) =>
+        write(card, "repay", amount, (holdings) => ({ ...holdings, usd1: holdings.usd1 - amount }), record),
       session: Effect.flatMap(gate("*"), () => Effect.map(Ref.get(state), (current) => current.session)),
       fund: (card) =>
         Effect.zipRight(
@@ -183,6 +185,7 @@ const passThrough =
     buy: (card, token, usd1In, minTokensOut, record) =>
       Effect.zipRight(gate(card.id), inner.buy(card, token, usd1In, minTokensOut, record)),
     sendUsd1: (card, amount, record) => Effect.zipRight(gate(card.id), inner.sendUsd1(card, amount, record)),
+    repayUsd1: (card, to, amount, record) => Effect.zipRight(gate(card.id), inner.repayUsd1(card, to, amount, record)),
     session: Effect.zipRight(gate("*"), inner.session),
     fund: (card) => Effect.zipRight(gate(card.id), inner.fund(card))
   })

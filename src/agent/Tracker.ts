@@ -1,7 +1,9 @@
 /**
  * Finality of the agent's transactions: every succeeded step followed until CHAIN_CONFIRMATIONS
  * deep; one the chain lost (a reorg) is sent again byte-identical, and one that cannot be mined
- * again undoes the decision when it was the step that delivered the money (docs/agent.md).
+ * again undoes the decision when it was the step that delivered the money (docs/agent.md). A
+ * repayment whose decision ended before it was seen mined is settled here: recorded with the card
+ * program once mined, failed once reverted.
  */
 import { Clock, Effect, Option } from "effect"
 import type { Hash, Hex } from "viem"
@@ -14,8 +16,14 @@ import { AgentRepo, type TrackedTransaction } from "./AgentRepo.js"
 /** Transactions the tracker checks per tick, least recently checked first. */
 const TRACKED_PER_TICK = 50
 
-/** The tracker's tick; `publishDecisions` tells a card's holder of a decision undone. */
-export const makeTracker = (publishDecisions: (ids: ReadonlyArray<string>) => Effect.Effect<void>) =>
+/**
+ * The tracker's tick; `publishDecisions` tells a card's holder of a decision undone, `recordRepayment`
+ * records a decision's mined repayment with the card program (idempotent).
+ */
+export const makeTracker = (trades: {
+  readonly publishDecisions: (ids: ReadonlyArray<string>) => Effect.Effect<void>
+  readonly recordRepayment: (decisionId: string, at: Date) => Effect.Effect<void>
+}) =>
   Effect.gen(function* () {
     const repo = yield* AgentRepo
     const chain = yield* ChainClient
@@ -42,11 +50,17 @@ export const makeTracker = (publishDecisions: (ids: ReadonlyArray<string>) => Ef
             `agent ${tx.action}: ${lost}; the wallet's next trade approves the exchange again`
           )
         }
+        if (tx.step === "repay") {
+          // Not undone here (issue 38 follow-up): the reconciliation reports the card program short of it.
+          return yield* Effect.logWarning(
+            `agent refill: ${lost}; the repayment recorded when it was first mined stands: the card program is short of it`
+          )
+        }
         if (!delivers(tx)) {
           return yield* Effect.logWarning(`agent ${tx.action}: ${lost}; the wallet's own USD1 paid the steps after it`)
         }
         const failed = yield* repo.failLostDecision(tx.decisionId, lost, at).pipe(
-          Effect.tap((failed) => (failed ? publishDecisions([tx.decisionId]) : Effect.void)),
+          Effect.tap((failed) => (failed ? trades.publishDecisions([tx.decisionId]) : Effect.void)),
           repo.withTransaction
         )
         if (failed) {
@@ -89,11 +103,45 @@ export const makeTracker = (publishDecisions: (ids: ReadonlyArray<string>) => Ef
       })
 
     /**
+     * Repayments whose decision ended before they were seen mined (it went `unknown`): mined since,
+     * the step succeeds and the card program records it, in one transaction; reverted or replaced
+     * at its nonce, it failed; not known to the node, it is sent again byte-identical.
+     */
+    const settleRepayment = (row: { readonly decisionId: string; readonly hash: string; readonly raw: string }) =>
+      Effect.gen(function* () {
+        const at = yield* now
+        const receipt = yield* withinChainTime(chain.receipt(row.hash as Hash, 0))
+        if (Option.isNone(receipt)) {
+          const resent = yield* withinChainTime(chain.rebroadcast(row.raw as Hex))
+          if (resent === "replaced") yield* repo.finishTransaction(row.decisionId, "repay", { status: "failed" }, at)
+          return
+        }
+        if (receipt.value.status === "reverted") {
+          return yield* repo.finishTransaction(row.decisionId, "repay", { status: "failed" }, at)
+        }
+        const { blockHash, blockNumber } = receipt.value
+        yield* repo
+          .finishTransaction(row.decisionId, "repay", { status: "succeeded", blockNumber, blockHash }, at)
+          .pipe(Effect.zipRight(trades.recordRepayment(row.decisionId, at)), repo.withTransaction)
+        yield* Effect.logInfo("agent repayment mined after its decision ended; recorded")
+      }).pipe(
+        // One the node keeps refusing stays in doubt (its amount is not repaid again) and stops no other check.
+        Effect.catchTag("ChainError", (error) =>
+          Effect.logWarning(`agent repayment in doubt not settled: ${error.message}`)
+        ),
+        Effect.annotateLogs({ "decision.id": row.decisionId, "tx.hash": row.hash })
+      )
+    const settleRepayments = Effect.flatMap(repo.repaymentsInDoubt(TRACKED_PER_TICK), (rows) =>
+      Effect.forEach(rows, settleRepayment, { discard: true })
+    )
+
+    /**
      * Checks the succeeded transactions not final yet, least recently checked first, at most
      * TRACKED_PER_TICK, each wallet's in nonce order (a sale sent again before the send that spends
      * it). No row lock is held: every write is conditional. A chain that does not answer ends the tick.
      */
     const followChain = Effect.gen(function* () {
+      yield* settleRepayments
       const rows = yield* repo.unfinalTransactions(TRACKED_PER_TICK)
       if (rows.length === 0) return
       // The block watcher's head (as the settlement tracker's): no read of its own per tick.

@@ -3,6 +3,10 @@
  * buy, send) in the executor and, after a crash, in the reconciler; what a decision sells; and the
  * end of a decision (its status, events and cooldown in one transaction).
  *
+ * - A refill of a card that owes the card program repays it first (step `repay`: USD1 straight to
+ *   the settlement account), then sends the rest to the card; once the repayment is mined, the
+ *   decision's end records it with the card program (`CardDebts.repaid`) in the same transaction,
+ *   whatever status it ends in, once per transaction hash.
  * - A trade is stored as `executing` before anything is signed; every transaction is recorded after
  *   signing and before broadcast (one per step). The reconciler takes decisions left untouched longer
  *   than the lease: a mined sale without its send gets its send (once: the step is unique), a
@@ -14,6 +18,7 @@
  */
 import { Clock, Duration, Effect, Option } from "effect"
 import { getAddress, parseUnits } from "viem"
+import { CardDebts } from "../cards/CardDebts.js"
 import { Statement } from "../cards/Statement.js"
 import type { Address } from "../chain/Address.js"
 import { ChainClient, type Receipt, type SignedPurpose, type SignedTransaction } from "../chain/ChainClient.js"
@@ -35,6 +40,9 @@ import { type AgentCard, AgentWallet, type AgentWalletError, type WalletHoldings
 import { CASH_SYMBOL, type Decision } from "./Decide.js"
 import type { LoopSettings } from "./LoopSettings.js"
 
+/** The smaller of two amounts. */
+const lesser = (a: bigint, b: bigint) => (a < b ? a : b)
+
 /** After an executed refill, no new trade for the card before this. */
 const REFILL_COOLDOWN_MS = 5 * 60_000
 /** After a transaction in doubt, no new trade for the card before this. */
@@ -42,15 +50,16 @@ const UNKNOWN_BLOCK_MS = 30 * 60_000
 /** How long the reconciler waits for a receipt before leaving the decision for its next pass. */
 const RECONCILE_RECEIPT_WAIT_MS = 2_000
 
-/** The trade a stored decision carries out, step by step. */
-const stepsOf = (decision: ExecutingDecision): ReadonlyArray<TransactionStep> =>
-  decision.action === "refill"
-    ? decision.symbol === CASH_SYMBOL
-      ? ["send"]
-      : ["sell", "send"]
-    : decision.symbol === CASH_SYMBOL
-      ? ["buy"]
-      : ["sell", "buy"]
+/** The trade a stored decision carries out, step by step: a refill repays what the card owes before it sends. */
+const stepsOf = (decision: ExecutingDecision): ReadonlyArray<TransactionStep> => {
+  const sale: ReadonlyArray<TransactionStep> = decision.symbol === CASH_SYMBOL ? [] : ["sell"]
+  if (decision.action !== "refill") return [...sale, "buy"]
+  const repay = decision.repayMicros === null ? [] : (["repay"] as const)
+  // A refill may only repay (the card owed at least the smallest refill and needed nothing more).
+  const usdMicros = BigInt(Math.round(decision.usd * 100)) * 10_000n
+  const send = decision.repayMicros !== null && decision.repayMicros >= usdMicros ? [] : (["send"] as const)
+  return [...sale, ...repay, ...send]
+}
 
 /** What the executor sells for a decision: an amount of the token and the least USD1 it accepts. */
 export interface Sale {
@@ -80,13 +89,14 @@ export const agentServices = Effect.all({
   statement: Statement,
   events: AgentEvents,
   wallet: AgentWallet,
-  chain: ChainClient
+  chain: ChainClient,
+  debts: CardDebts
 })
 
 /** The trades of one replica, with the settings of its loop. */
 export const makeTrades = (settings: LoopSettings) =>
   Effect.gen(function* () {
-    const { chain, events, market, repo, statement, wallet } = yield* agentServices
+    const { chain, debts, events, market, repo, statement, wallet } = yield* agentServices
     const leaseMs = Duration.toMillis(settings.lease)
     const txTimeoutMs = Duration.toMillis(settings.txTimeout)
     const { usd1 } = chain
@@ -96,6 +106,8 @@ export const makeTrades = (settings: LoopSettings) =>
         Error(`no registry token ${symbol}`)
       )
     const usd1Atomic = (usd: number) => parseUnits(usd.toFixed(2), usd1.decimals)
+    /** USD1 atomic units per millionth of a dollar. */
+    const atomicPerMicro = 10n ** BigInt(Math.max(0, usd1.decimals - 6))
     /** USD1 atomic units per whole token at `price`. */
     const priceAtomic = (price: number) => parseUnits(price.toFixed(8), usd1.decimals)
     const withSlippage = (amount: bigint) =>
@@ -117,9 +129,23 @@ export const makeTrades = (settings: LoopSettings) =>
             )
           )
 
+    /** The decision's mined repayment, recorded with the card program (once per transaction: idempotent). */
+    const recordRepayment = (id: string, at: Date) =>
+      repo.repayment(id).pipe(
+        Effect.flatMap(
+          Option.match({
+            onNone: () => Effect.void,
+            onSome: ({ amount, cardId, hash }) =>
+              debts.repaid({ cardId, amountMicros: amount / atomicPerMicro, tx: hash, at })
+          })
+        )
+      )
+
     /**
      * Moves an executing decision to its final status, with its `decision` event (and an executed
      * refill's `refill` event, the statement item), in one transaction; false when it was final already.
+     * A repayment it mined is recorded in the same transaction, whatever the status: the card program
+     * was paid even when a later step failed.
      */
     const finishDecision = (
       id: string,
@@ -131,7 +157,8 @@ export const makeTrades = (settings: LoopSettings) =>
       repo.finishDecision(id, status, error, at, guard).pipe(
         Effect.tap((finished) =>
           finished
-            ? publishDecisions([id]).pipe(
+            ? recordRepayment(id, at).pipe(
+                Effect.zipRight(publishDecisions([id])),
                 Effect.zipRight(status === "executed" ? statement.refill(id) : Effect.succeed(Option.none())),
                 Effect.flatMap(
                   Option.match({
@@ -185,11 +212,15 @@ export const makeTrades = (settings: LoopSettings) =>
         return { kind: "done", receipt: mined.value } as StepResult
       })
 
-    /** Signs, records and broadcasts one step; the amounts follow from the steps before it. */
+    /**
+     * Signs, records and broadcasts one step; the amounts follow from the steps before it. None when
+     * the step has nothing to move (a repayment took all the sale brought in).
+     */
     const perform = (
       decision: ExecutingDecision,
       step: TransactionStep,
       before: ReadonlyMap<TransactionStep, Receipt>,
+      recorded: ReadonlyArray<AgentTransaction>,
       sale: Option.Option<Sale>
     ) =>
       Effect.gen(function* () {
@@ -197,10 +228,12 @@ export const makeTrades = (settings: LoopSettings) =>
         const walletAddress = yield* wallet.address(card)
         const decided = usd1Atomic(decision.usd)
         const sold = before.get("sell")
-        // The USD1 a step may spend: the decided amount, capped by what the sale brought in.
+        // The USD1 a step may spend: the decided amount, capped by what the sale brought in, less
+        // what the repayment took of it.
         const received = sold === undefined ? decided : receivedUsd1(sold, walletAddress)
-        // biome-ignore lint/complexity/useMathMinMax: bigint amounts; Math.min takes numbers only
-        const budget = received < decided ? received : decided
+        const repaid = recorded.find((tx) => tx.step === "repay")?.amount ?? 0n
+        const budget = lesser(received, decided) - repaid
+        if (budget <= 0n) return Option.none<ReadonlyArray<AgentTransaction>>()
         const record = (amount: bigint) => (signed: SignedTransaction, purpose: SignedPurpose) =>
           Effect.flatMap(now, (at) =>
             repo.recordTransaction({
@@ -215,6 +248,12 @@ export const makeTrades = (settings: LoopSettings) =>
             })
           )
         switch (step) {
+          case "repay": {
+            // Exactly what the card owed when decided (never more than the sale brought in).
+            const amount = lesser((decision.repayMicros ?? 0n) * atomicPerMicro, budget)
+            yield* wallet.repayUsd1(card, debts.settlementAccount, amount, record(amount))
+            break
+          }
           case "sell": {
             const { amount, minUsd1Out } = Option.getOrThrow(sale)
             yield* wallet.sell(card, tokenBySymbol(decision.symbol!), amount, minUsd1Out, record(amount))
@@ -231,7 +270,7 @@ export const makeTrades = (settings: LoopSettings) =>
             break
           }
         }
-        return yield* repo.transactions(decision.id)
+        return Option.some(yield* repo.transactions(decision.id))
       })
 
     /**
@@ -259,7 +298,11 @@ export const makeTrades = (settings: LoopSettings) =>
             return
           }
           const sale = role.executor ? role.sale : Option.none<Sale>()
-          const txs = recorded.some((tx) => tx.step === step) ? recorded : yield* perform(decision, step, done, sale)
+          const performed = recorded.some((tx) => tx.step === step)
+            ? Option.some(recorded)
+            : yield* perform(decision, step, done, recorded, sale)
+          if (Option.isNone(performed)) continue
+          const txs = performed.value
           // The exchange's approval went out (and was mined) before the step that needed it.
           const approval = txs.find((tx) => tx.step === "approve" && tx.status === "broadcast")
           if (approval !== undefined && (yield* settle(decision, approval, waitMs)).kind === "stop") return
@@ -345,6 +388,7 @@ export const makeTrades = (settings: LoopSettings) =>
       /** Carries out a decision just stored as `executing`, selling `sale` for it. */
       execute: (id: string, sale: Option.Option<Sale>) => continueDecision(id, { executor: true, sale }, txTimeoutMs),
       reconcile,
-      publishDecisions
+      publishDecisions,
+      recordRepayment
     }
   })

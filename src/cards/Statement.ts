@@ -70,6 +70,13 @@ export const activityItem = (row: {
     tx: row.tx
   })
 
+/** A payment of the card's: a merchant order, or a card-network payment (`card`). */
+export interface CardPayment {
+  readonly at: number
+  readonly usd: number
+  readonly card: boolean
+}
+
 export class Statement extends Effect.Service<Statement>()("app/Statement", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
@@ -164,23 +171,40 @@ export class Statement extends Effect.Service<Statement>()("app/Statement", {
 
     const paymentRows = SqlSchema.findAll({
       Request: Schema.Struct({ addresses: Schema.Array(Schema.String), since: Schema.DateFromSelf }),
-      Result: Schema.Struct({ payer: Schema.String, paidAt: Schema.DateFromSelf, amountMicros: Schema.BigInt }),
+      Result: Schema.Struct({
+        payer: Schema.String,
+        paidAt: Schema.DateFromSelf,
+        amountMicros: Schema.BigInt,
+        card: Schema.Boolean
+      }),
+      // A card-network payment counts as approved, when approved (its clearing moves the money later).
+      // Read card by card through the (card_id, created_at) index of approved ones: the lookback only.
       execute: ({ addresses, since }) => sql`
-        SELECT payer, paid_at, amount_micros FROM orders
-        WHERE status = 'paid' AND payer IN ${sql.in(addresses)} AND paid_at >= ${since}`
+        SELECT payer, paid_at, amount_micros, false AS card FROM orders
+        WHERE status = 'paid' AND payer IN ${sql.in(addresses)} AND paid_at >= ${since}
+        UNION ALL
+        SELECT c.address, a.created_at, a.approved_micros, true FROM cards c
+        CROSS JOIN LATERAL (
+          SELECT created_at, approved_micros FROM card_authorizations
+          WHERE card_id = c.id AND approved AND created_at >= ${since}
+        ) a
+        WHERE c.address IN ${sql.in(addresses)}`
     })
 
-    /** The payments of each card since `since`, in one query: the agent's spending history. */
+    /**
+     * The payments of each card since `since`, in one query: the agent's spending history. The
+     * merchant orders it paid, and its approved card-network authorizations (`card`), each at its amount.
+     */
     const payments = traced("Statement.payments")(function* (addresses: ReadonlyArray<Address>, since: number) {
-      const byPayer = new Map<string, Array<{ readonly at: number; readonly usd: number }>>(
-        addresses.map((address) => [address, []])
-      )
+      const byPayer = new Map<string, Array<CardPayment>>(addresses.map((address) => [address, []]))
       if (addresses.length === 0) return byPayer
       const rows = yield* paymentRows({ addresses, since: new Date(since) }).pipe(Effect.orDie)
       for (const row of rows) {
-        byPayer.get(row.payer)?.push({ at: row.paidAt.getTime(), usd: Number(row.amountMicros) / 1_000_000 })
+        byPayer
+          .get(row.payer)
+          ?.push({ at: row.paidAt.getTime(), usd: Number(row.amountMicros) / 1_000_000, card: row.card })
       }
-      return byPayer as ReadonlyMap<string, ReadonlyArray<{ readonly at: number; readonly usd: number }>>
+      return byPayer as ReadonlyMap<string, ReadonlyArray<CardPayment>>
     })
 
     return { activity, refill, payments }

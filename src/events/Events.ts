@@ -12,6 +12,7 @@ import { DecisionItem, Strategy } from "../agent/Api.js"
 import { CardAuthorization, CardMoney } from "../authorizations/Api.js"
 import { AuthorizationEvents } from "../authorizations/AuthorizationEvents.js"
 import { ActivityItem } from "../cards/Api.js"
+import { DebtEvents } from "../cards/DebtEvents.js"
 import type { Address } from "../chain/Address.js"
 import { KycEvents } from "../kyc/KycEvents.js"
 import type { KycState } from "../kyc/KycState.js"
@@ -95,6 +96,27 @@ export const AuthorizationEventsLive = Layer.effect(
         events.publishing(address, { type: "authorization", data: authorization }),
       moneyMoved: (moved) =>
         events.publishAll(moved.map(({ address, money }) => ({ address, event: { type: "money", data: money } })))
+    })
+  )
+)
+
+/** The card program's debts' port: a repayment of what a card owed is its holder's `money` event (`repaid`). */
+export const DebtEventsLive = Layer.effect(
+  DebtEvents,
+  Effect.map(Events, (events) =>
+    DebtEvents.of({
+      repaid: (address, repaid) =>
+        events.publish(address, {
+          type: "money",
+          data: new CardMoney({
+            change: "repaid",
+            amountUsd: repaid.amountUsd,
+            authorizationId: null,
+            eventId: null,
+            tx: repaid.tx,
+            owedUsd: repaid.owedUsd
+          })
+        })
     })
   )
 )

@@ -20,6 +20,7 @@ describe("overnight session (Tuesday 2026-11-24 02:00 ET)", () => {
       rule: "REFILL_BELOW_FLOOR_OUTSIDE_REGULAR",
       symbol: "TSLA",
       usd: 7,
+      repayUsd: 0,
       spread: 0.004,
       // 7.5 hours to the open at $10 a day, × 1.2
       needUsd: 3.75,
@@ -128,6 +129,7 @@ describe("Friday 2026-11-20, regular session closing at 16:00 ET", () => {
       rule: "REFILL_BEFORE_CLOSE",
       symbol: "NVDA",
       usd: 12.92,
+      repayUsd: 0,
       spread: 0,
       needUsd: 32.92,
       horizon: monday,

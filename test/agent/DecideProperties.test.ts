@@ -8,8 +8,9 @@ import {
   decide,
   type TokenHolding
 } from "../../src/agent/Decide.js"
+import { typicalCardPayment } from "../../src/agent/Forecast.js"
 import { calendarStatus } from "../../src/market/Calendar.js"
-import { decisionInput, extendedHoursInstant, usd } from "./arbitraries.js"
+import { committedInput, decisionInput, extendedHoursInstant, usd } from "./arbitraries.js"
 
 /** Inputs in extended hours with the card below the floor and no cash: token refills or holds. */
 const extendedHoursLowCard = decisionInput({
@@ -139,6 +140,92 @@ describe("decide, over random inputs", () => {
       expect(decision.horizon).toBe(expected)
       expect(decision.reason.length).toBeGreaterThan(20)
       expect(decision.reason).not.toMatch(/undefined|NaN|null/)
+    },
+    runs
+  )
+})
+
+/** The card's funds as docs/agent.md defines them, computed here from the input alone. */
+const fundsOf = (input: DecisionInput) => {
+  const { allowanceUsd, clearedPendingUsd, heldUsd, owedUsd } = input.commitments!
+  const kept = input.cardUsd1 - heldUsd - clearedPendingUsd
+  const room =
+    allowanceUsd === null ? Number.POSITIVE_INFINITY : Math.max(0, allowanceUsd - heldUsd - clearedPendingUsd)
+  const floor = Math.max(agentRules.floorUsd, typicalCardPayment(input.spending.payments, input.at))
+  return { kept, room, owedUsd, available: Math.min(kept - owedUsd, room), floor }
+}
+
+describe("decide, counting the card's holds, pending clearings, owed amount and allowance", () => {
+  it.prop(
+    "a card that owes is repaid at once, in any session: exactly what it owes goes to the program first, or a hold says why not",
+    [committedInput()],
+    ([input]) => {
+      const decision = decide(input)
+      const { owedUsd } = input.commitments!
+      if (owedUsd === 0) {
+        if (decision.action === "refill") expect(decision.repayUsd).toBe(0)
+        return
+      }
+      expect(["refill", "hold"]).toContain(decision.action)
+      if (decision.action !== "refill") return
+      expect(decision.repayUsd).toBe(owedUsd)
+      expect(decision.usd).toBeGreaterThanOrEqual(owedUsd)
+      expect(decision.usd).toBeGreaterThanOrEqual(agentRules.minTradeUsd)
+      expect(decision.reason).toContain("repays the card program")
+    },
+    runs
+  )
+
+  it.prop(
+    "nothing is refilled while the available funds cover max(need, floor, typical card payment) and nothing is owed",
+    [committedInput()],
+    ([input]) => {
+      const decision = decide(input)
+      const { available, floor, owedUsd } = fundsOf(input)
+      if (owedUsd === 0 && available >= Math.max(decision.needUsd, floor)) {
+        expect(["none", "rebalance"]).toContain(decision.action)
+      }
+    },
+    runs
+  )
+
+  it.prop(
+    "below the floor or the typical card payment the card is refilled now, in any session, unless only the allowance limits it",
+    [committedInput()],
+    ([input]) => {
+      const decision = decide(input)
+      const { available, floor, kept, room } = fundsOf(input)
+      if (available < floor && Math.min(floor, room) > kept) expect(["refill", "hold"]).toContain(decision.action)
+    },
+    runs
+  )
+
+  it.prop(
+    "a refill repays what is owed and brings the available funds to the session's target, within the allowance, at least $5",
+    [committedInput()],
+    ([input]) => {
+      const decision = decide(input)
+      if (decision.action !== "refill") return
+      const { floor, kept, owedUsd, room } = fundsOf(input)
+      const calendar = calendarStatus(input.at)
+      // Outside the regular session only the floor; a repayment alone tops up to the floor at most.
+      const target =
+        calendar.session === "regular" && decision.rule !== "REPAY_OWED" ? Math.max(decision.needUsd, floor) : floor
+      const topUp = Math.max(0, Math.min(target, room) - kept)
+      expect(decision.usd).toBe(ceilCents(Math.max(owedUsd + topUp, agentRules.minTradeUsd)))
+      // After it: nothing owed, and the card's funds reach the target as far as the allowance lets them.
+      expect(kept + decision.usd - owedUsd).toBeGreaterThanOrEqual(Math.min(target, room) - 1e-9)
+    },
+    runs
+  )
+
+  it.prop(
+    "the same input with commitments gives the same decision, and its reasons read well",
+    [committedInput()],
+    ([input]) => {
+      const decision = decide(input)
+      expect(decide(structuredClone(input))).toEqual(decision)
+      expect(decision.reason).not.toMatch(/undefined|NaN|null|Infinity/)
     },
     runs
   )

@@ -113,7 +113,7 @@ layer(dry, { excludeTestServices: true })("the agent in dry mode", (it) => {
       const shape = (...more: ReadonlyArray<string>) => [...common, ...more].sort()
       expect(Object.fromEntries(shapes.map((name) => [name, [...schemas[name].required].sort()]))).toEqual({
         NoneDecision: shape(),
-        RefillDecision: shape("usd", "symbol", "spread"),
+        RefillDecision: shape("usd", "repayUsd", "symbol", "spread"),
         HoldDecision: shape("usd"),
         RebalanceDecision: shape("usd", "symbol", "buySymbol", "spread")
       })
@@ -311,6 +311,7 @@ layer(dry, { excludeTestServices: true })("the agent in dry mode", (it) => {
         rule: "REFILL_BELOW_FLOOR",
         reason: expect.stringContaining("The agent sells"),
         usd: expect.any(Number),
+        repayUsd: 0,
         symbol: "NVDA",
         spread: expect.any(Number),
         needUsd: expect.any(Number),

@@ -20,9 +20,10 @@ import { AgentLoop } from "../../src/agent/AgentLoop.js"
 import { AgentRepo, type NewDecision } from "../../src/agent/AgentRepo.js"
 import { agentWalletKey } from "../../src/agent/ChainAgentWallet.js"
 import { phaseOf, sliceCount } from "../../src/agent/Schedule.js"
+import { CardDebts } from "../../src/cards/CardDebts.js"
 import { Statement } from "../../src/cards/Statement.js"
 import { InMemoryChain } from "../../src/chain/InMemoryChain.js"
-import { AgentEventsLive, Events } from "../../src/events/Events.js"
+import { AgentEventsLive, DebtEventsLive, Events } from "../../src/events/Events.js"
 import { Market } from "../../src/market/Market.js"
 import { portsLayer } from "../../src/Ports.js"
 import { AppConfig } from "../../src/runtime/Config.js"
@@ -81,7 +82,13 @@ const replica = Effect.map(
   Layer.build(
     Layer.fresh(
       AgentLoop.Default.pipe(
-        Layer.provide([Market.Default, Statement.Default, AgentEventsLive.pipe(Layer.provide(Events.Default))])
+        Layer.provide([
+          Market.Default,
+          Statement.Default,
+          CardDebts.Default.pipe(Layer.provide(DebtEventsLive)),
+          AgentEventsLive
+        ]),
+        Layer.provide(Events.Default)
       )
     )
   ),
@@ -402,6 +409,7 @@ layer(Base, { excludeTestServices: true, timeout: "240 seconds" })("the agent lo
         needUsd: 10,
         horizon: at,
         spread: null,
+        repayMicros: null,
         reason: "below the floor",
         status: "executing",
         error: null,

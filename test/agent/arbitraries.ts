@@ -1,6 +1,6 @@
 /** Random decision inputs for the property tests. */
 import { FastCheck } from "effect"
-import type { DecisionInput, TokenHolding } from "../../src/agent/Decide.js"
+import type { CardCommitments, DecisionInput, TokenHolding } from "../../src/agent/Decide.js"
 import {
   type MarketStatus,
   marketStatusAt,
@@ -136,3 +136,22 @@ export const extendedHoursInstant: FastCheck.Arbitrary<number> = FastCheck.tuple
   const session = sessions[pick % sessions.length]!
   return session.start + (offset % (session.end - session.start))
 })
+
+/** A card's commitments: holds, pending clearings, an owed amount to the millionth, an allowance or none. */
+export const cardCommitments: FastCheck.Arbitrary<CardCommitments> = FastCheck.record({
+  heldUsd: FastCheck.oneof(FastCheck.constant(0), usd(200)),
+  clearedPendingUsd: FastCheck.oneof(FastCheck.constant(0), usd(200)),
+  owedUsd: FastCheck.oneof(
+    { weight: 2, arbitrary: FastCheck.constant(0) },
+    FastCheck.integer({ min: 1, max: 300_000_000 }).map((micros) => micros / 1_000_000)
+  ),
+  allowanceUsd: FastCheck.option(usd(1000), { nil: null })
+})
+
+/** Any decision input with commitments, its payments card payments (a typical one) or merchant orders. */
+export const committedInput = (knobs: InputKnobs = {}): FastCheck.Arbitrary<DecisionInput> =>
+  FastCheck.tuple(decisionInput(knobs), cardCommitments, FastCheck.boolean()).map(([input, commitments, card]) => ({
+    ...input,
+    commitments,
+    spending: { ...input.spending, payments: input.spending.payments.map((payment) => ({ ...payment, card })) }
+  }))

@@ -30,6 +30,9 @@ export const FACES: Readonly<Record<string, ReadonlyArray<string>>> = {
   auth: ["Api.ts", "Auth.ts", "Http.ts"],
   // Allowance.ts: the spending allowance's rules, which a decision counts; CardProgram.ts: its settlement account;
   // ProgramSender.ts: the one way that account sends (its nonces), which the clearings' settlement uses too.
+  // CardDebts.ts: what a card has committed and owes, read by the agent, and its repayment, which the agent
+  // reports (the settlement account's address with it); DebtEvents.ts: the port through which a repayment is
+  // told, implemented by events/.
   cards: [
     "Api.ts",
     "Cards.ts",
@@ -38,6 +41,8 @@ export const FACES: Readonly<Record<string, ReadonlyArray<string>>> = {
     "CardIssuer.ts",
     "Allowance.ts",
     "CardProgram.ts",
+    "CardDebts.ts",
+    "DebtEvents.ts",
     "ProgramSender.ts"
   ],
   // Secp256k1.ts: who signed a hash or a message, which sign-in checks before any chain call.

@@ -6,8 +6,9 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { AgentLoop } from "../../../src/agent/AgentLoop.js"
+import { CardDebts } from "../../../src/cards/CardDebts.js"
 import { Statement } from "../../../src/cards/Statement.js"
-import { AgentEventsLive, Events } from "../../../src/events/Events.js"
+import { AgentEventsLive, DebtEventsLive, Events } from "../../../src/events/Events.js"
 import { Market } from "../../../src/market/Market.js"
 import { portsLayer } from "../../../src/Ports.js"
 import { AppConfig } from "../../../src/runtime/Config.js"
@@ -16,7 +17,13 @@ import { SqlLive } from "../../../src/storage/Database.js"
 const at = Number(process.env.AGENT_TICK_AT)
 
 const TickLive = AgentLoop.Default.pipe(
-  Layer.provide([Market.Default, Statement.Default, AgentEventsLive.pipe(Layer.provide(Events.Default))]),
+  Layer.provide([
+    Market.Default,
+    Statement.Default,
+    CardDebts.Default.pipe(Layer.provide(DebtEventsLive)),
+    AgentEventsLive
+  ]),
+  Layer.provide(Events.Default),
   Layer.provide(portsLayer()),
   Layer.provide(SqlLive),
   Layer.provide(AppConfig.layer)
