@@ -74,9 +74,11 @@ export class CardDebtRepo extends Effect.Service<CardDebtRepo>()("app/CardDebtRe
 
     /**
      * The card's owed clearings that its repayments cover in full, oldest first, become `repaid`: a
-     * clearing is covered when the owed amounts up to it (ledger order) are at most all it repaid.
+     * clearing is covered when the owed amounts up to it (ledger order) are at most all it repaid. Their
+     * authorizations that hold nothing more and have nothing left to pay are `settled`, as a debited
+     * clearing's are (the program was paid, by the agent instead of the wallet).
      */
-    const markRepaid = (cardId: string) =>
+    const markRepaid = (cardId: string, at: Date) =>
       sql`
         WITH repaid AS (
           SELECT coalesce(-sum(amount_micros), 0) AS total FROM card_owed_entries
@@ -84,10 +86,19 @@ export class CardDebtRepo extends Effect.Service<CardDebtRepo>()("app/CardDebtRe
         ), owed AS (
           SELECT event_id, sum(amount_micros) OVER (ORDER BY id) AS running FROM card_owed_entries
           WHERE card_id = ${cardId} AND amount_micros > 0
+        ), marked AS (
+          UPDATE card_network_events e SET money = 'repaid'
+          FROM owed, repaid
+          WHERE e.id = owed.event_id AND owed.running <= repaid.total AND e.money = 'owed'
+          RETURNING e.id, e.authorization_id
         )
-        UPDATE card_network_events e SET money = 'repaid'
-        FROM owed, repaid
-        WHERE e.id = owed.event_id AND owed.running <= repaid.total AND e.money = 'owed'`
+        UPDATE card_authorizations a SET status = 'settled', updated_at = ${at}
+        WHERE a.id IN (SELECT authorization_id FROM marked) AND a.status = 'pending'
+          AND (a.held_micros = 0 OR a.hold_expires_at <= ${at})
+          AND NOT EXISTS (
+            SELECT 1 FROM card_network_events p
+            WHERE p.authorization_id = a.id AND p.money IN ('debit_pending', 'owed')
+              AND p.id NOT IN (SELECT id FROM marked))`
 
     return {
       ...repository("CardDebtRepo", {

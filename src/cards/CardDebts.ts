@@ -55,7 +55,7 @@ export class CardDebts extends Effect.Service<CardDebts>()("app/CardDebts", {
       const recorded = yield* repo.insertRepayment(repayment)
       if (!recorded) return Option.none<Repaid>()
       const { address, owedMicros } = yield* repo.lowerOwed(repayment)
-      yield* repo.markRepaid(repayment.cardId)
+      yield* repo.markRepaid(repayment.cardId, repayment.at)
       const repaid: Repaid = {
         amountUsd: Number(repayment.amountMicros) / 1_000_000,
         tx: repayment.tx,

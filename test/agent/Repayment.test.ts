@@ -17,7 +17,6 @@ import { AgentLoop } from "../../src/agent/AgentLoop.js"
 import { ceilCents } from "../../src/agent/Decide.js"
 import { CardDebts } from "../../src/cards/CardDebts.js"
 import { Statement } from "../../src/cards/Statement.js"
-import { awaitReceipt, walletClientFor } from "../../src/chain/Devnet.js"
 import { mintUsd1 } from "../../src/chain/DevnetOperator.js"
 import { ScriptedKycProvider } from "../../src/kyc/ScriptedKycProvider.js"
 import { cardHolder } from "../support/agent.js"
@@ -25,8 +24,8 @@ import {
   allowanceOf,
   followedUsd1,
   fundedCardHolder,
-  fundFromAnvil,
   NETWORK_SECRET,
+  revokeOnChain,
   signAllowance,
   swipe
 } from "../support/cards.js"
@@ -390,16 +389,7 @@ layer(
         const { spender } = (yield* allowanceOf(holder.token)) as unknown as { spender: `0x${string}` }
         const authorized = yield* swipe(holder.card, "8.00")
         // The holder revokes the allowance on chain; the clearing that follows cannot be debited.
-        yield* Effect.orDie(fundFromAnvil(devnet, holder.account.address))
-        const revoke = yield* Effect.promise(() =>
-          walletClientFor(devnet, holder.key).writeContract({
-            address: devnet.usd1,
-            abi: erc20Abi,
-            functionName: "approve",
-            args: [spender, 0n]
-          })
-        )
-        yield* Effect.orDie(awaitReceipt(devnet, revoke, "revoke"))
+        yield* revokeOnChain(holder, spender)
         yield* eventually("revoked", allowanceOf(holder.token), (seen) => seen.state === "revoked")
         yield* send("POST", `/sandbox/card-network/authorizations/${authorized.body.id}/clear`, { json: {} })
         const controls = Effect.map(send("GET", "/card/controls", { headers: bearer(holder.token) }), (r) => r.body)
@@ -420,6 +410,11 @@ layer(
             }>`SELECT sum(amount_micros)::text AS total FROM card_owed_entries WHERE card_id = ${holder.cardId}`
         )
         expect(ledger!.total).toBe("0")
+        // The program was paid, by the agent: the card payment is settled.
+        const listed = yield* send("GET", "/card/authorizations", { headers: bearer(holder.token) })
+        expect(listed.body.find((item: { id: string }) => item.id === authorized.body.id)).toMatchObject({
+          status: "settled"
+        })
       })
   )
 })
