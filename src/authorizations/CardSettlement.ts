@@ -44,6 +44,8 @@ import { CardSettlementRepo, type DueRow, type MovedRow, type OpenRow } from "./
 /** Clearings and refunds judged and sent per tick, and transfers followed per tick. */
 const BATCH = 100
 const FOLLOWED = 500
+/** Receipts read at once by a tick. */
+const RECEIPT_READS = 16
 
 /**
  * A transfer not mined this long after it was signed, and not bumped, makes the follower send every
@@ -269,6 +271,18 @@ export class CardSettlement extends Effect.Service<CardSettlement>()("app/CardSe
         concurrency: "unbounded"
       })
       const at = yield* now
+      // The receipts of those the chain's count passed, read side by side (a tick over a remote node
+      // would otherwise wait one round trip per transfer).
+      const passed = open.filter((transfer) => transfer.nonce < minedCount)
+      const receipts = new Map(
+        yield* Effect.forEach(
+          passed,
+          (transfer) => Effect.map(receiptOf(transfer), (r) => [transfer.eventId, r] as const),
+          {
+            concurrency: RECEIPT_READS
+          }
+        )
+      )
       let overdue = false
       for (const transfer of open) {
         if (transfer.nonce >= minedCount) {
@@ -294,7 +308,7 @@ export class CardSettlement extends Effect.Service<CardSettlement>()("app/CardSe
           }
           continue
         }
-        const receipt = yield* receiptOf(transfer)
+        const receipt = receipts.get(transfer.eventId)!
         if (Option.isNone(receipt)) {
           // Its nonce is mined, by none of its versions: another transaction took it.
           if (transfer.state === "sent") yield* forgetReplaced(transfer.eventId)
