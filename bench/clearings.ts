@@ -25,14 +25,22 @@
  * After the runs the receipts of every transfer are read (directly) for their gas, and of every x402
  * settlement for comparison; the transfers per block and the distinct cards per send batch say what
  * batching per block or per card could save (docs/performance.md, "Clearings").
+ *
+ * BENCH_CLEARINGS_PROFILE=<folder>: each setting's service runs with V8's CPU profiler on from its
+ * start (as BENCH_AUTHORIZE_PROFILE does) and writes `<folder>/<setting>/service.cpuprofile` at its
+ * exit, with `windows.json` (each measured run's start and end, µs of the profile's clock), the
+ * service's log and the bundle it ran (`main.cjs`).
  */
 import { createHash } from "node:crypto"
+import { copyFileSync, mkdirSync, readdirSync, writeFileSync } from "node:fs"
 import { loadavg } from "node:os"
+import path from "node:path"
 import { Effect } from "effect"
 import pg from "pg"
 import { encodeAbiParameters, getAddress, type Hex, keccak256, numberToHex } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { type Devnet, startDevnet } from "../src/chain/Devnet.js"
+import { monotonicUs, profilerPreload } from "./authorize.js"
 import {
   alternating,
   type BenchContext,
@@ -40,6 +48,7 @@ import {
   median,
   percentile,
   type RatioRow,
+  repoRoot,
   runConcurrently,
   runDatabase,
   type Section,
@@ -391,6 +400,10 @@ export const clearingsSection: Section = {
             )
             const programKey = generatePrivateKey()
             const program = privateKeyToAccount(programKey).address
+            const profileRoot = process.env.BENCH_CLEARINGS_PROFILE
+            const profileDir = profileRoot === undefined ? undefined : path.resolve(profileRoot, String(index))
+            if (profileDir !== undefined) mkdirSync(profileDir, { recursive: true })
+            const windows: Array<{ readonly run: string; readonly startUs: number; readonly endUs: number }> = []
             const service = yield* startService(
               ctx,
               serviceEnv(
@@ -399,10 +412,27 @@ export const clearingsSection: Section = {
                 `clearings-${index}`,
                 {
                   CARD_PROGRAM_KEY: programKey,
-                  ...(variant.poll === undefined ? {} : { CARD_SETTLEMENT_POLL: variant.poll })
+                  ...(variant.poll === undefined ? {} : { CARD_SETTLEMENT_POLL: variant.poll }),
+                  ...(profileDir === undefined
+                    ? {}
+                    : { NODE_OPTIONS: `--require ${profilerPreload(ctx.tmp, profileDir)}` })
                 }
               )
             )
+            if (profileDir !== undefined) {
+              copyFileSync(path.join(repoRoot, "dist", "src", "main.cjs"), path.join(profileDir, "main.cjs"))
+              // Added after the service: runs before it is stopped (the log so far) — the profile
+              // itself is written by the service at its exit.
+              yield* Effect.addFinalizer(() =>
+                Effect.sync(() => {
+                  writeFileSync(path.join(profileDir, "windows.json"), JSON.stringify(windows, null, 1))
+                  const logs = path.join(ctx.tmp, "logs")
+                  for (const file of readdirSync(logs).filter((name) => name.startsWith("service-"))) {
+                    copyFileSync(path.join(logs, file), path.join(profileDir, file))
+                  }
+                })
+              )
+            }
             const db = yield* Effect.acquireRelease(
               Effect.promise(async () => {
                 const client = new pg.Client({ connectionString: database.url })
@@ -445,10 +475,12 @@ export const clearingsSection: Section = {
             for (let round = 0; round < ctx.sizes.rounds; round++) {
               loads.push(loadavg()[0]!.toFixed(2))
               for (const side of alternating<Side>(round, "clearings", "x402")) {
+                const startUs = monotonicUs()
                 if (side === "clearings") {
                   const run = yield* Effect.promise(() =>
                     clearingsRun(db, devnet, service, proxy.counter, `r${index}-${round}-`, size.clearings, size.cards)
                   )
+                  windows.push({ run: `clearings ${round}`, startUs, endUs: startUs + run.wallMs * 1000 })
                   runs.clearings.push(run)
                   ctx.progress(
                     `[clearings ${variant.label}] round ${round + 1}/${ctx.sizes.rounds} clearings: ${run.perSecond.toFixed(1)}/s ` +
@@ -459,6 +491,7 @@ export const clearingsSection: Section = {
                   )
                 } else {
                   const run = yield* Effect.promise(() => payRun(service, proxy.counter, pay, payments))
+                  windows.push({ run: `x402 ${round}`, startUs, endUs: startUs + run.wallMs * 1000 })
                   runs.x402.push(run)
                   ctx.progress(
                     `[clearings ${variant.label}] round ${round + 1}/${ctx.sizes.rounds} x402: ${run.perSecond.toFixed(1)}/s, ` +
