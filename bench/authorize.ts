@@ -389,12 +389,12 @@ const storedSinceReset = async (db: pg.Client) => {
 // Runs
 
 /** µs of the monotonic clock (the clock of V8's CPU profiles). */
-const monotonicUs = () => Number(process.hrtime.bigint() / 1000n)
+export const monotonicUs = () => Number(process.hrtime.bigint() / 1000n)
 /**
  * A script preloaded into the service (`--require`) that profiles it from its start and writes the
  * profile when it exits (an in-thread inspector session answers synchronously, so it can in 'exit').
  */
-const profilerPreload = (tmp: string, dir: string) => {
+export const profilerPreload = (tmp: string, dir: string) => {
   const file = path.join(tmp, "authorize-profiler.cjs")
   const out = JSON.stringify(path.join(path.resolve(dir), "service.cpuprofile"))
   writeFileSync(

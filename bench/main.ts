@@ -23,6 +23,7 @@ import { startDevnet } from "../src/chain/Devnet.js"
 import { startEmbeddedPostgres } from "../src/embedded/EmbeddedPostgres.js"
 import { agentSection } from "./agent.js"
 import { authorizeSection } from "./authorize.js"
+import { clearingsSection } from "./clearings.js"
 import { countsSection } from "./counts.js"
 import { eventsSection } from "./events.js"
 import {
@@ -57,7 +58,8 @@ const SECTIONS: ReadonlyArray<Section> = [
   countsSection,
   agentSection,
   eventsSection,
-  authorizeSection
+  authorizeSection,
+  clearingsSection
 ]
 
 const usage = () =>
