@@ -2,14 +2,14 @@
  * The money behind the card on the devnet: a clearing is debited from the card wallet to the
  * settlement account once, its statement item settles with the transaction, a refund comes back once
  * however often the network delivers it, and a clearing the wallet or its allowance cannot cover is
- * owed and freezes the card.
+ * owed and freezes the card; one not mined in time is bumped at its nonce. The reconciliation agrees.
  */
 import { randomUUID } from "node:crypto"
 import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { erc20Abi, type Hex, parseEventLogs, parseUnits } from "viem"
-import { generatePrivateKey } from "viem/accounts"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { transactionUpdatedBody } from "../../src/authorizations/LithicWire.js"
 import { publicClientFor } from "../../src/chain/Devnet.js"
 import { ScriptedKycProvider } from "../../src/kyc/ScriptedKycProvider.js"
@@ -27,7 +27,7 @@ import {
 import { bearer, send } from "../support/http.js"
 import { devnetServiceEnv } from "../support/process.js"
 import { DatabaseUrl, OwnDatabase, runReconcile } from "../support/reconcile.js"
-import { TestDevnet } from "../support/TestChain.js"
+import { devnetRpc, TestDevnet } from "../support/TestChain.js"
 import { testServer } from "../support/TestServer.js"
 import { eventually } from "../support/wait.js"
 
@@ -35,6 +35,7 @@ const usd1 = (usd: string) => parseUnits(usd, 18)
 
 /** The settlement account's key: the file's own, so that the reconciliation sees only its transfers. */
 const PROGRAM_KEY = generatePrivateKey()
+const SETTLEMENT = privateKeyToAccount(PROGRAM_KEY).address
 
 /** The holder's statement item for a card payment or refund. */
 const statementItem = (token: string, id: string) =>
@@ -52,6 +53,20 @@ const transfersOf = (address: string) =>
       sql<{ eventId: string; kind: string; state: string; minedHash: string | null; amount: string }>`
       SELECT event_id, kind, state, mined_hash, amount::text FROM card_program_transfers
       WHERE wallet = ${address} ORDER BY seq`
+  ).pipe(Effect.orDie)
+
+const transferOf = (cardId: string) =>
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) =>
+      sql<{
+        hash: string
+        earlierHashes: ReadonlyArray<string>
+        bumps: number
+        state: string
+        minedHash: string | null
+      }>`
+      SELECT hash, earlier_hashes, bumps, state, mined_hash FROM card_program_transfers WHERE card_id = ${cardId}`
   ).pipe(Effect.orDie)
 
 const moneyEvents = (address: string) =>
@@ -77,7 +92,7 @@ const transfersIn = (hash: Hex) =>
 describe("the money behind the card (devnet)", () => {
   layer(
     testServer(
-      { CARD_SANDBOX_SECRET: NETWORK_SECRET, CARD_PROGRAM_KEY: PROGRAM_KEY },
+      { CARD_SANDBOX_SECRET: NETWORK_SECRET, CARD_PROGRAM_KEY: PROGRAM_KEY, RELAYER_STUCK_AFTER: "2 seconds" },
       { kycProvider: ScriptedKycProvider.layer() },
       OwnDatabase
     ),
@@ -223,6 +238,45 @@ describe("the money behind the card (devnet)", () => {
     )
 
     it.effect(
+      "a debit not mined in time is bumped at its nonce, recorded first; one version is mined, the card pays once",
+      () =>
+        Effect.gen(function* () {
+          const devnet = yield* TestDevnet
+          const holder = yield* fundedCardHolder("20")
+          const id = (yield* swipe(holder.card, "2.50")).body.id as string
+
+          yield* devnetRpc(devnet, "evm_setAutomine", [false])
+          yield* send("POST", `/sandbox/card-network/authorizations/${id}/clear`, { json: {} })
+          const [bumped] = yield* eventually("the debit bumped", transferOf(holder.cardId), ([row]) => {
+            return (row?.bumps ?? 0) >= 1
+          })
+          expect(bumped!.earlierHashes).toHaveLength(bumped!.bumps)
+          expect(bumped!.earlierHashes).not.toContain(bumped!.hash)
+          yield* devnetRpc(devnet, "evm_setAutomine", [true])
+          yield* devnetRpc(devnet, "evm_mine")
+
+          const [mined] = yield* eventually("the debit mined", transferOf(holder.cardId), ([row]) => {
+            return row?.minedHash != null
+          })
+          // The node keeps one transaction per nonce: the last version it took is the one mined.
+          expect([mined!.hash, ...mined!.earlierHashes]).toContain(mined!.minedHash)
+          const logs = yield* Effect.promise(() =>
+            publicClientFor(devnet).getContractEvents({
+              address: devnet.usd1,
+              abi: erc20Abi,
+              eventName: "Transfer",
+              args: { to: SETTLEMENT },
+              fromBlock: 0n
+            })
+          )
+          expect(
+            logs.filter((log) => log.args.from === holder.account.address).map((log) => log.transactionHash)
+          ).toEqual([mined!.minedHash])
+          expect(yield* usd1OnChain(holder.account.address)).toBe(175n * 10n ** 17n)
+        })
+    )
+
+    it.effect(
       "npm run cards:reconcile over all of the above: no difference; one planted in the database is reported",
       () =>
         Effect.gen(function* () {
@@ -230,14 +284,14 @@ describe("the money behind the card (devnet)", () => {
           const clean = yield* runReconcile(env)
           expect(clean.code, clean.output).toBe(0)
           expect(clean.summary).toMatchObject({
-            clearings: { count: 3, micros: 25_250_000 },
-            debited: { count: 2, micros: 17_250_000 },
+            clearings: { count: 4, micros: 27_750_000 },
+            debited: { count: 3, micros: 19_750_000 },
             owed: { count: 1, micros: 8_000_000, outstandingMicros: 8_000_000 },
             pending: { count: 0 },
             refunds: { count: 1, micros: 4_500_000 },
             differences: []
           })
-          expect(clean.summary.settlementAccount.balance).toBe(String(usd1("12.75")))
+          expect(clean.summary.settlementAccount.balance).toBe(String(usd1("15.25")))
 
           const sql = yield* SqlClient.SqlClient
           yield* sql`UPDATE card_program_transfers SET amount = amount + 1 WHERE kind = 'refund'`.pipe(Effect.orDie)
